@@ -1,0 +1,1 @@
+"""Snapshots of state in checkpoint storage: formats, metadata, restore."""

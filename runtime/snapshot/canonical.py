@@ -1,0 +1,204 @@
+"""The canonical keyed-state format, independent of the backend that wrote it.
+
+    magic "LGKS\\x01"
+    section*        one per (state, key group) with entries; records are
+                    varint len(rest), rest, varint len(data), data
+    index           JSON: states with their kind and TTL flag, and per state
+                    the [key group, offset, length, crc32] of each section
+    footer          index offset (u64), index length (u64), index crc32 (u32), "LGKE"
+
+Sections are ordered by state, then key group, so a restore reads, per state,
+one contiguous stretch holding exactly its own key groups. Every byte a
+restore reads is covered by the CRC-32 of its section or of the index.
+Expired TTL entries are dropped while writing.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import struct
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+from lockgate.runtime.snapshot.handles import CanonicalKeyedHandle
+from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError
+from lockgate.runtime.state.backend import KeyedStateBackend, StateMeta
+from lockgate.runtime.state.tables import FrozenTable
+from lockgate.runtime.varint import decode_varint, encode_varint
+
+MAGIC = b"LGKS\x01"
+END_MAGIC = b"LGKE"
+FOOTER = struct.Struct(">QQI4s")
+
+Compactor = Callable[[bytes, int], bytes | None]
+
+
+@dataclass(frozen=True)
+class FrozenKeyedState:
+    """The synchronous part of a canonical snapshot of one backend."""
+
+    tables: dict[str, FrozenTable]
+    metas: dict[str, StateMeta]
+    compactors: dict[str, Compactor]
+    key_groups: range
+    now_ms: int
+
+    @staticmethod
+    def of(backend: KeyedStateBackend) -> FrozenKeyedState:
+        return FrozenKeyedState(
+            backend.freeze(),
+            dict(backend.metas),
+            backend.compactors(),
+            backend.key_groups,
+            backend.clock.now_ms(),
+        )
+
+    def release(self) -> None:
+        for table in self.tables.values():
+            table.release()
+
+
+@dataclass(frozen=True)
+class Section:
+    key_group: int
+    offset: int
+    length: int
+    crc32: int
+
+
+@dataclass(frozen=True)
+class CanonicalIndex:
+    states: dict[str, StateMeta]
+    sections: dict[str, list[Section]]
+
+    def sections_in(self, state: str, key_groups: range) -> list[Section]:
+        sections = self.sections.get(state, [])
+        groups = [s.key_group for s in sections]
+        low = bisect.bisect_left(groups, key_groups.start)
+        high = bisect.bisect_left(groups, key_groups.stop)
+        return sections[low:high]
+
+
+def _section(table: FrozenTable, key_group: int, compact: Compactor | None, now_ms: int) -> bytes:
+    out = bytearray()
+    for rest, stored in table.entries(key_group):
+        data = stored if compact is None else compact(stored, now_ms)
+        if data is None:
+            continue
+        out += encode_varint(len(rest))
+        out += rest
+        out += encode_varint(len(data))
+        out += data
+    return bytes(out)
+
+
+def write_canonical(
+    storage: CheckpointStorage, path: str, relative_to: str, frozen: FrozenKeyedState
+) -> CanonicalKeyedHandle:
+    """The asynchronous part of a canonical snapshot: stream `frozen` into `path`."""
+    tables = frozen.tables
+
+    def chunks() -> Iterator[bytes]:
+        offset = len(MAGIC)
+        yield MAGIC
+        sections: dict[str, list[list[int]]] = {}
+        for name in sorted(tables):
+            rows = sections[name] = []
+            compact = frozen.compactors.get(name)
+            for group in frozen.key_groups:
+                data = _section(tables[name], group, compact, frozen.now_ms)
+                if data:
+                    rows.append([group, offset, len(data), zlib.crc32(data)])
+                    offset += len(data)
+                    yield data
+        index = json.dumps(
+            {
+                "states": {name: frozen.metas[name].to_json() for name in sorted(tables)},
+                "sections": sections,
+            }
+        ).encode("utf-8")
+        yield index
+        yield FOOTER.pack(offset, len(index), zlib.crc32(index), END_MAGIC)
+
+    ref = storage.write_file(path, chunks(), relative_to)
+    return CanonicalKeyedHandle(frozen.key_groups, ref)
+
+
+def read_index(storage: CheckpointStorage, path: str, size: int) -> CanonicalIndex:
+    storage.check_size(path, size)
+    if size < len(MAGIC) + FOOTER.size:
+        raise SnapshotCorruptError(path, f"too short for a canonical snapshot ({size} bytes)")
+    footer = storage.fs.cat_file(path, start=size - FOOTER.size, end=size)
+    index_offset, index_length, index_crc, magic = FOOTER.unpack(footer)
+    if magic != END_MAGIC or index_offset + index_length + FOOTER.size != size:
+        raise SnapshotCorruptError(path, "bad footer: not a canonical snapshot, or damaged")
+    raw = storage.fs.cat_file(path, start=index_offset, end=index_offset + index_length)
+    if zlib.crc32(raw) != index_crc:
+        raise SnapshotCorruptError(path, "index checksum mismatch")
+    index: dict[str, Any] = json.loads(raw)
+    return CanonicalIndex(
+        states={name: StateMeta.from_json(m) for name, m in index["states"].items()},
+        sections={
+            name: [Section(*row) for row in rows] for name, rows in index["sections"].items()
+        },
+    )
+
+
+def _records(path: str, data: bytes) -> Iterator[tuple[bytes, bytes]]:
+    view = memoryview(data)
+    pos = 0
+    end = len(data)
+    # A section whose checksum matched is malformed only if it was written so;
+    # still, never take a half-parsed section for whole.
+    try:
+        while pos < end:
+            length, pos = decode_varint(view, pos)
+            rest = bytes(view[pos : pos + length])
+            pos += length
+            length, pos = decode_varint(view, pos)
+            value = bytes(view[pos : pos + length])
+            pos += length
+            yield rest, value
+    except IndexError:
+        raise SnapshotCorruptError(path, "malformed section") from None
+    if pos != end:
+        raise SnapshotCorruptError(path, "malformed section")
+
+
+def _read_section(stream: IO[bytes], path: str, section: Section) -> bytes:
+    stream.seek(section.offset)
+    data = stream.read(section.length)
+    if len(data) != section.length or zlib.crc32(data) != section.crc32:
+        raise SnapshotCorruptError(
+            path, f"section of key group {section.key_group} fails its checksum"
+        )
+    return data
+
+
+def restore_canonical(
+    storage: CheckpointStorage,
+    snapshot_dir: str,
+    handle: CanonicalKeyedHandle,
+    backend: KeyedStateBackend,
+) -> int:
+    """Load the key groups `backend` owns from `handle`; returns the entries loaded."""
+    own = range(
+        max(handle.key_groups.start, backend.key_groups.start),
+        min(handle.key_groups.stop, backend.key_groups.stop),
+    )
+    if not own:
+        return 0
+    path = storage.resolve(snapshot_dir, handle.file)
+    index = read_index(storage, path, handle.file.size)
+    loaded = 0
+    with storage.open_read(path) as stream:
+        for name, meta in index.states.items():
+            backend.add_restored_meta(name, meta)
+            for section in index.sections_in(name, own):
+                records = list(_records(path, _read_section(stream, path, section)))
+                backend.load(name, meta, section.key_group, records)
+                loaded += len(records)
+    return loaded

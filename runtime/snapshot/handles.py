@@ -1,0 +1,105 @@
+"""State handles: what `_metadata` records of one subtask's snapshot files."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from lockgate.runtime.snapshot.storage import FileRef
+from lockgate.runtime.state.backend import StateMeta
+
+
+def _metas_to_json(states: dict[str, StateMeta]) -> dict[str, Any]:
+    return {name: meta.to_json() for name, meta in sorted(states.items())}
+
+
+def _metas_from_json(data: dict[str, Any]) -> dict[str, StateMeta]:
+    return {name: StateMeta.from_json(meta) for name, meta in data.items()}
+
+
+@dataclass(frozen=True)
+class CanonicalKeyedHandle:
+    """One file of per-(state, key group) sections with an index at its end."""
+
+    key_groups: range
+    file: FileRef
+
+    format: ClassVar[str] = "canonical"
+
+    def files(self) -> Iterator[FileRef]:
+        yield self.file
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "key_groups": [self.key_groups.start, self.key_groups.stop],
+            "file": self.file.to_json(),
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> CanonicalKeyedHandle:
+        start, stop = data["key_groups"]
+        return CanonicalKeyedHandle(range(start, stop), FileRef.from_json(data["file"]))
+
+
+@dataclass(frozen=True)
+class NativeKeyedHandle:
+    """A RocksDB checkpoint: SST files in shared storage plus private files."""
+
+    key_groups: range
+    states: dict[str, StateMeta]
+    shared: dict[str, FileRef]
+    private: dict[str, FileRef]
+
+    format: ClassVar[str] = "native"
+
+    def files(self) -> Iterator[FileRef]:
+        yield from self.shared.values()
+        yield from self.private.values()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "key_groups": [self.key_groups.start, self.key_groups.stop],
+            "states": _metas_to_json(self.states),
+            "shared": {name: ref.to_json() for name, ref in sorted(self.shared.items())},
+            "private": {name: ref.to_json() for name, ref in sorted(self.private.items())},
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> NativeKeyedHandle:
+        start, stop = data["key_groups"]
+        return NativeKeyedHandle(
+            key_groups=range(start, stop),
+            states=_metas_from_json(data["states"]),
+            shared={n: FileRef.from_json(r) for n, r in data["shared"].items()},
+            private={n: FileRef.from_json(r) for n, r in data["private"].items()},
+        )
+
+
+KeyedStateHandle = CanonicalKeyedHandle | NativeKeyedHandle
+
+
+def keyed_handle_from_json(data: dict[str, Any]) -> KeyedStateHandle:
+    kind = data.get("format")
+    if kind == CanonicalKeyedHandle.format:
+        return CanonicalKeyedHandle.from_json(data)
+    if kind == NativeKeyedHandle.format:
+        return NativeKeyedHandle.from_json(data)
+    raise ValueError(f"unknown keyed state handle format {kind!r}")
+
+
+@dataclass(frozen=True)
+class OperatorStateHandle:
+    file: FileRef
+
+    def files(self) -> Iterator[FileRef]:
+        yield self.file
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file.to_json()}
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> OperatorStateHandle:
+        return OperatorStateHandle(FileRef.from_json(data["file"]))

@@ -1,0 +1,205 @@
+"""Native incremental RocksDB snapshots.
+
+The synchronous part is a RocksDB checkpoint (hard links, after a memtable
+flush). The asynchronous part uploads the SST files that no completed
+checkpoint uploaded before into `<job>/shared/` and the small private files
+(MANIFEST, CURRENT, OPTIONS, WAL) into the checkpoint's own directory. SST
+files are immutable, so a file uploaded once is referenced again by later
+checkpoints; only files confirmed by a *completed* checkpoint are reused, so
+nothing references an upload of an aborted one.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import rocksdict
+from lockgate.runtime.snapshot.handles import NativeKeyedHandle
+from lockgate.runtime.snapshot.storage import CheckpointStorage, FileRef
+from lockgate.runtime.state.rocksdb import (
+    RocksDBKeyedStateBackend,
+    db_options,
+    key_group_prefix,
+    list_column_families,
+)
+
+
+@dataclass(frozen=True)
+class SharedFile:
+    """An uploaded SST file, by absolute path in checkpoint storage."""
+
+    path: str
+    size: int
+    crc32: int
+
+    def ref_from(self, snapshot_dir: str) -> FileRef:
+        return FileRef(posixpath.relpath(self.path, snapshot_dir), self.size, self.crc32)
+
+
+class NativeUpload:
+    """The asynchronous part of one native snapshot."""
+
+    def __init__(
+        self,
+        strategy: NativeSnapshotStrategy,
+        checkpoint_id: int,
+        local_dir: Path,
+        target_dir: str,
+        subtask_path: str,
+    ) -> None:
+        self._strategy = strategy
+        self._checkpoint_id = checkpoint_id
+        self._local_dir = local_dir
+        self._target_dir = target_dir
+        self._subtask_path = subtask_path
+        self._states = dict(strategy.backend.metas)
+        self._key_groups = strategy.backend.key_groups
+        self._reusable = dict(strategy.confirmed)
+
+    def run(self, storage: CheckpointStorage) -> NativeKeyedHandle:
+        try:
+            return self._upload(storage)
+        finally:
+            self.cancel()
+
+    def _upload(self, storage: CheckpointStorage) -> NativeKeyedHandle:
+        shared_dir = posixpath.join(posixpath.dirname(self._target_dir), "shared")
+        instance = self._strategy.backend.instance_id
+        shared: dict[str, FileRef] = {}
+        private: dict[str, FileRef] = {}
+        uploaded: dict[str, SharedFile] = {}
+        for name in sorted(os.listdir(self._local_dir)):
+            local = str(self._local_dir / name)
+            if name.endswith(".sst"):
+                known = self._reusable.get(name)
+                if known is None or posixpath.dirname(known.path) != shared_dir:
+                    path = posixpath.join(shared_dir, f"{instance}-{name}")
+                    ref = storage.upload(local, path, self._target_dir)
+                    known = SharedFile(path, ref.size, ref.crc32)
+                uploaded[name] = known
+                shared[name] = known.ref_from(self._target_dir)
+            else:
+                path = posixpath.join(self._target_dir, self._subtask_path, "native", name)
+                private[name] = storage.upload(local, path, self._target_dir)
+        self._strategy.pending[self._checkpoint_id] = uploaded
+        return NativeKeyedHandle(self._key_groups, self._states, shared, private)
+
+    def cancel(self) -> None:
+        shutil.rmtree(self._local_dir, ignore_errors=True)
+
+
+class NativeSnapshotStrategy:
+    """Incremental snapshots of one RocksDB backend, across its checkpoints."""
+
+    def __init__(self, backend: RocksDBKeyedStateBackend) -> None:
+        self.backend = backend
+        self.confirmed: dict[str, SharedFile] = {}
+        self.pending: dict[int, dict[str, SharedFile]] = {}
+
+    def snapshot(self, checkpoint_id: int, target_dir: str, subtask_path: str) -> NativeUpload:
+        """The synchronous part: a local RocksDB checkpoint of this instant."""
+        local = self.backend.path.parent / f"chk-{checkpoint_id}-{self.backend.instance_id}"
+        shutil.rmtree(local, ignore_errors=True)
+        rocksdict.Checkpoint(self.backend.db).create_checkpoint(str(local))
+        return NativeUpload(self, checkpoint_id, local, target_dir, subtask_path)
+
+    def notify_complete(self, checkpoint_id: int) -> None:
+        uploaded = self.pending.pop(checkpoint_id, None)
+        if uploaded is not None:
+            self.confirmed = uploaded
+        for older in [n for n in self.pending if n < checkpoint_id]:
+            del self.pending[older]
+
+    def notify_aborted(self, checkpoint_id: int) -> None:
+        self.pending.pop(checkpoint_id, None)
+
+    def seed(self, handle: NativeKeyedHandle, snapshot_dir: str) -> None:
+        """After restoring from `handle` as base, its SST files need no new upload."""
+        self.confirmed = {
+            name: SharedFile(
+                posixpath.normpath(posixpath.join(snapshot_dir, ref.path)), ref.size, ref.crc32
+            )
+            for name, ref in handle.shared.items()
+        }
+
+
+def _download(
+    storage: CheckpointStorage, snapshot_dir: str, handle: NativeKeyedHandle, into: Path
+) -> None:
+    into.mkdir(parents=True)
+    for name, ref in {**handle.shared, **handle.private}.items():
+        storage.download(snapshot_dir, ref, str(into / name))
+
+
+def _overlap(a: range, b: range) -> range:
+    return range(max(a.start, b.start), min(a.stop, b.stop))
+
+
+def _copy_key_groups(
+    source: Path, handle: NativeKeyedHandle, backend: RocksDBKeyedStateBackend
+) -> None:
+    """Copy the rows of the key groups `backend` owns from the RocksDB at `source`."""
+    own = _overlap(handle.key_groups, backend.key_groups)
+    names = list_column_families(source)
+    families = {name: rocksdict.Options(raw_mode=True) for name in names}
+    db = rocksdict.Rdict(str(source), db_options(), column_families=families or None)
+    try:
+        for name in names:
+            meta = handle.states[name]
+            cf = db.get_column_family(name)
+            end = key_group_prefix(own.stop)
+            group, rows = -1, list[tuple[bytes, bytes]]()
+            for row, data in cf.items(from_key=key_group_prefix(own.start)):
+                assert isinstance(row, bytes)  # raw mode
+                assert isinstance(data, bytes)
+                if row >= end:
+                    break
+                row_group = int.from_bytes(row[:2], "big")
+                if row_group != group and rows:
+                    backend.load(name, meta, group, rows)
+                    rows = []
+                group = row_group
+                rows.append((row[2:], data))
+            if rows:
+                backend.load(name, meta, group, rows)
+            del cf
+    finally:
+        db.close()
+
+
+def restore_native(
+    storage: CheckpointStorage,
+    snapshot_dir: str,
+    handles: list[NativeKeyedHandle],
+    backend: RocksDBKeyedStateBackend,
+    strategy: NativeSnapshotStrategy | None = None,
+) -> None:
+    """Restore `backend`'s key groups from native snapshots of any old parallelism.
+
+    The handle overlapping most becomes the base database (its foreign key
+    groups range-deleted); rows of the others are copied in.
+    """
+    overlapping = [h for h in handles if _overlap(h.key_groups, backend.key_groups)]
+    if not overlapping:
+        return
+    base = max(overlapping, key=lambda h: len(_overlap(h.key_groups, backend.key_groups)))
+    work = Path(tempfile.mkdtemp(prefix="restore-", dir=backend.path.parent))
+    try:
+        _download(storage, snapshot_dir, base, work / "base")
+        backend.replace_files(work / "base")
+        for name, meta in base.states.items():
+            backend.add_restored_meta(name, meta)
+        if base.key_groups != backend.key_groups:
+            backend.drop_foreign_key_groups()
+        for index, other in enumerate(h for h in overlapping if h is not base):
+            _download(storage, snapshot_dir, other, work / f"other-{index}")
+            _copy_key_groups(work / f"other-{index}", other, backend)
+        if strategy is not None:
+            strategy.seed(base, snapshot_dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,77 @@
+"""How a state's stored objects become bytes, and how TTL is encoded.
+
+Both backends use the same codec for a state, so the canonical snapshot bytes
+do not depend on the backend that wrote them. With TTL, a stored value is
+`(expires_at_ms, value)` and its bytes start with the 8-byte expiry, so
+expiry can be checked without deserializing the value.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from lockgate.runtime.serializers import Serializer
+from lockgate.runtime.state.descriptors import StateDescriptor, StateKind
+
+_EXPIRY_BYTES = 8
+
+
+class Codec(Protocol):
+    def dumps(self, stored: Any) -> bytes: ...
+
+    def loads(self, data: bytes) -> Any: ...
+
+    def compact(self, data: bytes, now_ms: int) -> bytes | None:
+        """`data` without its expired parts, or None when nothing is left."""
+        ...
+
+
+class PlainCodec:
+    def __init__(self, serializer: Serializer) -> None:
+        self.dumps = serializer.dumps
+        self.loads = serializer.loads
+
+    def compact(self, data: bytes, now_ms: int) -> bytes | None:
+        return data
+
+
+class TtlCodec:
+    """Stored objects are `(expires_at_ms, value)`."""
+
+    def __init__(self, serializer: Serializer) -> None:
+        self._serializer = serializer
+
+    def dumps(self, stored: Any) -> bytes:
+        expires_at, value = stored
+        return int(expires_at).to_bytes(_EXPIRY_BYTES, "big") + self._serializer.dumps(value)
+
+    def loads(self, data: bytes) -> Any:
+        expires_at = int.from_bytes(data[:_EXPIRY_BYTES], "big")
+        return (expires_at, self._serializer.loads(data[_EXPIRY_BYTES:]))
+
+    def compact(self, data: bytes, now_ms: int) -> bytes | None:
+        expires_at = int.from_bytes(data[:_EXPIRY_BYTES], "big")
+        return None if expires_at <= now_ms else data
+
+
+class TtlListCodec:
+    """Stored objects are lists of `(expires_at_ms, element)`."""
+
+    def __init__(self, serializer: Serializer) -> None:
+        self.dumps = serializer.dumps
+        self.loads = serializer.loads
+
+    def compact(self, data: bytes, now_ms: int) -> bytes | None:
+        elements = self.loads(data)
+        alive = [entry for entry in elements if entry[0] > now_ms]
+        if not alive:
+            return None
+        return data if len(alive) == len(elements) else self.dumps(alive)
+
+
+def codec_for(descriptor: StateDescriptor) -> Codec:
+    if descriptor.ttl_ms is None:
+        return PlainCodec(descriptor.serializer)
+    if descriptor.kind is StateKind.LIST:
+        return TtlListCodec(descriptor.serializer)
+    return TtlCodec(descriptor.serializer)

@@ -1,0 +1,122 @@
+"""State descriptors: the name, kind and options of a piece of keyed state."""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, ClassVar, Generic, TypeVar
+
+from lockgate.runtime.serializers import DEFAULT_SERIALIZER, Serializer
+
+T = TypeVar("T")
+IN = TypeVar("IN")
+ACC = TypeVar("ACC")
+OUT = TypeVar("OUT")
+
+
+class StateKind(enum.Enum):
+    VALUE = "value"
+    LIST = "list"
+    MAP = "map"
+    REDUCING = "reducing"
+    AGGREGATING = "aggregating"
+
+
+class AggregateFunction(ABC, Generic[IN, ACC, OUT]):
+    """Folds inputs into an accumulator, as Flink's AggregateFunction."""
+
+    @abstractmethod
+    def create_accumulator(self) -> ACC: ...
+
+    @abstractmethod
+    def add(self, value: IN, accumulator: ACC) -> ACC: ...
+
+    @abstractmethod
+    def get_result(self, accumulator: ACC) -> OUT: ...
+
+
+def _ttl_ms(ttl: float | timedelta | None, name: str) -> int | None:
+    if ttl is None:
+        return None
+    seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
+    if seconds <= 0:
+        raise ValueError(f"state {name!r}: ttl must be positive, got {ttl!r}")
+    return max(1, round(seconds * 1000))
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a state name must be a non-empty string, got {name!r}")
+
+
+@dataclass(frozen=True)
+class StateDescriptor:
+    """Common fields. `ttl` is processing time since the entry was last written."""
+
+    name: str
+    ttl: float | timedelta | None = field(default=None, kw_only=True)
+    serializer: Serializer = field(default=DEFAULT_SERIALIZER, kw_only=True, compare=False)
+
+    kind: ClassVar[StateKind] = StateKind.VALUE
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        _ttl_ms(self.ttl, self.name)
+
+    @property
+    def ttl_ms(self) -> int | None:
+        return _ttl_ms(self.ttl, self.name)
+
+
+@dataclass(frozen=True)
+class ValueStateDescriptor(StateDescriptor):
+    default: Any = None
+
+    kind: ClassVar[StateKind] = StateKind.VALUE
+
+
+@dataclass(frozen=True)
+class ListStateDescriptor(StateDescriptor):
+    """TTL applies to each element separately."""
+
+    kind: ClassVar[StateKind] = StateKind.LIST
+
+
+@dataclass(frozen=True)
+class MapStateDescriptor(StateDescriptor):
+    """Map keys use the stable key serializer; TTL applies to each entry separately."""
+
+    kind: ClassVar[StateKind] = StateKind.MAP
+
+
+@dataclass(frozen=True)
+class ReducingStateDescriptor(StateDescriptor):
+    reduce_fn: Callable[[Any, Any], Any]
+
+    kind: ClassVar[StateKind] = StateKind.REDUCING
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not callable(self.reduce_fn):
+            raise TypeError(
+                f"ReducingStateDescriptor {self.name!r}: reduce_fn must be a callable "
+                f"(a, b) -> c, got {self.reduce_fn!r}"
+            )
+
+
+@dataclass(frozen=True)
+class AggregatingStateDescriptor(StateDescriptor):
+    agg_fn: AggregateFunction[Any, Any, Any]
+
+    kind: ClassVar[StateKind] = StateKind.AGGREGATING
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.agg_fn, AggregateFunction):
+            raise TypeError(
+                f"AggregatingStateDescriptor {self.name!r}: agg_fn must be an "
+                f"AggregateFunction instance, got {self.agg_fn!r}"
+            )

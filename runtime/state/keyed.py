@@ -1,0 +1,219 @@
+"""The keyed state kinds users call, written once over the backend tables.
+
+Stored objects are treated as immutable: every change stores a new object, so
+a heap snapshot's shallow copy stays the picture of its instant. Users must
+not mutate a value after handing it to `update`/`put`/`add` either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from lockgate.runtime.clock import Clock
+from lockgate.runtime.key_serializer import deserialize_key, serialize_key
+from lockgate.runtime.state.descriptors import (
+    AggregatingStateDescriptor,
+    ReducingStateDescriptor,
+    StateDescriptor,
+    ValueStateDescriptor,
+)
+from lockgate.runtime.state.tables import MISSING, CurrentKey, MapTable, ValueTable
+
+
+class NoCurrentKeyError(RuntimeError):
+    pass
+
+
+def _no_key(name: str) -> NoCurrentKeyError:
+    return NoCurrentKeyError(
+        f"keyed state {name!r} was used with no current key: keyed state is only "
+        "available in a keyed context (after key_by, inside process)"
+    )
+
+
+class _KeyedState:
+    """Shared plumbing: the table, the current key and the TTL clock."""
+
+    def __init__(
+        self, descriptor: StateDescriptor, table: Any, current: CurrentKey, clock: Clock
+    ) -> None:
+        self.name = descriptor.name
+        self._table = table
+        self._current = current
+        self._clock = clock
+        self._ttl_ms = descriptor.ttl_ms
+
+    def _key(self) -> CurrentKey:
+        current = self._current
+        if current.key_group < 0:
+            raise _no_key(self.name)
+        return current
+
+    def _expires_at(self) -> int:
+        assert self._ttl_ms is not None
+        return self._clock.now_ms() + self._ttl_ms
+
+    def _read(self) -> Any:
+        """The stored object of the current key, or MISSING (also when expired)."""
+        stored = self._table.get(self._key())
+        if stored is MISSING or self._ttl_ms is None:
+            return stored
+        return MISSING if stored[0] <= self._clock.now_ms() else stored[1]
+
+    def _write(self, value: Any) -> None:
+        stored = value if self._ttl_ms is None else (self._expires_at(), value)
+        self._table.put(self._key(), stored)
+
+    def clear(self) -> None:
+        self._table.delete(self._key())
+
+
+class ValueState(_KeyedState):
+    def __init__(
+        self, descriptor: ValueStateDescriptor, table: ValueTable, current: CurrentKey, clock: Clock
+    ) -> None:
+        super().__init__(descriptor, table, current, clock)
+        self._default = descriptor.default
+
+    def value(self) -> Any:
+        stored = self._read()
+        return self._default if stored is MISSING else stored
+
+    def update(self, value: Any) -> None:
+        """Store `value`; `None` clears the state (as in Flink)."""
+        if value is None:
+            self.clear()
+        else:
+            self._write(value)
+
+
+class ListState(_KeyedState):
+    """TTL, when set, applies to each element on its own."""
+
+    def _stored_elements(self) -> list[Any]:
+        stored = self._table.get(self._key())
+        if stored is MISSING:
+            return []
+        if self._ttl_ms is None:
+            return list(stored)
+        now = self._clock.now_ms()
+        return [entry for entry in stored if entry[0] > now]
+
+    def _wrap(self, values: Iterable[Any]) -> list[Any]:
+        checked = []
+        for value in values:
+            if value is None:
+                raise ValueError(f"list state {self.name!r}: None cannot be added to a list")
+            checked.append(value)
+        if self._ttl_ms is None:
+            return checked
+        expires_at = self._expires_at()
+        return [(expires_at, value) for value in checked]
+
+    def get(self) -> list[Any]:
+        stored = self._stored_elements()
+        return stored if self._ttl_ms is None else [element for _, element in stored]
+
+    def add(self, value: Any) -> None:
+        self.add_all((value,))
+
+    def add_all(self, values: Iterable[Any]) -> None:
+        added = self._wrap(values)
+        if added:
+            self._table.put(self._key(), self._stored_elements() + added)
+
+    def update(self, values: Iterable[Any]) -> None:
+        replaced = self._wrap(values)
+        if replaced:
+            self._table.put(self._key(), replaced)
+        else:
+            self.clear()
+
+
+class ReducingState(_KeyedState):
+    def __init__(
+        self,
+        descriptor: ReducingStateDescriptor,
+        table: ValueTable,
+        current: CurrentKey,
+        clock: Clock,
+    ) -> None:
+        super().__init__(descriptor, table, current, clock)
+        self._reduce = descriptor.reduce_fn
+
+    def get(self) -> Any:
+        stored = self._read()
+        return None if stored is MISSING else stored
+
+    def add(self, value: Any) -> None:
+        stored = self._read()
+        self._write(value if stored is MISSING else self._reduce(stored, value))
+
+
+class AggregatingState(_KeyedState):
+    def __init__(
+        self,
+        descriptor: AggregatingStateDescriptor,
+        table: ValueTable,
+        current: CurrentKey,
+        clock: Clock,
+    ) -> None:
+        super().__init__(descriptor, table, current, clock)
+        self._agg = descriptor.agg_fn
+
+    def get(self) -> Any:
+        stored = self._read()
+        return None if stored is MISSING else self._agg.get_result(stored)
+
+    def add(self, value: Any) -> None:
+        stored = self._read()
+        accumulator = self._agg.create_accumulator() if stored is MISSING else stored
+        self._write(self._agg.add(value, accumulator))
+
+
+class MapState(_KeyedState):
+    """Map keys follow the key rules (str, int, tuples, registered types...)."""
+
+    _table: MapTable
+
+    def _alive(self, stored: Any) -> Any:
+        if stored is MISSING or self._ttl_ms is None:
+            return stored
+        return MISSING if stored[0] <= self._clock.now_ms() else stored[1]
+
+    def get(self, key: Any) -> Any:
+        stored = self._alive(self._table.get(self._key(), serialize_key(key)))
+        return None if stored is MISSING else stored
+
+    def contains(self, key: Any) -> bool:
+        return self._alive(self._table.get(self._key(), serialize_key(key))) is not MISSING
+
+    def put(self, key: Any, value: Any) -> None:
+        stored = value if self._ttl_ms is None else (self._expires_at(), value)
+        self._table.put(self._key(), serialize_key(key), stored)
+
+    def put_all(self, entries: dict[Any, Any]) -> None:
+        for key, value in entries.items():
+            self.put(key, value)
+
+    def remove(self, key: Any) -> None:
+        self._table.delete(self._key(), serialize_key(key))
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        for map_key, stored in self._table.items(self._key()):
+            alive = self._alive(stored)
+            if alive is not MISSING:
+                yield deserialize_key(map_key), alive
+
+    def keys(self) -> Iterator[Any]:
+        return (key for key, _ in self.items())
+
+    def values(self) -> Iterator[Any]:
+        return (value for _, value in self.items())
+
+    def is_empty(self) -> bool:
+        return next(self.items(), None) is None
+
+    def clear(self) -> None:
+        self._table.clear(self._key())

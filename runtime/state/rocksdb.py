@@ -1,0 +1,239 @@
+"""RocksDB backend (rocksdict, raw mode): a column family per state.
+
+Every row key starts with its key group as two big-endian bytes, so one key
+group is one contiguous key range: a canonical snapshot reads it with one
+seek, and a restore at another parallelism drops foreign key groups with one
+range delete per column family. The WAL is off: durability comes from
+checkpoints, and a failed subtask restores from one, never from local files.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import rocksdict
+from lockgate.runtime.clock import Clock
+from lockgate.runtime.state.backend import KeyedStateBackend, StateMeta
+from lockgate.runtime.state.codecs import Codec, codec_for
+from lockgate.runtime.state.descriptors import StateDescriptor
+from lockgate.runtime.state.tables import MISSING, CurrentKey, FrozenTable
+
+_WRITE_BATCH_ROWS = 10_000
+
+
+def key_group_prefix(key_group: int) -> bytes:
+    return key_group.to_bytes(2, "big")
+
+
+def prefix_successor(prefix: bytes) -> bytes:
+    """The smallest byte string greater than every string starting with `prefix`."""
+    trimmed = prefix.rstrip(b"\xff")
+    if not trimmed:
+        return b"\xff" * (len(prefix) + 1)
+    return trimmed[:-1] + bytes((trimmed[-1] + 1,))
+
+
+def list_column_families(path: Path) -> list[str]:
+    """The state column families of the database at `path` (without "default")."""
+    return [n for n in rocksdict.Rdict.list_cf(str(path), db_options()) if n != "default"]
+
+
+def db_options() -> rocksdict.Options:
+    options = rocksdict.Options(raw_mode=True)
+    options.create_if_missing(True)
+    options.create_missing_column_families(True)
+    options.set_max_background_jobs(2)
+    return options
+
+
+def _write_options() -> rocksdict.WriteOptions:
+    options = rocksdict.WriteOptions()
+    # rocksdict's stubs declare a method; at run time it is a property.
+    options.disable_wal = True  # type: ignore[method-assign, assignment]
+    return options
+
+
+class RocksDBValueTable:
+    def __init__(self, descriptor: StateDescriptor, cf: rocksdict.Rdict) -> None:
+        self.descriptor = descriptor
+        self.codec: Codec = codec_for(descriptor)
+        self._get = cf.get
+        self._put = cf.put
+        self._delete = cf.delete
+        self._loads = self.codec.loads
+        self._dumps = self.codec.dumps
+
+    def get(self, current: CurrentKey) -> Any:
+        data = self._get(current.db_prefix)
+        return MISSING if data is None else self._loads(data)
+
+    def put(self, current: CurrentKey, stored: Any) -> None:
+        self._put(current.db_prefix, self._dumps(stored))
+
+    def delete(self, current: CurrentKey) -> None:
+        self._delete(current.db_prefix)
+
+
+class RocksDBMapTable:
+    def __init__(self, descriptor: StateDescriptor, cf: rocksdict.Rdict) -> None:
+        self.descriptor = descriptor
+        self.codec: Codec = codec_for(descriptor)
+        self._cf = cf
+
+    def get(self, current: CurrentKey, map_key: bytes) -> Any:
+        data = self._cf.get(current.map_prefix + map_key)
+        return MISSING if data is None else self.codec.loads(data)
+
+    def put(self, current: CurrentKey, map_key: bytes, stored: Any) -> None:
+        self._cf.put(current.map_prefix + map_key, self.codec.dumps(stored))
+
+    def delete(self, current: CurrentKey, map_key: bytes) -> None:
+        self._cf.delete(current.map_prefix + map_key)
+
+    def items(self, current: CurrentKey) -> Iterator[tuple[bytes, Any]]:
+        prefix = current.map_prefix
+        start = len(prefix)
+        rows = []
+        # Materialized so the caller may change the map while iterating.
+        for row, data in self._cf.items(from_key=prefix):
+            assert isinstance(row, bytes)  # raw mode
+            if not row.startswith(prefix):
+                break
+            rows.append((row[start:], self.codec.loads(data)))
+        return iter(rows)
+
+    def clear(self, current: CurrentKey) -> None:
+        self._cf.delete_range(current.map_prefix, prefix_successor(current.map_prefix))
+
+
+class _FrozenColumnFamily:
+    """A RocksDB snapshot of one column family, read one key group at a time."""
+
+    def __init__(self, cf: rocksdict.Rdict) -> None:
+        self._snapshot: Any = cf.snapshot()
+
+    def entries(self, key_group: int) -> Iterator[tuple[bytes, bytes]]:
+        prefix = key_group_prefix(key_group)
+        rows = self._snapshot.iter()
+        rows.seek(prefix)
+        while rows.valid():
+            row = rows.key()
+            if row[:2] != prefix:
+                break
+            yield row[2:], rows.value()
+            rows.next()
+        del rows
+
+    def release(self) -> None:
+        self._snapshot = None
+
+
+class RocksDBKeyedStateBackend(KeyedStateBackend):
+    kind = "rocksdb"
+
+    def __init__(
+        self,
+        max_parallelism: int,
+        key_groups: range,
+        local_dir: str | Path,
+        clock: Clock | None = None,
+    ) -> None:
+        super().__init__(max_parallelism, key_groups, clock)
+        # Names this instance's SST files in shared checkpoint storage: file
+        # numbers are unique only within one RocksDB instance.
+        self.instance_id = uuid.uuid4().hex
+        self.path = Path(local_dir) / f"db-{self.instance_id}"
+        self.path.mkdir(parents=True)
+        self._write_options = _write_options()
+        self._db: Any = None
+        self._cfs: dict[str, rocksdict.Rdict] = {}
+        self._open()
+
+    @property
+    def db(self) -> Any:
+        return self._db
+
+    def _open(self) -> None:
+        names = []
+        if (self.path / "CURRENT").exists():
+            names = [
+                n for n in rocksdict.Rdict.list_cf(str(self.path), db_options()) if n != "default"
+            ]
+        families = {name: rocksdict.Options(raw_mode=True) for name in names}
+        self._db = rocksdict.Rdict(str(self.path), db_options(), column_families=families or None)
+        self._db.set_write_options(self._write_options)
+        self._cfs = {name: self._column_family(name) for name in names}
+
+    def _column_family(self, name: str) -> rocksdict.Rdict:
+        cf: rocksdict.Rdict = self._db.get_column_family(name)
+        cf.set_write_options(self._write_options)
+        return cf
+
+    def column_family(self, name: str) -> rocksdict.Rdict:
+        cf = self._cfs.get(name)
+        if cf is None:
+            self._db.create_column_family(name, rocksdict.Options(raw_mode=True))
+            cf = self._cfs[name] = self._column_family(name)
+        return cf
+
+    @property
+    def column_families(self) -> dict[str, rocksdict.Rdict]:
+        return dict(self._cfs)
+
+    def _value_table(self, descriptor: StateDescriptor) -> RocksDBValueTable:
+        return RocksDBValueTable(descriptor, self.column_family(descriptor.name))
+
+    def _map_table(self, descriptor: StateDescriptor) -> RocksDBMapTable:
+        return RocksDBMapTable(descriptor, self.column_family(descriptor.name))
+
+    def freeze(self) -> dict[str, FrozenTable]:
+        return {name: _FrozenColumnFamily(cf) for name, cf in self._cfs.items()}
+
+    def load(
+        self, state: str, meta: StateMeta, key_group: int, entries: Iterable[tuple[bytes, bytes]]
+    ) -> None:
+        self._accept_restored(state, meta, key_group)
+        self.column_family(state)
+        cf_handle = self._db.get_column_family_handle(state)
+        prefix = key_group_prefix(key_group)
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        for rest, data in entries:
+            batch.put(prefix + rest, data, cf_handle)
+            if batch.len() >= _WRITE_BATCH_ROWS:
+                self._db.write(batch, self._write_options)
+                batch = rocksdict.WriteBatch(raw_mode=True)
+        if batch.len():
+            self._db.write(batch, self._write_options)
+
+    def drop_foreign_key_groups(self) -> None:
+        """Delete every row outside this subtask's key groups (after a native restore)."""
+        low = key_group_prefix(self.key_groups.start)
+        high = key_group_prefix(self.key_groups.stop)
+        for cf in self._cfs.values():
+            cf.delete_range(b"", low)
+            # Key groups are below 2**15, so every row sorts before b"\xff".
+            cf.delete_range(high, b"\xff")
+
+    def replace_files(self, directory: Path) -> None:
+        """Reopen on the RocksDB files in `directory` (a downloaded native snapshot)."""
+        if self._states:
+            raise RuntimeError("native restore must happen before any state is registered")
+        self._release()
+        shutil.rmtree(self.path)
+        shutil.move(str(directory), str(self.path))
+        self._open()
+
+    def _release(self) -> None:
+        self._cfs.clear()
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def close(self) -> None:
+        self._release()
+        self._states.clear()
+        shutil.rmtree(self.path, ignore_errors=True)

@@ -131,6 +131,8 @@ def read_index(storage: CheckpointStorage, path: str, size: int) -> CanonicalInd
     storage.check_size(path, size)
     if size < len(MAGIC) + FOOTER.size:
         raise SnapshotCorruptError(path, f"too short for a canonical snapshot ({size} bytes)")
+    if storage.fs.cat_file(path, start=0, end=len(MAGIC)) != MAGIC:
+        raise SnapshotCorruptError(path, "bad header: not a canonical snapshot, or damaged")
     footer = storage.fs.cat_file(path, start=size - FOOTER.size, end=size)
     index_offset, index_length, index_crc, magic = FOOTER.unpack(footer)
     if magic != END_MAGIC or index_offset + index_length + FOOTER.size != size:

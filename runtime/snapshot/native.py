@@ -78,7 +78,10 @@ class NativeUpload:
             if name.endswith(".sst"):
                 known = self._reusable.get(name)
                 if known is None or posixpath.dirname(known.path) != shared_dir:
-                    path = posixpath.join(shared_dir, f"{instance}-{name}")
+                    # Unique per upload: cleaning up an aborted checkpoint's
+                    # files can never delete what a later checkpoint uploaded.
+                    unique = f"{instance}-{self._checkpoint_id}-{name}"
+                    path = posixpath.join(shared_dir, unique)
                     ref = storage.upload(local, path, self._target_dir)
                     known = SharedFile(path, ref.size, ref.crc32)
                 uploaded[name] = known

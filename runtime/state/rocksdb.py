@@ -110,15 +110,54 @@ class RocksDBMapTable:
         self._cf.delete_range(current.map_prefix, prefix_successor(current.map_prefix))
 
 
-class _FrozenColumnFamily:
-    """A RocksDB snapshot of one column family, read one key group at a time."""
+class _FrozenDatabase:
+    """A read-only RocksDB checkpoint (hard links) of the live database.
 
-    def __init__(self, cf: rocksdict.Rdict) -> None:
-        self._snapshot: Any = cf.snapshot()
+    rocksdict's `Snapshot` iterators ignore the snapshot (only point reads
+    honour it), so a consistent view for iteration is taken as a checkpoint:
+    its files are immutable whatever the live database does meanwhile.
+    """
+
+    def __init__(self, live: Any, directory: Path) -> None:
+        self._directory = directory
+        rocksdict.Checkpoint(live).create_checkpoint(str(directory))
+        names = list_column_families(directory)
+        families = {name: rocksdict.Options(raw_mode=True) for name in names}
+        self._db: Any = rocksdict.Rdict(
+            str(directory),
+            db_options(),
+            column_families=families or None,
+            access_type=rocksdict.AccessType.read_only(),
+        )
+        self.tables = {
+            name: _FrozenColumnFamily(self, self._db.get_column_family(name)) for name in names
+        }
+        self._open = len(self.tables)
+        if not self._open:
+            self._close()
+
+    def released(self) -> None:
+        self._open -= 1
+        if self._open == 0:
+            self._close()
+
+    def _close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        shutil.rmtree(self._directory, ignore_errors=True)
+
+
+class _FrozenColumnFamily:
+    """One column family of a frozen database, read one key group at a time."""
+
+    def __init__(self, owner: _FrozenDatabase, cf: Any) -> None:
+        self._owner: _FrozenDatabase | None = owner
+        self._cf = cf
 
     def entries(self, key_group: int) -> Iterator[tuple[bytes, bytes]]:
         prefix = key_group_prefix(key_group)
-        rows = self._snapshot.iter()
+        rows = self._cf.iter()
         rows.seek(prefix)
         while rows.valid():
             row = rows.key()
@@ -129,7 +168,10 @@ class _FrozenColumnFamily:
         del rows
 
     def release(self) -> None:
-        self._snapshot = None
+        if self._owner is not None:
+            self._cf = None
+            owner, self._owner = self._owner, None
+            owner.released()
 
 
 class RocksDBKeyedStateBackend(KeyedStateBackend):
@@ -191,7 +233,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         return RocksDBMapTable(descriptor, self.column_family(descriptor.name))
 
     def freeze(self) -> dict[str, FrozenTable]:
-        return {name: _FrozenColumnFamily(cf) for name, cf in self._cfs.items()}
+        directory = self.path.parent / f"frozen-{uuid.uuid4().hex}"
+        return dict(_FrozenDatabase(self._db, directory).tables)
 
     def load(
         self, state: str, meta: StateMeta, key_group: int, entries: Iterable[tuple[bytes, bytes]]

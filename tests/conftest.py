@@ -1,0 +1,68 @@
+"""Fixtures shared by every test: state backends (heap and RocksDB) and storage."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from lockgate.runtime.clock import Clock, ManualClock
+from lockgate.runtime.snapshot.storage import CheckpointStorage
+from lockgate.runtime.state.backend import KeyedStateBackend
+from lockgate.runtime.state.heap import HeapKeyedStateBackend
+from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
+
+BACKENDS = ("heap", "rocksdb")
+
+BackendFactory = Callable[..., KeyedStateBackend]
+
+
+def make_backend(
+    kind: str,
+    max_parallelism: int,
+    key_groups: range,
+    local_dir: Path,
+    clock: Clock | None = None,
+) -> KeyedStateBackend:
+    if kind == "heap":
+        return HeapKeyedStateBackend(max_parallelism, key_groups, clock)
+    if kind == "rocksdb":
+        return RocksDBKeyedStateBackend(max_parallelism, key_groups, local_dir, clock)
+    raise ValueError(kind)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(start_ms=1_000_000)
+
+
+@pytest.fixture
+def new_backend(backend_kind: str, tmp_path: Path, clock: ManualClock) -> Iterator[BackendFactory]:
+    """Makes backends of the parametrized kind; closes them at the end of the test."""
+    made: list[KeyedStateBackend] = []
+
+    def factory(max_parallelism: int = 128, key_groups: range | None = None) -> KeyedStateBackend:
+        groups = range(max_parallelism) if key_groups is None else key_groups
+        backend = make_backend(backend_kind, max_parallelism, groups, tmp_path / "local", clock)
+        made.append(backend)
+        return backend
+
+    yield factory
+    for backend in made:
+        backend.close()
+
+
+@pytest.fixture
+def backend(new_backend: BackendFactory) -> KeyedStateBackend:
+    return new_backend()
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> CheckpointStorage:
+    return CheckpointStorage(f"file://{tmp_path}/checkpoints")

@@ -1,0 +1,140 @@
+"""Native incremental snapshots: only new SST files are uploaded; retention by reference."""
+
+from __future__ import annotations
+
+import posixpath
+from pathlib import Path
+
+from lockgate.runtime import ValueStateDescriptor
+from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex, snapshot_vertex
+from lockgate.runtime.snapshot.metadata import CheckpointMetadata
+from lockgate.runtime.snapshot.native import NativeSnapshotStrategy
+from lockgate.runtime.snapshot.retention import (
+    delete_unreferenced_shared_files,
+    referenced_shared_files,
+    unreferenced_shared_files,
+)
+from lockgate.runtime.snapshot.storage import CheckpointStorage
+from lockgate.runtime.snapshot.subtask import SnapshotTarget, snapshot_subtask
+from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
+
+COUNT = ValueStateDescriptor("count", default=0)
+
+
+def _write(backend: RocksDBKeyedStateBackend, keys: range, value: int) -> None:
+    count = backend.state(COUNT)
+    for key in keys:
+        backend.set_current_key(key)
+        count.update(value)
+
+
+def _checkpoint(storage: CheckpointStorage, subtask: LocalSubtask, n: int) -> CheckpointMetadata:
+    return snapshot_vertex(
+        storage, storage.checkpoint_dir("job", n), ("job", n, "checkpoint"), "v", [subtask]
+    )
+
+
+def _shared_refs(meta: CheckpointMetadata) -> dict[str, int]:
+    handle = meta.vertices["v"].subtasks[0].keyed
+    return {ref.path: ref.size for ref in handle.shared.values()}  # type: ignore[union-attr]
+
+
+def _uploaded(storage: CheckpointStorage) -> set[str]:
+    return set(storage.list_names(storage.shared_dir("job")))
+
+
+def test_second_checkpoint_uploads_only_new_files(
+    storage: CheckpointStorage, tmp_path: Path
+) -> None:
+    backend = RocksDBKeyedStateBackend(8, range(8), tmp_path)
+    subtask = LocalSubtask(backend, native=NativeSnapshotStrategy(backend))
+    _write(backend, range(20_000), 1)
+    first = _checkpoint(storage, subtask, 1)
+    after_first = _uploaded(storage)
+    _write(backend, range(200), 2)  # 1% of the keys change
+    second = _checkpoint(storage, subtask, 2)
+    new_files = _uploaded(storage) - after_first
+    first_refs, second_refs = _shared_refs(first), _shared_refs(second)
+    assert set(first_refs) & set(second_refs), "unchanged SST files are referenced again"
+    new_bytes = sum(size for path, size in second_refs.items() if path not in first_refs)
+    assert len(new_files) >= 1
+    assert new_bytes <= 0.1 * sum(first_refs.values())
+
+    restored = RocksDBKeyedStateBackend(8, range(8), tmp_path / "restored")
+    restore_vertex(storage, storage.checkpoint_dir("job", 2), "v", [LocalSubtask(restored)])
+    count = restored.state(COUNT)
+    for key in (0, 199, 200, 19_999):
+        restored.set_current_key(key)
+        assert count.value() == (2 if key < 200 else 1)
+
+
+def test_aborted_checkpoint_uploads_are_not_reused(
+    storage: CheckpointStorage, tmp_path: Path
+) -> None:
+    backend = RocksDBKeyedStateBackend(8, range(8), tmp_path)
+    strategy = NativeSnapshotStrategy(backend)
+    _write(backend, range(1000), 1)
+    target = SnapshotTarget(storage, storage.checkpoint_dir("job", 1), "v", 0)
+    snapshot_subtask(target, 1, backend, None, strategy).complete()
+    strategy.notify_aborted(1)  # checkpoint 1 never completes; its files may be deleted
+    before = _uploaded(storage)
+    meta = _checkpoint(storage, LocalSubtask(backend, native=strategy), 2)
+    assert not {posixpath.basename(p) for p in _shared_refs(meta)} & before
+
+
+def test_retention_deletes_exactly_the_unreferenced_files(
+    storage: CheckpointStorage, tmp_path: Path
+) -> None:
+    backend = RocksDBKeyedStateBackend(8, range(8), tmp_path)
+    subtask = LocalSubtask(backend, native=NativeSnapshotStrategy(backend))
+    metas = {}
+    for n in range(1, 5):
+        _write(backend, range(n * 1000, n * 1000 + 3000), n)
+        metas[n] = _checkpoint(storage, subtask, n)
+        # Compaction rewrites SSTs, so files of older checkpoints become garbage.
+        backend.column_family("count").compact_range(None, None)
+    retained = [3, 4]
+    needed = referenced_shared_files(storage, "job", retained)
+    doomed = unreferenced_shared_files(storage, "job", retained)
+    all_files = {posixpath.join(storage.shared_dir("job"), n) for n in _uploaded(storage)}
+    assert doomed, "compaction must have made some files unreferenced"
+    assert set(doomed) == all_files - needed
+    assert delete_unreferenced_shared_files(storage, "job", retained) == doomed
+    assert {posixpath.join(storage.shared_dir("job"), n) for n in _uploaded(storage)} == needed
+
+    for n in retained:
+        restored = RocksDBKeyedStateBackend(8, range(8), tmp_path / f"r{n}")
+        restore_vertex(storage, storage.checkpoint_dir("job", n), "v", [LocalSubtask(restored)])
+        restored.set_current_key(n * 1000)
+        assert restored.state(COUNT).value() == n
+
+
+def test_protected_files_of_an_in_flight_checkpoint_are_kept(
+    storage: CheckpointStorage, tmp_path: Path
+) -> None:
+    backend = RocksDBKeyedStateBackend(8, range(8), tmp_path)
+    strategy = NativeSnapshotStrategy(backend)
+    _write(backend, range(1000), 1)
+    target = SnapshotTarget(storage, storage.checkpoint_dir("job", 1), "v", 0)
+    in_flight = snapshot_subtask(target, 1, backend, None, strategy).complete()
+    protected = [
+        storage.resolve(target.snapshot_dir, ref)
+        for ref in in_flight.keyed.shared.values()  # type: ignore[union-attr]
+    ]
+    assert unreferenced_shared_files(storage, "job", [], protected) == []
+    assert set(unreferenced_shared_files(storage, "job", [])) == set(protected)
+
+
+def test_restore_then_checkpoint_reuses_the_restored_files(
+    storage: CheckpointStorage, tmp_path: Path
+) -> None:
+    backend = RocksDBKeyedStateBackend(8, range(8), tmp_path / "a")
+    _write(backend, range(5000), 1)
+    first = _checkpoint(storage, LocalSubtask(backend, native=NativeSnapshotStrategy(backend)), 1)
+    restored = RocksDBKeyedStateBackend(8, range(8), tmp_path / "b")
+    strategy = NativeSnapshotStrategy(restored)
+    restore_vertex(
+        storage, storage.checkpoint_dir("job", 1), "v", [LocalSubtask(restored, native=strategy)]
+    )
+    second = _checkpoint(storage, LocalSubtask(restored, native=strategy), 2)
+    assert set(_shared_refs(first)) <= set(_shared_refs(second))

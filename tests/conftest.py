@@ -6,7 +6,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
 from lockgate.runtime.clock import Clock, ManualClock
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.state.backend import KeyedStateBackend

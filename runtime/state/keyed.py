@@ -56,10 +56,14 @@ class _KeyedState:
 
     def _read(self) -> Any:
         """The stored object of the current key, or MISSING (also when expired)."""
-        stored = self._table.get(self._key())
+        current = self._key()
+        stored = self._table.get(current)
         if stored is MISSING or self._ttl_ms is None:
             return stored
-        return MISSING if stored[0] <= self._clock.now_ms() else stored[1]
+        if stored[0] <= self._clock.now_ms():
+            self._table.delete(current)  # cleanup on read: expired entries free space
+            return MISSING
+        return stored[1]
 
     def _write(self, value: Any) -> None:
         stored = value if self._ttl_ms is None else (self._expires_at(), value)
@@ -182,12 +186,20 @@ class MapState(_KeyedState):
             return stored
         return MISSING if stored[0] <= self._clock.now_ms() else stored[1]
 
+    def _entry(self, key: Any) -> Any:
+        current, map_key = self._key(), serialize_key(key)
+        stored = self._table.get(current, map_key)
+        alive = self._alive(stored)
+        if alive is MISSING and stored is not MISSING:
+            self._table.delete(current, map_key)  # cleanup on read
+        return alive
+
     def get(self, key: Any) -> Any:
-        stored = self._alive(self._table.get(self._key(), serialize_key(key)))
+        stored = self._entry(key)
         return None if stored is MISSING else stored
 
     def contains(self, key: Any) -> bool:
-        return self._alive(self._table.get(self._key(), serialize_key(key))) is not MISSING
+        return self._entry(key) is not MISSING
 
     def put(self, key: Any, value: Any) -> None:
         stored = value if self._ttl_ms is None else (self._expires_at(), value)

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from lockgate.runtime.key_serializer import deserialize_key, register_key_type, serialize_key
 
 scalars = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -11,7 +12,6 @@ import mmh3
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from lockgate.runtime.key_serializer import serialize_key
 from lockgate.runtime.keygroups import (
     default_max_parallelism,
@@ -66,7 +66,7 @@ def test_ranges_tile_all_key_groups_contiguously(mp: tuple[int, int]) -> None:
     ranges = [key_group_range(m, p, i) for i in range(p)]
     assert ranges[0].start == 0
     assert ranges[-1].stop == m
-    for left, right in zip(ranges, ranges[1:], strict=False):
+    for left, right in itertools.pairwise(ranges):
         assert left.stop == right.start
     assert all(len(r) >= 1 for r in ranges)
 
@@ -114,7 +114,7 @@ def test_default_max_parallelism_examples() -> None:
     ],
 )
 def test_invalid_arguments_raise_value_error_with_the_numbers(call, numbers) -> None:
-    with pytest.raises(ValueError) as error:
+    with pytest.raises(ValueError, match=r"\d") as error:
         call()
     for number in numbers:
         assert number in str(error.value)

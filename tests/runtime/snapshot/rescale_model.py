@@ -22,6 +22,7 @@ from lockgate.runtime.snapshot.local import LocalSubtask
 from lockgate.runtime.snapshot.native import NativeSnapshotStrategy
 from lockgate.runtime.state.backend import KeyedStateBackend
 from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
+
 from tests.conftest import make_backend
 
 

@@ -6,12 +6,13 @@ import posixpath
 from pathlib import Path
 
 import pytest
-
-from lockgate.runtime import ValueStateDescriptor
+from lockgate.runtime import ValueStateDescriptor, key_group, key_group_range
+from lockgate.runtime.snapshot.canonical import read_index
 from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex, snapshot_vertex
 from lockgate.runtime.snapshot.metadata import CheckpointMetadata
 from lockgate.runtime.snapshot.native import NativeSnapshotStrategy
 from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError
+from lockgate.runtime.snapshot.subtask import restore_subtask
 from lockgate.runtime.state.heap import HeapKeyedStateBackend
 from lockgate.runtime.state.operator_state import OperatorStateStore
 from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
@@ -141,3 +142,31 @@ def test_missing_state_file_is_detected(storage: CheckpointStorage, tmp_path: Pa
     with pytest.raises(SnapshotCorruptError, match="missing") as error:
         _restore(storage, snapshot_dir, tmp_path, native=False)
     assert path in str(error.value)
+
+
+def test_restore_reads_only_its_own_key_groups(storage: CheckpointStorage, tmp_path: Path) -> None:
+    snapshot_dir, meta = _snapshot(storage, tmp_path, native=False)
+    path = _files(meta, snapshot_dir, "keyed")[0]
+    index = read_index(storage, path, Path(path).stat().st_size)
+    damaged = index.sections["count"][-1]  # the highest key group: subtask 1 of 2 owns it
+    _flip_byte(path, damaged.offset + damaged.length // 2)
+
+    def restore(index: int) -> HeapKeyedStateBackend:
+        backend = HeapKeyedStateBackend(8, key_group_range(8, 2, index))
+        restore_subtask(
+            storage,
+            snapshot_dir,
+            meta,
+            vertex="v",
+            parallelism=2,
+            index=index,
+            keyed=backend,
+            operator=None,
+        )
+        return backend
+
+    bystander = restore(0)
+    bystander.set_current_key(next(k for k in range(500) if key_group(k, 8) < 4))
+    assert bystander.state(COUNT).value() is not None
+    with pytest.raises(SnapshotCorruptError, match=f"key group {damaged.key_group}"):
+        restore(1)

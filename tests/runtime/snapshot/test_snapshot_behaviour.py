@@ -5,25 +5,28 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from lockgate.runtime import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 from lockgate.runtime.clock import ManualClock
 from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex, snapshot_vertex
-from lockgate.runtime.snapshot.metadata import read_metadata
+from lockgate.runtime.snapshot.metadata import (
+    CheckpointMetadata,
+    VertexState,
+    read_metadata,
+    write_metadata,
+)
 from lockgate.runtime.snapshot.native import NativeSnapshotStrategy
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.snapshot.subtask import RestoreError, SnapshotTarget, snapshot_subtask
 from lockgate.runtime.state.backend import StateMigrationError
 from lockgate.runtime.state.heap import HeapKeyedStateBackend
 from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
+
 from tests.conftest import make_backend
 
 COUNT = ValueStateDescriptor("count", default=0)
 
 
 def _complete(storage: CheckpointStorage, pending, checkpoint_id: int, backend) -> str:
-    from lockgate.runtime.snapshot.metadata import CheckpointMetadata, VertexState, write_metadata
-
     snapshot_dir = storage.checkpoint_dir("job", checkpoint_id)
     state = pending.complete()
     meta = CheckpointMetadata(
@@ -137,7 +140,7 @@ def test_restored_state_declared_with_another_kind_is_refused(
     snapshot_vertex(storage, snapshot_dir, ("job", 1, "checkpoint"), "v", [LocalSubtask(first)])
     second = make_backend(backend_kind, 8, range(8), tmp_path / "2")
     restore_vertex(storage, snapshot_dir, "v", [LocalSubtask(second)])
-    with pytest.raises(StateMigrationError, match="'count'.*value.*list"):
+    with pytest.raises(StateMigrationError, match=r"'count'.*value.*list"):
         second.state(ListStateDescriptor("count"))
     with pytest.raises(StateMigrationError, match="ttl"):
         second.state(ValueStateDescriptor("count", ttl=5))
@@ -149,7 +152,7 @@ def test_max_parallelism_must_match_the_snapshot(
     old = HeapKeyedStateBackend(16, range(16))
     snapshot_dir = storage.checkpoint_dir("job", 1)
     snapshot_vertex(storage, snapshot_dir, ("job", 1, "checkpoint"), "v", [LocalSubtask(old)])
-    with pytest.raises(RestoreError, match="max parallelism 16.*32"):
+    with pytest.raises(RestoreError, match=r"max parallelism 16.*32"):
         restore_vertex(
             storage, snapshot_dir, "v", [LocalSubtask(HeapKeyedStateBackend(32, range(32)))]
         )
@@ -164,7 +167,7 @@ def test_native_checkpoint_cannot_restore_into_heap(
     snapshot_dir = storage.checkpoint_dir("job", 1)
     subtask = LocalSubtask(old, native=NativeSnapshotStrategy(old))
     snapshot_vertex(storage, snapshot_dir, ("job", 1, "checkpoint"), "v", [subtask])
-    with pytest.raises(RestoreError, match="native RocksDB.*heap.*savepoint"):
+    with pytest.raises(RestoreError, match=r"native RocksDB.*heap.*savepoint"):
         restore_vertex(
             storage, snapshot_dir, "v", [LocalSubtask(HeapKeyedStateBackend(16, range(16)))]
         )

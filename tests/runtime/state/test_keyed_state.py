@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
-
 from lockgate.runtime import (
     AggregateFunction,
     AggregatingStateDescriptor,
@@ -267,13 +267,9 @@ class JsonSerializer:
     """A user serializer: proves values really go through the descriptor's serializer."""
 
     def dumps(self, value: object) -> bytes:
-        import json
-
         return json.dumps(value).encode()
 
     def loads(self, data: bytes) -> object:
-        import json
-
         return json.loads(data)
 
 
@@ -285,3 +281,23 @@ def test_pluggable_value_serializer(backend: KeyedStateBackend) -> None:
     # the heap keeps objects and serializes only in snapshots.
     expected = {"a": [1, 2]} if backend.kind == "rocksdb" else {"a": (1, 2)}
     assert doc.value() == expected
+
+
+def test_expired_entries_are_deleted_when_read(
+    backend: KeyedStateBackend, clock: ManualClock
+) -> None:
+    session = backend.state(ValueStateDescriptor("session", ttl=1))
+    seen = backend.state(MapStateDescriptor("seen", ttl=1))
+    backend.set_current_key("u")
+    session.update("open")
+    seen.put("page", 1)
+    clock.advance(1_000)
+    assert session.value() is None
+    assert seen.get("page") is None
+    frozen = backend.freeze()
+    try:
+        rows = sum(1 for t in frozen.values() for g in range(128) for _ in t.entries(g))
+    finally:
+        for table in frozen.values():
+            table.release()
+    assert rows == 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from lockgate.runtime.state.operator_state import (
     OperatorStateSnapshot,
     OperatorStateStore,

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what Lockgate needs on a Debian machine: the system packages that are
+# missing (Java 17, etcd), then a virtualenv in .venv with Lockgate and its
+# development tools. Safe to run again: it only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1; }
+if ! command -v java >/dev/null || [ "$(java_major)" -lt 17 ]; then
+    missing+=(openjdk-17-jre-headless)
+fi
+command -v etcd >/dev/null || missing+=(etcd-server)
+if ! python3 -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
+    missing+=(python3)
+fi
+python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing Debian packages: ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+# "strict" editable mode links the mapped folders (runtime/ -> lockgate/runtime)
+# into a static tree, which mypy and import-linter can follow.
+.venv/bin/python -m pip install -q --disable-pip-version-check \
+    -e '.[dev]' --config-settings editable_mode=strict

@@ -105,32 +105,23 @@ def main() -> None:
     size = meta.state_bytes
     print(f"canonical snapshot (rocksdb): synchronous part {sync * 1000:.0f} ms")
     row("canonical snapshot, rocksdb (async part)", size, upload)
-    row(
-        "canonical restore into rocksdb, P=1",
-        size,
-        restore(storage, 1, lambda g: RocksDBKeyedStateBackend(M, g, work / "r1"), 1),
-    )
-    row(
-        "canonical restore into rocksdb, P=1 -> P=2 (both)",
-        size,
-        restore(storage, 1, lambda g: RocksDBKeyedStateBackend(M, g, work / "r2"), 2),
-    )
+
+    def rocksdb_restores(label: str, n: int, size: int) -> None:
+        for parallelism in (1, 2):
+            local = work / f"restore-{n}-{parallelism}"
+            seconds = restore(
+                storage, n, lambda g, d=local: RocksDBKeyedStateBackend(M, g, d), parallelism
+            )
+            row(f"{label}, P=1 -> P={parallelism} (all subtasks)", size, seconds)
+
+    rocksdb_restores("canonical restore into rocksdb", 1, size)
 
     native = NativeSnapshotStrategy(rocks)
     meta, sync, upload = snapshot(storage, rocks, 2, native)
     full = meta.state_bytes
     print(f"native snapshot: synchronous part {sync * 1000:.0f} ms")
     row("native snapshot, full (async upload)", full, upload)
-    row(
-        "native restore, P=1",
-        full,
-        restore(storage, 2, lambda g: RocksDBKeyedStateBackend(M, g, work / "r3"), 1),
-    )
-    row(
-        "native restore, P=1 -> P=2 (both)",
-        full,
-        restore(storage, 2, lambda g: RocksDBKeyedStateBackend(M, g, work / "r4"), 2),
-    )
+    rocksdb_restores("native restore", 2, full)
 
     rng = random.Random(5)
     state = rocks.state(STATE)

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from lockgate.runtime import AggregateFunction
 from lockgate.runtime.clock import Clock, ManualClock
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.state.backend import KeyedStateBackend
@@ -13,6 +14,20 @@ from lockgate.runtime.state.heap import HeapKeyedStateBackend
 from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
 
 BACKENDS = ("heap", "rocksdb")
+
+
+class Average(AggregateFunction[float, tuple[float, int], float]):
+    """The aggregate function the state tests use."""
+
+    def create_accumulator(self) -> tuple[float, int]:
+        return (0.0, 0)
+
+    def add(self, value: float, accumulator: tuple[float, int]) -> tuple[float, int]:
+        return (accumulator[0] + value, accumulator[1] + 1)
+
+    def get_result(self, accumulator: tuple[float, int]) -> float:
+        return accumulator[0] / accumulator[1]
+
 
 BackendFactory = Callable[..., KeyedStateBackend]
 

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from lockgate.runtime import (
-    AggregateFunction,
     AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,
@@ -23,19 +22,7 @@ from lockgate.runtime.snapshot.native import NativeSnapshotStrategy
 from lockgate.runtime.state.backend import KeyedStateBackend
 from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
 
-from tests.conftest import make_backend
-
-
-class Average(AggregateFunction[int, tuple[int, int], float]):
-    def create_accumulator(self) -> tuple[int, int]:
-        return (0, 0)
-
-    def add(self, value: int, accumulator: tuple[int, int]) -> tuple[int, int]:
-        return (accumulator[0] + value, accumulator[1] + 1)
-
-    def get_result(self, accumulator: tuple[int, int]) -> float:
-        return accumulator[0] / accumulator[1]
-
+from tests.conftest import Average, make_backend
 
 DESCRIPTORS: dict[str, StateDescriptor] = {
     "value": ValueStateDescriptor("value"),

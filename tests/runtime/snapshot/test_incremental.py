@@ -7,7 +7,7 @@ from pathlib import Path
 
 from lockgate.runtime import ValueStateDescriptor
 from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex, snapshot_vertex
-from lockgate.runtime.snapshot.metadata import CheckpointMetadata
+from lockgate.runtime.snapshot.metadata import CheckpointMetadata, SubtaskState
 from lockgate.runtime.snapshot.native import NativeSnapshotStrategy
 from lockgate.runtime.snapshot.retention import (
     delete_unreferenced_shared_files,
@@ -68,14 +68,21 @@ def test_second_checkpoint_uploads_only_new_files(
         assert count.value() == (2 if key < 200 else 1)
 
 
-def test_aborted_checkpoint_uploads_are_not_reused(
+def _uncompleted_checkpoint(
     storage: CheckpointStorage, tmp_path: Path
-) -> None:
+) -> tuple[RocksDBKeyedStateBackend, NativeSnapshotStrategy, SubtaskState]:
+    """Checkpoint 1 of a fresh backend, uploaded but without `_metadata`."""
     backend = RocksDBKeyedStateBackend(8, range(8), tmp_path)
     strategy = NativeSnapshotStrategy(backend)
     _write(backend, range(1000), 1)
     target = SnapshotTarget(storage, storage.checkpoint_dir("job", 1), "v", 0)
-    snapshot_subtask(target, 1, backend, None, strategy).complete()
+    return backend, strategy, snapshot_subtask(target, 1, backend, None, strategy).complete()
+
+
+def test_aborted_checkpoint_uploads_are_not_reused(
+    storage: CheckpointStorage, tmp_path: Path
+) -> None:
+    backend, strategy, _ = _uncompleted_checkpoint(storage, tmp_path)
     strategy.notify_aborted(1)  # checkpoint 1 never completes; its files may be deleted
     before = _uploaded(storage)
     meta = _checkpoint(storage, LocalSubtask(backend, native=strategy), 2)
@@ -112,13 +119,10 @@ def test_retention_deletes_exactly_the_unreferenced_files(
 def test_protected_files_of_an_in_flight_checkpoint_are_kept(
     storage: CheckpointStorage, tmp_path: Path
 ) -> None:
-    backend = RocksDBKeyedStateBackend(8, range(8), tmp_path)
-    strategy = NativeSnapshotStrategy(backend)
-    _write(backend, range(1000), 1)
-    target = SnapshotTarget(storage, storage.checkpoint_dir("job", 1), "v", 0)
-    in_flight = snapshot_subtask(target, 1, backend, None, strategy).complete()
+    _, _, in_flight = _uncompleted_checkpoint(storage, tmp_path)
+    snapshot_dir = storage.checkpoint_dir("job", 1)
     protected = [
-        storage.resolve(target.snapshot_dir, ref)
+        storage.resolve(snapshot_dir, ref)
         for ref in in_flight.keyed.shared.values()  # type: ignore[union-attr]
     ]
     assert unreferenced_shared_files(storage, "job", [], protected) == []

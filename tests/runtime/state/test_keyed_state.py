@@ -7,7 +7,6 @@ from datetime import timedelta
 
 import pytest
 from lockgate.runtime import (
-    AggregateFunction,
     AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,
@@ -24,16 +23,7 @@ from lockgate.runtime.state.backend import (
 )
 from lockgate.runtime.state.keyed import NoCurrentKeyError
 
-
-class Average(AggregateFunction[float, tuple[float, int], float]):
-    def create_accumulator(self) -> tuple[float, int]:
-        return (0.0, 0)
-
-    def add(self, value: float, accumulator: tuple[float, int]) -> tuple[float, int]:
-        return (accumulator[0] + value, accumulator[1] + 1)
-
-    def get_result(self, accumulator: tuple[float, int]) -> float:
-        return accumulator[0] / accumulator[1]
+from tests.conftest import Average
 
 
 def test_value_state_default_update_clear(backend: KeyedStateBackend) -> None:

@@ -1,0 +1,1 @@
+"""Checkpoint coordination through etcd: the contract between driver, tasks, operator and CLI."""

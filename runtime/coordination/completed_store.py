@@ -1,0 +1,80 @@
+"""Completed checkpoints in etcd, and the retention of the N most recent.
+
+Savepoints are recorded like checkpoints (a restart may restore from one) but
+their files belong to the user: retention forgets their etcd summary once a
+newer checkpoint is retained and never deletes their directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from lockgate.runtime.coordination.etcd import Etcd, delete_prefix_op, put_op
+from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.records import CompletedCheckpoint, decode, encode
+from lockgate.runtime.snapshot.retention import delete_unreferenced_shared_files
+from lockgate.runtime.snapshot.storage import CheckpointStorage
+
+log = logging.getLogger(__name__)
+
+
+class CompletedCheckpointStore:
+    def __init__(
+        self, etcd: Etcd, keys: JobKeys, storage: CheckpointStorage, retained: int
+    ) -> None:
+        if retained < 1:
+            raise ValueError(f"at least one completed checkpoint must be retained, got {retained}")
+        self._etcd = etcd
+        self._keys = keys
+        self._storage = storage
+        self.retained = retained
+
+    async def all(self) -> list[CompletedCheckpoint]:
+        rows = await self._etcd.get_prefix(self._keys.completed)
+        return sorted(
+            (decode(CompletedCheckpoint, value) for _, value in rows), key=lambda c: c.checkpoint_id
+        )
+
+    async def latest_id(self) -> int | None:
+        data = await self._etcd.get(self._keys.latest)
+        return None if data is None else int(data)
+
+    def completion_ops(self, summary: CompletedCheckpoint) -> list[Any]:
+        """The writes that complete a checkpoint, for one guarded transaction."""
+        n = summary.checkpoint_id
+        return [
+            put_op(self._keys.completed_of(n), encode(summary)),
+            put_op(self._keys.latest, str(n).encode()),
+            delete_prefix_op(self._keys.acks_of(n)),
+        ]
+
+    async def discard_old(self, protected_files: set[str]) -> list[int]:
+        """Forget checkpoints beyond the retained ones; delete their files and the
+        shared files no retained checkpoint references. Returns the discarded ids."""
+        completed = await self.all()
+        checkpoints = [c for c in completed if c.kind == "checkpoint"]
+        keep = checkpoints[-self.retained :]
+        oldest_kept = keep[0].checkpoint_id if keep else 0
+        discarded = []
+        for summary in completed:
+            if summary.checkpoint_id >= oldest_kept or summary in keep:
+                continue
+            await self._etcd.delete(self._keys.completed_of(summary.checkpoint_id))
+            if summary.kind == "checkpoint":
+                directory = self._storage.checkpoint_dir(self._keys.job, summary.checkpoint_id)
+                await asyncio.to_thread(self._storage.delete, directory, True)
+            discarded.append(summary.checkpoint_id)
+        if discarded:
+            deleted = await asyncio.to_thread(
+                delete_unreferenced_shared_files,
+                self._storage,
+                self._keys.job,
+                [c.checkpoint_id for c in keep],
+                protected_files,
+            )
+            log.info(
+                "retention discarded checkpoints %s and %d shared files", discarded, len(deleted)
+            )
+        return discarded

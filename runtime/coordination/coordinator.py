@@ -1,0 +1,345 @@
+"""The checkpoint coordinator (runs in the Spark driver).
+
+Triggers checkpoints through etcd, collects the subtasks' acknowledgements,
+writes `_metadata`, then completes the checkpoint in one etcd transaction
+guarded by its leadership; aborts checkpoints that time out or are declined;
+keeps the N most recent; takes savepoints on request. Timing follows Flink:
+interval, timeout, minimum pause, maximum concurrent, tolerable failures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+from lockgate.runtime.coordination.completed_store import CompletedCheckpointStore
+from lockgate.runtime.coordination.errors import (
+    CheckpointAbortedError,
+    CoordinatorFencedError,
+    JobFailedError,
+)
+from lockgate.runtime.coordination.etcd import Etcd, delete_prefix_op, put_op
+from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.leadership import Leadership
+from lockgate.runtime.coordination.records import (
+    Ack,
+    CompletedCheckpoint,
+    Trigger,
+    decode,
+    encode,
+)
+from lockgate.runtime.coordination.savepoint_queue import SavepointQueue
+from lockgate.runtime.snapshot.handles import NativeKeyedHandle
+from lockgate.runtime.snapshot.metadata import (
+    CheckpointMetadata,
+    SnapshotKind,
+    SubtaskState,
+    VertexState,
+    write_metadata,
+)
+from lockgate.runtime.snapshot.storage import CheckpointStorage
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    interval_s: float | None = 10.0
+    timeout_s: float = 600.0
+    min_pause_s: float = 0.0
+    max_concurrent: int = 1
+    tolerable_failures: int = 0
+    retained: int = 1
+
+    def __post_init__(self) -> None:
+        if self.interval_s is not None and self.interval_s <= 0:
+            raise ValueError(f"checkpoint interval must be positive, got {self.interval_s}")
+        if self.timeout_s <= 0:
+            raise ValueError(f"checkpoint timeout must be positive, got {self.timeout_s}")
+        if self.min_pause_s < 0 or self.max_concurrent < 1 or self.tolerable_failures < 0:
+            raise ValueError(
+                "min_pause_s >= 0, max_concurrent >= 1 and tolerable_failures >= 0 are required, "
+                f"got {self.min_pause_s}, {self.max_concurrent}, {self.tolerable_failures}"
+            )
+        if self.retained < 1:
+            raise ValueError(f"retained must be at least 1, got {self.retained}")
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """The subtasks that acknowledge every checkpoint: vertex -> parallelism."""
+
+    vertices: dict[str, int]
+    max_parallelism: int
+
+    @property
+    def subtasks(self) -> set[tuple[str, int]]:
+        return {(v, i) for v, p in self.vertices.items() for i in range(p)}
+
+
+@dataclass
+class PendingCheckpoint:
+    trigger: Trigger
+    deadline: float
+    done: asyncio.Future[CompletedCheckpoint]
+    acks: dict[tuple[str, int], SubtaskState] = field(default_factory=dict)
+    status: Literal["pending", "completing", "finished"] = "pending"
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class CheckpointCoordinator:
+    def __init__(
+        self,
+        etcd: Etcd,
+        keys: JobKeys,
+        storage: CheckpointStorage,
+        plan: JobPlan,
+        config: CheckpointConfig,
+        *,
+        savepoint_dir: str | None = None,
+        lease_ttl_s: int = 10,
+    ) -> None:
+        self._etcd = etcd
+        self._keys = keys
+        self._storage = storage
+        self._plan = plan
+        self.config = config
+        self.leadership = Leadership(etcd, keys, lease_ttl_s)
+        self.store = CompletedCheckpointStore(etcd, keys, storage, config.retained)
+        self.savepoints = SavepointQueue(etcd, keys, self.trigger, self._stop_with, savepoint_dir)
+        self.pending: dict[int, PendingCheckpoint] = {}
+        self._next_id = 1
+        self._consecutive_failures = 0
+        self._last_completion = time.monotonic()
+        self._last_trigger = time.monotonic()
+        self._failure: str | None = None
+        self.stopped_with: str | None = None
+        # Every completed checkpoint, after its retention ran: for the driver's
+        # status and metrics.
+        self.completed: asyncio.Queue[CompletedCheckpoint] = asyncio.Queue()
+        self._wake = asyncio.Event()
+        self._unpublished: asyncio.Queue[Trigger] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def epoch(self) -> str:
+        return self.leadership.record.coordinator_id
+
+    # -- life cycle ----------------------------------------------------------------
+
+    async def start(self, wait_s: float = 0.0) -> None:
+        """Take the job's leadership and pick up from the state etcd holds."""
+        await self.leadership.acquire(wait_s)
+        latest = await self.store.latest_id() or 0
+        trigger = await self._etcd.get(self._keys.trigger)
+        last_triggered = decode(Trigger, trigger).checkpoint_id if trigger else 0
+        self._next_id = max(latest, last_triggered) + 1
+        # Acks of an earlier coordinator belong to checkpoints nobody will complete.
+        _, revision = await self._etcd.get_prefix_at(self._keys.acks)
+        await self._etcd.delete_prefix(self._keys.acks)
+        self._tasks = [
+            asyncio.create_task(self._watch_acks(revision + 1), name="acks"),
+            asyncio.create_task(self._publish(), name="triggers"),
+            asyncio.create_task(self.savepoints.run(), name="savepoints"),
+        ]
+
+    async def run(self) -> str | None:
+        """Trigger periodic checkpoints until the job stops with a savepoint (its path
+        is returned) or fails (`JobFailedError`) or this coordinator is fenced."""
+        lost = asyncio.create_task(self.leadership.lost.wait())
+        try:
+            while True:
+                if self.leadership.lost.is_set():
+                    raise CoordinatorFencedError("the coordinator lease expired")
+                if self._failure is not None:
+                    raise JobFailedError(self._failure)
+                if self.stopped_with is not None:
+                    return self.stopped_with
+                await self._abort_expired()
+                if self._periodic_due():
+                    self.trigger()
+                self._wake.clear()
+                waiter = asyncio.create_task(self._wake.wait())
+                await asyncio.wait(
+                    {waiter, lost}, timeout=self._sleep_s(), return_when="FIRST_COMPLETED"
+                )
+                waiter.cancel()
+        finally:
+            lost.cancel()
+
+    async def close(self, release: bool = True) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if release:
+            await self.leadership.release()
+        else:
+            self.leadership.abandon()
+
+    # -- triggering ----------------------------------------------------------------
+
+    def _periodic_due(self) -> bool:
+        interval = self.config.interval_s
+        if interval is None:
+            return False
+        checkpoints = [p for p in self.pending.values() if p.trigger.kind == "checkpoint"]
+        if len(checkpoints) >= self.config.max_concurrent:
+            return False
+        now = time.monotonic()
+        return (
+            now - self._last_completion >= self.config.min_pause_s
+            and now - self._last_trigger >= interval
+        )
+
+    def _sleep_s(self) -> float:
+        now = time.monotonic()
+        wakeups = [p.deadline - now for p in self.pending.values()]
+        if self.config.interval_s is not None:
+            wakeups.append(self._last_trigger + self.config.interval_s - now)
+            wakeups.append(self._last_completion + self.config.min_pause_s - now)
+        return max(0.001, min(wakeups, default=3600.0))
+
+    def _stop_with(self, savepoint_path: str) -> None:
+        self.stopped_with = savepoint_path
+        self._wake.set()
+
+    def trigger(
+        self, kind: SnapshotKind = "checkpoint", target: str | None = None, stop: bool = False
+    ) -> asyncio.Future[CompletedCheckpoint]:
+        """Start checkpoint (or savepoint into `target`) number next; its future
+        resolves on completion or fails with the reason it was aborted."""
+        n = self._next_id
+        self._next_id += 1
+        self._last_trigger = time.monotonic()
+        if target is None:
+            target = f"{self._storage.url.rstrip('/')}/{self._keys.job}/chk-{n}"
+        trigger = Trigger(n, self.epoch, kind, target, _now_ms(), stop)
+        done = asyncio.get_running_loop().create_future()
+        self.pending[n] = PendingCheckpoint(trigger, time.monotonic() + self.config.timeout_s, done)
+        self._unpublished.put_nowait(trigger)
+        return done
+
+    async def _publish(self) -> None:
+        """Write triggers one at a time, in id order: subtasks see every one, in order."""
+        while True:
+            trigger = await self._unpublished.get()
+            if not await self._etcd.transaction(
+                [self.leadership.guard], [put_op(self._keys.trigger, encode(trigger))]
+            ):
+                self.leadership.lost.set()
+                await self._abort(trigger.checkpoint_id, "this coordinator was replaced")
+
+    # -- acknowledgements ----------------------------------------------------------
+
+    async def _watch_acks(self, start_revision: int) -> None:
+        async for event in self._etcd.watch_prefix(self._keys.acks, start_revision):
+            if event.deleted:
+                continue
+            n, vertex, subtask = JobKeys.parse_ack(event.key, self._keys.acks)
+            ack = decode(Ack, event.value)
+            pending = self.pending.get(n)
+            if pending is None or ack.epoch != self.epoch or pending.status != "pending":
+                log.info("ignoring a late or stale acknowledgement of checkpoint %s", n)
+                await self._etcd.delete(event.key)
+                continue
+            if ack.declined is not None:
+                await self._abort(n, f"{vertex}/{subtask} declined: {ack.declined}")
+                continue
+            assert ack.state is not None
+            pending.acks[(vertex, subtask)] = ack.state
+            if set(pending.acks) >= self._plan.subtasks:
+                await self._complete(pending)
+
+    async def _complete(self, pending: PendingCheckpoint) -> None:
+        pending.status = "completing"
+        trigger = pending.trigger
+        target = CheckpointStorage(trigger.target)
+        metadata = CheckpointMetadata(
+            job_id=self._keys.job,
+            checkpoint_id=trigger.checkpoint_id,
+            kind=trigger.kind,
+            timestamp_ms=trigger.timestamp_ms,
+            vertices={
+                vertex: VertexState(
+                    parallelism,
+                    self._plan.max_parallelism,
+                    tuple(pending.acks[(vertex, i)] for i in range(parallelism)),
+                )
+                for vertex, parallelism in self._plan.vertices.items()
+            },
+        )
+        await asyncio.to_thread(write_metadata, target, target.root, metadata)
+        summary = CompletedCheckpoint(
+            checkpoint_id=trigger.checkpoint_id,
+            kind=trigger.kind,
+            path=trigger.target,
+            parallelism=dict(self._plan.vertices),
+            max_parallelism=self._plan.max_parallelism,
+            bytes=metadata.state_bytes,
+            trigger_ms=trigger.timestamp_ms,
+            completed_ms=_now_ms(),
+        )
+        if not await self._etcd.transaction(
+            [self.leadership.guard], self.store.completion_ops(summary)
+        ):
+            self.leadership.lost.set()
+            await asyncio.to_thread(target.delete, f"{target.root}/_metadata")
+            await self._abort(trigger.checkpoint_id, "this coordinator was replaced")
+            self._wake.set()
+            return
+        pending.status = "finished"
+        del self.pending[trigger.checkpoint_id]
+        self._consecutive_failures = 0
+        self._last_completion = time.monotonic()
+        log.info("checkpoint %s complete: %s bytes", trigger.checkpoint_id, summary.bytes)
+        try:
+            await self.store.discard_old(self._in_flight_files())
+        except Exception:
+            log.exception("discarding old checkpoints failed; the next completion retries")
+        pending.done.set_result(summary)
+        self.completed.put_nowait(summary)
+        self._wake.set()
+
+    def _in_flight_files(self) -> set[str]:
+        files = set()
+        for pending in self.pending.values():
+            for state in pending.acks.values():
+                if isinstance(state.keyed, NativeKeyedHandle):
+                    target = CheckpointStorage(pending.trigger.target)
+                    files |= {target.resolve(target.root, r) for r in state.keyed.shared.values()}
+        return files
+
+    # -- failures ------------------------------------------------------------------
+
+    async def _abort_expired(self) -> None:
+        now = time.monotonic()
+        for n, pending in list(self.pending.items()):
+            if pending.status == "pending" and pending.deadline <= now:
+                await self._abort(n, f"timed out after {self.config.timeout_s} s")
+
+    async def _abort(self, n: int, reason: str) -> None:
+        pending = self.pending.get(n)
+        if pending is None or pending.status == "finished":
+            return
+        pending.status = "finished"
+        del self.pending[n]
+        trigger = pending.trigger
+        log.warning("%s %s aborted: %s", trigger.kind, n, reason)
+        await self._etcd.transaction([], [delete_prefix_op(self._keys.acks_of(n))])
+        target = CheckpointStorage(trigger.target)
+        await asyncio.to_thread(target.delete, target.root, True)
+        pending.done.set_exception(CheckpointAbortedError(n, reason))
+        if trigger.kind == "checkpoint":
+            self._consecutive_failures += 1
+            if self._consecutive_failures > self.config.tolerable_failures:
+                self._failure = (
+                    f"{self._consecutive_failures} consecutive checkpoints failed (tolerable: "
+                    f"{self.config.tolerable_failures}); the last: checkpoint {n} {reason}"
+                )
+        self._wake.set()

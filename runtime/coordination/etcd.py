@@ -1,0 +1,302 @@
+"""The one place Lockgate talks to etcd (through aetcd).
+
+Adds what aetcd leaves out: several endpoints with failover, retries with
+backoff on connection errors, TLS, watches that resume where they stopped
+after a reconnect, and errors that name the endpoints tried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import aetcd
+import aetcd.exceptions
+import aetcd.transactions
+import grpc
+from lockgate.runtime.coordination.etcd_tls import connect_tls
+
+log = logging.getLogger(__name__)
+
+_TRANSIENT = (
+    aetcd.exceptions.ConnectionFailedError,
+    aetcd.exceptions.ConnectionTimeoutError,
+    aetcd.exceptions.InternalError,
+    grpc.aio.AioRpcError,
+    asyncio.TimeoutError,
+    ConnectionError,
+)
+
+
+class EtcdUnavailableError(ConnectionError):
+    """No endpoint answered within the retries."""
+
+
+class EtcdConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class EtcdConfig:
+    """Where etcd is and how to authenticate. Endpoints: `http(s)://host:port`."""
+
+    endpoints: tuple[str, ...]
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    request_timeout_s: float = 5.0
+    retries: int = 6
+    backoff_s: float = 0.1
+    max_backoff_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not self.endpoints:
+            raise EtcdConfigError("at least one etcd endpoint is needed")
+        for endpoint in self.endpoints:
+            parts = urlsplit(endpoint)
+            if parts.scheme not in ("http", "https") or not parts.hostname or not parts.port:
+                raise EtcdConfigError(
+                    f"etcd endpoint {endpoint!r} must look like http://host:port or https://host:port"
+                )
+        if (self.username is None) != (self.password is None):
+            raise EtcdConfigError("etcd username and password must be given together")
+        if (self.cert_file is None) != (self.key_file is None):
+            raise EtcdConfigError("an etcd client certificate needs both cert_file and key_file")
+
+    @staticmethod
+    def from_url(urls: str, **options: Any) -> EtcdConfig:
+        """`urls`: comma-separated endpoints, e.g. `http://10.0.0.1:2379,http://10.0.0.2:2379`."""
+        return EtcdConfig(tuple(u.strip() for u in urls.split(",") if u.strip()), **options)
+
+
+def value_is(key: bytes, value: bytes) -> Any:
+    """Transaction guard: `key` holds exactly `value` (it exists)."""
+    return aetcd.transactions.Value(key) == value
+
+
+def key_absent(key: bytes) -> Any:
+    return aetcd.transactions.Version(key) == 0
+
+
+def put_op(key: bytes, value: bytes, lease: int | None = None) -> Any:
+    return aetcd.transactions.Put(key, value, lease=lease)
+
+
+def delete_prefix_op(prefix: bytes) -> Any:
+    return aetcd.transactions.Delete(prefix, range_end=aetcd.utils.prefix_range_end(prefix))
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    key: bytes
+    value: bytes
+    deleted: bool
+    revision: int
+
+
+class Etcd:
+    """A connection to one of the configured endpoints, failing over between them."""
+
+    def __init__(self, config: EtcdConfig) -> None:
+        self.config = config
+        self._client: aetcd.Client | None = None
+        self._next = 0
+        self._lock = asyncio.Lock()
+
+    async def __aenter__(self) -> Etcd:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- connection ----------------------------------------------------------------
+
+    async def connect(self) -> None:
+        async with self._lock:
+            if self._client is None:
+                self._client = await self._connect_any()
+
+    async def _connect_any(self) -> aetcd.Client:
+        errors = []
+        endpoints = self.config.endpoints
+        for attempt in range(len(endpoints)):
+            endpoint = endpoints[(self._next + attempt) % len(endpoints)]
+            client = self._make_client(endpoint)
+            try:
+                await (
+                    connect_tls(client, self.config)
+                    if endpoint.startswith("https")
+                    else client.connect()
+                )
+                await asyncio.wait_for(client.status(), self.config.request_timeout_s)
+            except Exception as error:
+                errors.append(f"{endpoint}: {_describe(error)}")
+                await _close_quietly(client)
+                continue
+            self._next = (self._next + attempt) % len(endpoints)
+            return client
+        raise EtcdUnavailableError("etcd is unreachable; tried " + "; ".join(errors))
+
+    def _make_client(self, endpoint: str) -> aetcd.Client:
+        parts = urlsplit(endpoint)
+        return aetcd.Client(
+            host=parts.hostname or "localhost",
+            port=parts.port or 2379,
+            username=self.config.username,
+            password=self.config.password,
+            timeout=self.config.request_timeout_s,
+        )
+
+    async def _reconnect(self, failed: aetcd.Client | None) -> None:
+        """Replace `failed`; a no-op if another caller replaced it already (one broken
+        channel breaks every watch on it, and they must not take turns reconnecting)."""
+        async with self._lock:
+            if self._client is not failed and self._client is not None:
+                return
+            if self._client is not None:
+                await _close_quietly(self._client)
+                self._client = None
+            self._next += 1
+            self._client = await self._connect_any()
+
+    async def close(self) -> None:
+        async with self._lock:
+            if self._client is not None:
+                await _close_quietly(self._client)
+                self._client = None
+
+    async def _call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
+        delay = self.config.backoff_s
+        last: BaseException | None = None
+        for _ in range(self.config.retries):
+            client = self._client
+            try:
+                if client is None:
+                    await self.connect()
+                    client = self._client
+                assert client is not None
+                return await getattr(client, operation)(*args, **kwargs)
+            except EtcdUnavailableError as error:
+                last = error
+            except _TRANSIENT as error:
+                last = error
+                log.warning("etcd %s failed (%s); reconnecting", operation, _describe(error))
+                try:
+                    await self._reconnect(client)
+                except EtcdUnavailableError as unavailable:
+                    last = unavailable
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.config.max_backoff_s)
+        raise EtcdUnavailableError(
+            f"etcd {operation} failed after {self.config.retries} attempts against "
+            f"{', '.join(self.config.endpoints)}: {_describe(last)}"
+        )
+
+    # -- key-value -----------------------------------------------------------------
+
+    async def get(self, key: bytes) -> bytes | None:
+        result = await self._call("get", key)
+        return None if result is None else bytes(result.value)
+
+    async def get_prefix(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
+        return (await self.get_prefix_at(prefix))[0]
+
+    async def get_prefix_at(self, prefix: bytes) -> tuple[list[tuple[bytes, bytes]], int]:
+        """The keys under `prefix` and the store revision they were read at: a watch
+        from that revision + 1 misses no change after the read."""
+        result = await self._call("get_prefix", prefix)
+        items = sorted((bytes(kv.key), bytes(kv.value)) for kv in result)
+        return items, int(result.header.revision)
+
+    async def put(self, key: bytes, value: bytes, lease: int | None = None) -> None:
+        await self._call("put", key, value, lease=lease)
+
+    async def delete(self, key: bytes) -> None:
+        await self._call("delete", key)
+
+    async def delete_prefix(self, prefix: bytes) -> None:
+        await self._call("delete_prefix", prefix)
+
+    async def transaction(
+        self, compare: Sequence[Any], success: Sequence[Any], failure: Sequence[Any] = ()
+    ) -> bool:
+        succeeded, _ = await self._call("transaction", list(compare), list(success), list(failure))
+        return bool(succeeded)
+
+    # -- leases --------------------------------------------------------------------
+
+    async def grant_lease(self, ttl_s: int) -> int:
+        lease = await self._call("lease", ttl_s)
+        return int(lease.id)
+
+    async def refresh_lease(self, lease_id: int) -> int:
+        """Keep the lease alive; returns its new TTL (0 or less: it has expired)."""
+        reply = await self._call("refresh_lease", lease_id)
+        return -1 if reply is None else int(reply.TTL)
+
+    async def revoke_lease(self, lease_id: int) -> None:
+        await self._call("revoke_lease", lease_id)
+
+    # -- watches -------------------------------------------------------------------
+
+    async def watch_prefix(self, prefix: bytes, start_revision: int) -> AsyncIterator[WatchEvent]:
+        """Every change under `prefix` from `start_revision` on, across reconnects."""
+        next_revision = start_revision
+        while True:
+            client = self._client
+            try:
+                watch = await self._call("watch_prefix", prefix, start_revision=next_revision)
+                try:
+                    async for event in watch:
+                        kv = event.kv
+                        next_revision = int(kv.mod_revision) + 1
+                        yield WatchEvent(
+                            key=bytes(kv.key),
+                            value=bytes(kv.value),
+                            deleted=event.kind == aetcd.EventKind.DELETE,
+                            revision=int(kv.mod_revision),
+                        )
+                finally:
+                    await _cancel_quietly(watch)
+            except _TRANSIENT as error:
+                log.warning("etcd watch on %r broke (%s); resuming", prefix, _describe(error))
+                await self._reconnect_with_backoff(client)
+
+    async def _reconnect_with_backoff(self, failed: aetcd.Client | None) -> None:
+        delay = self.config.backoff_s
+        for _ in range(self.config.retries):
+            try:
+                await self._reconnect(failed)
+                return
+            except EtcdUnavailableError:
+                pass
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.config.max_backoff_s)
+        await self._reconnect(failed)
+
+
+def _describe(error: BaseException | None) -> str:
+    if isinstance(error, grpc.aio.AioRpcError):
+        return f"{error.code().name}: {error.details()}"
+    return f"{type(error).__name__}: {error}" if error is not None else "no answer"
+
+
+async def _close_quietly(client: aetcd.Client) -> None:
+    try:
+        await client.close()
+    except Exception:
+        log.debug("closing an etcd client failed", exc_info=True)
+
+
+async def _cancel_quietly(watch: Any) -> None:
+    try:
+        await watch.cancel()
+    except Exception:
+        log.debug("cancelling an etcd watch failed", exc_info=True)

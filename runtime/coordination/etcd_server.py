@@ -1,0 +1,140 @@
+"""An etcd server process on loopback ports: embedded in `lockgate run`, and in tests."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+
+class EtcdServerError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class EtcdServer:
+    """One etcd member with its data in `data_dir`; `restart()` keeps data and ports."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        client_port: int | None = None,
+        tls: tuple[str, str, str] | None = None,
+    ) -> None:
+        """`tls`: (CA file, server certificate, server key); clients must then present
+        a certificate signed by that CA."""
+        binary = shutil.which("etcd")
+        if binary is None:
+            raise EtcdServerError(
+                "the etcd binary is not on PATH: install the Debian package etcd-server "
+                "(scripts/install.sh does), or pass --etcd URL of a running etcd"
+            )
+        self._binary = binary
+        self.data_dir = data_dir
+        self.client_port = client_port or free_port()
+        self.peer_port = free_port()
+        self._tls = tls
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        scheme = "https" if self._tls else "http"
+        return f"{scheme}://127.0.0.1:{self.client_port}"
+
+    def _tls_flags(self) -> list[str]:
+        if self._tls is None:
+            return []
+        ca, cert, key = self._tls
+        return [
+            "--cert-file",
+            cert,
+            "--key-file",
+            key,
+            "--client-cert-auth",
+            "--trusted-ca-file",
+            ca,
+        ]
+
+    def start(self, timeout: float = 20.0) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.data_dir.parent / f"{self.data_dir.name}.log", "ab")  # noqa: SIM115
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        self._process = subprocess.Popen(
+            [
+                self._binary,
+                "--name",
+                "lockgate",
+                "--data-dir",
+                str(self.data_dir),
+                "--listen-client-urls",
+                self.endpoint,
+                "--advertise-client-urls",
+                self.endpoint,
+                "--listen-peer-urls",
+                peer,
+                "--initial-advertise-peer-urls",
+                peer,
+                "--initial-cluster",
+                f"lockgate={peer}",
+                *self._tls_flags(),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        self._wait_healthy(timeout)
+
+    def _wait_healthy(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self._process is not None
+            if self._process.poll() is not None:
+                raise EtcdServerError(
+                    f"etcd exited with code {self._process.returncode}; see "
+                    f"{self.data_dir.parent / (self.data_dir.name + '.log')}"
+                )
+            if self._answers():
+                return
+            time.sleep(0.05)  # polling a process we just started; nothing to wait on
+        raise EtcdServerError(f"etcd at {self.endpoint} was not healthy after {timeout} s")
+
+    def _answers(self) -> bool:
+        if self._tls is not None:
+            # /health needs a client certificate under TLS; a listening port will do.
+            try:
+                with socket.create_connection(("127.0.0.1", self.client_port), timeout=1):
+                    return True
+            except OSError:
+                return False
+        try:
+            with urllib.request.urlopen(f"{self.endpoint}/health", timeout=1) as answer:
+                return b'"health":"true"' in answer.read()
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None

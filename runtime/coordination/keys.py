@@ -1,0 +1,96 @@
+"""The etcd keys of a job: the contract between operator, driver, tasks and tools.
+
+/lockgate/<namespace>/<job>/coordinator                 lease-bound record of the live driver
+/lockgate/<namespace>/<job>/checkpoints/trigger         current trigger
+/lockgate/<namespace>/<job>/checkpoints/acks/<n>/<vertex>/<subtask>
+/lockgate/<namespace>/<job>/checkpoints/completed/<n>   summary of a completed checkpoint
+/lockgate/<namespace>/<job>/checkpoints/latest          n
+/lockgate/<namespace>/<job>/savepoints/requests/<id>    {stop, dir}
+/lockgate/<namespace>/<job>/savepoints/results/<id>     {status, path, error}
+/lockgate/<namespace>/<job>/status                      lease-bound heartbeat of the running job
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+
+
+def check_name(kind: str, name: str) -> str:
+    if not _NAME.match(name):
+        raise ValueError(
+            f"{kind} {name!r} is not a valid name: use letters, digits, '.', '_' and '-', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class JobKeys:
+    namespace: str
+    job: str
+
+    def __post_init__(self) -> None:
+        check_name("namespace", self.namespace)
+        check_name("job id", self.job)
+
+    @property
+    def root(self) -> bytes:
+        return f"/lockgate/{self.namespace}/{self.job}/".encode()
+
+    def _key(self, suffix: str) -> bytes:
+        return self.root + suffix.encode()
+
+    @property
+    def coordinator(self) -> bytes:
+        return self._key("coordinator")
+
+    @property
+    def status(self) -> bytes:
+        return self._key("status")
+
+    @property
+    def trigger(self) -> bytes:
+        return self._key("checkpoints/trigger")
+
+    @property
+    def acks(self) -> bytes:
+        return self._key("checkpoints/acks/")
+
+    def acks_of(self, checkpoint_id: int) -> bytes:
+        return self._key(f"checkpoints/acks/{checkpoint_id}/")
+
+    def ack(self, checkpoint_id: int, vertex: str, subtask: int) -> bytes:
+        return self._key(f"checkpoints/acks/{checkpoint_id}/{vertex}/{subtask}")
+
+    @staticmethod
+    def parse_ack(key: bytes, prefix: bytes) -> tuple[int, str, int]:
+        checkpoint_id, vertex, subtask = key[len(prefix) :].decode().split("/")
+        return int(checkpoint_id), vertex, int(subtask)
+
+    @property
+    def completed(self) -> bytes:
+        return self._key("checkpoints/completed/")
+
+    def completed_of(self, checkpoint_id: int) -> bytes:
+        return self._key(f"checkpoints/completed/{checkpoint_id}")
+
+    @property
+    def latest(self) -> bytes:
+        return self._key("checkpoints/latest")
+
+    @property
+    def savepoint_requests(self) -> bytes:
+        return self._key("savepoints/requests/")
+
+    def savepoint_request(self, request_id: str) -> bytes:
+        return self._key(f"savepoints/requests/{check_name('savepoint request id', request_id)}")
+
+    @property
+    def savepoint_results(self) -> bytes:
+        return self._key("savepoints/results/")
+
+    def savepoint_result(self, request_id: str) -> bytes:
+        return self._key(f"savepoints/results/{check_name('savepoint request id', request_id)}")

@@ -1,0 +1,132 @@
+"""One coordinator per job: a record bound to the coordinator's etcd lease.
+
+Every write that matters (trigger, completion) is a transaction guarded by
+"the coordinator key still holds my record". When the lease expires (a driver
+cut off from etcd), etcd deletes the key, so a zombie can complete nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+import uuid
+from typing import Any
+
+from lockgate.runtime.coordination.errors import CoordinatorConflictError
+from lockgate.runtime.coordination.etcd import (
+    Etcd,
+    EtcdUnavailableError,
+    key_absent,
+    put_op,
+    value_is,
+)
+from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.records import CoordinatorRecord, decode, encode
+
+log = logging.getLogger(__name__)
+
+
+class Leadership:
+    def __init__(self, etcd: Etcd, keys: JobKeys, ttl_s: int = 10) -> None:
+        if ttl_s < 2:
+            raise ValueError(f"the coordinator lease TTL must be at least 2 s, got {ttl_s}")
+        self._etcd = etcd
+        self._keys = keys
+        self.ttl_s = ttl_s
+        self.record = CoordinatorRecord(
+            coordinator_id=uuid.uuid4().hex,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            started_ms=time.time_ns() // 1_000_000,
+        )
+        self._encoded = encode(self.record)
+        self.lease_id: int | None = None
+        self.lost = asyncio.Event()
+        self._keepalive: asyncio.Task[None] | None = None
+
+    @property
+    def guard(self) -> Any:
+        """Transaction condition: this coordinator still leads."""
+        return value_is(self._keys.coordinator, self._encoded)
+
+    async def acquire(self, wait_s: float = 0.0) -> None:
+        """Become the job's coordinator, waiting up to `wait_s` for a current one to go."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            lease = await self._etcd.grant_lease(self.ttl_s)
+            if await self._etcd.transaction(
+                [key_absent(self._keys.coordinator)],
+                [put_op(self._keys.coordinator, self._encoded, lease)],
+            ):
+                self.lease_id = lease
+                self._keepalive = asyncio.create_task(self._keep_alive(), name="lease-keepalive")
+                return
+            await self._etcd.revoke_lease(lease)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise CoordinatorConflictError(await self._describe_holder())
+            await self._wait_for_release(remaining)
+
+    async def _describe_holder(self) -> str:
+        data = await self._etcd.get(self._keys.coordinator)
+        who = "an unknown process"
+        if data is not None:
+            holder = decode(CoordinatorRecord, data)
+            who = f"coordinator {holder.coordinator_id} (pid {holder.pid} on {holder.host})"
+        return (
+            f"job {self._keys.namespace}/{self._keys.job} is already coordinated by {who}; "
+            "stop that driver first, or start this one with a wait so it takes over when "
+            "the other's lease expires"
+        )
+
+    async def _wait_for_release(self, timeout: float) -> None:
+        _, revision = await self._etcd.get_prefix_at(self._keys.coordinator)
+        if await self._etcd.get(self._keys.coordinator) is None:
+            return
+
+        async def deleted() -> None:
+            async for event in self._etcd.watch_prefix(self._keys.coordinator, revision + 1):
+                if event.deleted and event.key == self._keys.coordinator:
+                    return
+
+        try:
+            await asyncio.wait_for(deleted(), timeout)
+        except TimeoutError:
+            return
+
+    async def _keep_alive(self) -> None:
+        assert self.lease_id is not None
+        last_ok = time.monotonic()
+        while True:
+            await asyncio.sleep(self.ttl_s / 3)
+            try:
+                ttl = await self._etcd.refresh_lease(self.lease_id)
+            except EtcdUnavailableError:
+                if time.monotonic() - last_ok >= self.ttl_s:
+                    log.error("coordinator lease lapsed while etcd was unreachable")
+                    self.lost.set()
+                    return
+                continue
+            if ttl <= 0:
+                log.error("coordinator lease %s expired: this coordinator is fenced", self.lease_id)
+                self.lost.set()
+                return
+            last_ok = time.monotonic()
+
+    def abandon(self) -> None:
+        """Stop keeping the lease alive, as a crashed or partitioned driver would."""
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+            self._keepalive = None
+
+    async def release(self) -> None:
+        self.abandon()
+        if self.lease_id is not None:
+            try:
+                await self._etcd.revoke_lease(self.lease_id)
+            except EtcdUnavailableError:
+                log.warning("could not revoke the coordinator lease; it will expire")
+            self.lease_id = None

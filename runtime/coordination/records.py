@@ -1,0 +1,111 @@
+"""The JSON records stored under a job's etcd keys."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, TypeVar
+
+from lockgate.runtime.snapshot.metadata import SnapshotKind, SubtaskState
+
+R = TypeVar("R")
+
+
+def encode(record: Any) -> bytes:
+    return json.dumps(record.to_json() if hasattr(record, "to_json") else asdict(record)).encode()
+
+
+def decode(cls: type[R], data: bytes) -> R:
+    raw: dict[str, Any] = json.loads(data)
+    from_json = getattr(cls, "from_json", None)
+    return from_json(raw) if from_json is not None else cls(**raw)
+
+
+@dataclass(frozen=True)
+class CoordinatorRecord:
+    """Who coordinates a job now; bound to that coordinator's lease."""
+
+    coordinator_id: str
+    host: str
+    pid: int
+    started_ms: int
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """Take snapshot `checkpoint_id` into `target` (a storage URL of the snapshot directory)."""
+
+    checkpoint_id: int
+    epoch: str
+    kind: SnapshotKind
+    target: str
+    timestamp_ms: int
+    stop: bool = False
+
+
+@dataclass(frozen=True)
+class Ack:
+    """A subtask's answer to a trigger: its state handles, or why it declined."""
+
+    checkpoint_id: int
+    epoch: str
+    state: SubtaskState | None = None
+    declined: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checkpoint_id": self.checkpoint_id,
+            "epoch": self.epoch,
+            "state": None if self.state is None else self.state.to_json(),
+            "declined": self.declined,
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> Ack:
+        state = data.get("state")
+        return Ack(
+            checkpoint_id=int(data["checkpoint_id"]),
+            epoch=str(data["epoch"]),
+            state=None if state is None else SubtaskState.from_json(state),
+            declined=data.get("declined"),
+        )
+
+
+@dataclass(frozen=True)
+class CompletedCheckpoint:
+    """The summary `checkpoints/completed/<n>` holds."""
+
+    checkpoint_id: int
+    kind: SnapshotKind
+    path: str
+    parallelism: dict[str, int]
+    max_parallelism: int
+    bytes: int
+    trigger_ms: int
+    completed_ms: int
+
+    @property
+    def duration_ms(self) -> int:
+        return self.completed_ms - self.trigger_ms
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "duration_ms": self.duration_ms}
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> CompletedCheckpoint:
+        fields = {k: v for k, v in data.items() if k != "duration_ms"}
+        return CompletedCheckpoint(**fields)
+
+
+@dataclass(frozen=True)
+class SavepointRequest:
+    stop: bool = False
+    dir: str | None = None
+
+
+@dataclass(frozen=True)
+class SavepointResult:
+    status: Literal["pending", "completed", "failed"]
+    path: str | None = None
+    error: str | None = None
+    checkpoint_id: int | None = None

@@ -1,0 +1,49 @@
+"""Asking a running job for a savepoint: used by the CLI and the operator."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from lockgate.runtime.coordination.etcd import Etcd
+from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.records import (
+    SavepointRequest,
+    SavepointResult,
+    decode,
+    encode,
+)
+
+
+async def request_savepoint(
+    etcd: Etcd,
+    keys: JobKeys,
+    stop: bool = False,
+    directory: str | None = None,
+    request_id: str | None = None,
+) -> str:
+    """Write a savepoint request; returns its id. The same id is served only once."""
+    request_id = request_id or uuid.uuid4().hex[:12]
+    await etcd.put(keys.savepoint_request(request_id), encode(SavepointRequest(stop, directory)))
+    return request_id
+
+
+async def await_savepoint(
+    etcd: Etcd, keys: JobKeys, request_id: str, timeout_s: float
+) -> SavepointResult:
+    """The final result of a request; `TimeoutError` if none arrives in time."""
+    key = keys.savepoint_result(request_id)
+
+    async def final() -> SavepointResult:
+        _, revision = await etcd.get_prefix_at(key)
+        data = await etcd.get(key)
+        if data is not None and (result := decode(SavepointResult, data)).status != "pending":
+            return result
+        async for event in etcd.watch_prefix(key, revision + 1):
+            if event.key == key and not event.deleted:
+                result = decode(SavepointResult, event.value)
+                if result.status != "pending":
+                    return result
+        raise AssertionError("a watch does not end")
+
+    return await asyncio.wait_for(final(), timeout_s)

@@ -1,0 +1,156 @@
+"""A real etcd for the coordination tests, and subtasks that answer its triggers."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from lockgate.runtime import ValueStateDescriptor, key_group, key_group_range
+from lockgate.runtime.coordination.coordinator import (
+    CheckpointConfig,
+    CheckpointCoordinator,
+    JobPlan,
+)
+from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
+from lockgate.runtime.coordination.etcd_server import EtcdServer
+from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.participant import CheckpointParticipant
+from lockgate.runtime.coordination.records import Trigger
+from lockgate.runtime.snapshot.native import NativeSnapshotStrategy
+from lockgate.runtime.snapshot.storage import CheckpointStorage
+from lockgate.runtime.snapshot.subtask import SnapshotTarget, snapshot_subtask
+from lockgate.runtime.state.backend import KeyedStateBackend
+from lockgate.runtime.state.heap import HeapKeyedStateBackend
+
+COUNT = ValueStateDescriptor("count", default=0)
+
+
+@pytest.fixture(scope="session")
+def etcd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
+    server = EtcdServer(tmp_path_factory.mktemp("etcd") / "data")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def etcd_config(etcd_server: EtcdServer) -> EtcdConfig:
+    return EtcdConfig((etcd_server.endpoint,))
+
+
+@pytest_asyncio.fixture
+async def etcd(etcd_config: EtcdConfig) -> AsyncIterator[Etcd]:
+    async with Etcd(etcd_config) as client:
+        yield client
+
+
+@pytest.fixture
+def keys() -> JobKeys:
+    return JobKeys("test", f"job-{uuid.uuid4().hex[:8]}")
+
+
+@dataclass
+class Subtask:
+    """A subtask that snapshots its real state into the trigger's target and acks."""
+
+    participant: CheckpointParticipant
+    keyed: KeyedStateBackend | None = None
+    native: NativeSnapshotStrategy | None = None
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+    decline: str | None = None
+    answered: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.gate.set()
+
+    async def answer(self, trigger: Trigger) -> None:
+        await self.gate.wait()
+        if self.decline is not None:
+            await self.participant.decline(trigger, self.decline)
+            return
+        storage = CheckpointStorage(trigger.target)
+        target = SnapshotTarget(
+            storage, storage.root, self.participant.vertex, self.participant.subtask
+        )
+        native = self.native if trigger.kind == "checkpoint" else None
+        pending = snapshot_subtask(target, trigger.checkpoint_id, self.keyed, None, native)
+        state = await asyncio.to_thread(pending.complete)
+        await self.participant.acknowledge(trigger, state)
+        self.answered.append(trigger.checkpoint_id)
+
+    async def serve(self, start_revision: int) -> None:
+        async for trigger in self.participant.triggers(start_revision):
+            await self.answer(trigger)
+
+    async def follow_completions(self, start_revision: int) -> None:
+        async for completed in self.participant.completions(start_revision):
+            if self.native is not None and completed.kind == "checkpoint":
+                self.native.notify_complete(completed.checkpoint_id)
+
+
+class Job:
+    """A coordinator and its subtasks, all against real etcd and storage."""
+
+    def __init__(self, etcd: Etcd, keys: JobKeys, tmp_path: Path, plan: JobPlan) -> None:
+        self.etcd = etcd
+        self.keys = keys
+        self.plan = plan
+        self.storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
+        self.savepoint_dir = f"file://{tmp_path}/savepoints"
+        self.subtasks = [
+            Subtask(CheckpointParticipant(etcd, keys, vertex, index))
+            for vertex, parallelism in plan.vertices.items()
+            for index in range(parallelism)
+        ]
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def coordinator(self, config: CheckpointConfig, lease_ttl_s: int = 10) -> CheckpointCoordinator:
+        return CheckpointCoordinator(
+            self.etcd,
+            self.keys,
+            self.storage,
+            self.plan,
+            config,
+            savepoint_dir=self.savepoint_dir,
+            lease_ttl_s=lease_ttl_s,
+        )
+
+    def give_heap_state(self) -> None:
+        """Each `count` subtask gets a heap backend with one key of value 100 + index."""
+        for subtask in self.subtasks:
+            if subtask.participant.vertex == "count":
+                index = subtask.participant.subtask
+                groups = key_group_range(
+                    self.plan.max_parallelism, self.plan.vertices["count"], index
+                )
+                backend = HeapKeyedStateBackend(self.plan.max_parallelism, groups)
+                key = next(
+                    k for k in range(1000) if key_group(k, self.plan.max_parallelism) in groups
+                )
+                backend.set_current_key(key)
+                backend.state(COUNT).update(100 + index)
+                subtask.keyed = backend
+
+    async def start_subtasks(self) -> None:
+        revision = await self.subtasks[0].participant.start_revision()
+        for subtask in self.subtasks:
+            self._tasks.append(asyncio.create_task(subtask.serve(revision)))
+            self._tasks.append(asyncio.create_task(subtask.follow_completions(revision)))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+@pytest_asyncio.fixture
+async def job(etcd: Etcd, keys: JobKeys, tmp_path: Path) -> AsyncIterator[Job]:
+    running = Job(etcd, keys, tmp_path, JobPlan({"source": 2, "count": 2}, 16))
+    await running.start_subtasks()
+    yield running
+    await running.stop()

@@ -1,0 +1,179 @@
+"""The checkpoint coordinator against a real etcd: cycles, failures, retention."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from lockgate.runtime.coordination.coordinator import CheckpointConfig
+from lockgate.runtime.coordination.errors import CheckpointAbortedError, JobFailedError
+from lockgate.runtime.coordination.records import CompletedCheckpoint, decode
+from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex
+from lockgate.runtime.snapshot.metadata import read_metadata
+from lockgate.runtime.state.heap import HeapKeyedStateBackend
+
+from tests.runtime.coordination.conftest import COUNT, Job
+
+MANUAL = CheckpointConfig(interval_s=None, timeout_s=30)
+
+
+async def test_normal_cycle_completes_and_is_restorable(job: Job) -> None:
+    job.give_heap_state()
+    coordinator = job.coordinator(MANUAL)
+    await coordinator.start()
+    try:
+        summary = await asyncio.wait_for(coordinator.trigger(), 10)
+    finally:
+        await coordinator.close()
+    assert summary.checkpoint_id == 1
+    assert summary.parallelism == {"source": 2, "count": 2}
+    assert await job.etcd.get(job.keys.latest) == b"1"
+    stored = decode(CompletedCheckpoint, await job.etcd.get(job.keys.completed_of(1)))  # type: ignore[arg-type]
+    assert stored == summary
+    assert await job.etcd.get_prefix(job.keys.acks) == []
+    directory = job.storage.checkpoint_dir(job.keys.job, 1)
+    metadata = read_metadata(job.storage, directory)
+    assert metadata.vertices["count"].parallelism == 2
+
+    restored = [LocalSubtask(HeapKeyedStateBackend(16, range(16)))]
+    restore_vertex(job.storage, directory, "count", restored)
+    values = []
+    backend = restored[0].keyed
+    assert backend is not None
+    for key in range(100):
+        backend.set_current_key(key)
+        values.append(backend.state(COUNT).value())
+    assert sorted(v for v in values if v)[:2] == [100, 101]
+
+
+async def test_periodic_checkpoints_keep_the_retained_number(job: Job) -> None:
+    coordinator = job.coordinator(CheckpointConfig(interval_s=0.05, timeout_s=10, retained=2))
+    await coordinator.start()
+    runner = asyncio.create_task(coordinator.run())
+    try:
+        while (await asyncio.wait_for(coordinator.completed.get(), 10)).checkpoint_id < 4:
+            pass
+    finally:
+        runner.cancel()
+        await coordinator.close()
+    ids = [c.checkpoint_id for c in await coordinator.store.all()]
+    assert ids[-2:] == [ids[-1] - 1, ids[-1]]
+    assert len(ids) == 2
+    for old in range(1, ids[0]):
+        assert not job.storage.exists(job.storage.checkpoint_dir(job.keys.job, old))
+
+
+async def test_min_pause_and_max_concurrent_hold_back_triggers(job: Job) -> None:
+    for subtask in job.subtasks:
+        subtask.gate.clear()
+    config = CheckpointConfig(interval_s=0.01, timeout_s=10, max_concurrent=1, min_pause_s=0.3)
+    coordinator = job.coordinator(config)
+    await coordinator.start()
+    runner = asyncio.create_task(coordinator.run())
+    try:
+        while not coordinator.pending:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        assert list(coordinator.pending) == [1], "max_concurrent=1 allows one at a time"
+        first = coordinator.pending[1].done
+        for subtask in job.subtasks:
+            subtask.gate.set()
+        completed = await asyncio.wait_for(first, 10)
+        while 2 not in coordinator.pending:
+            await asyncio.sleep(0.01)  # polls for the coordinator's own next trigger
+        trigger_2 = coordinator.pending[2].trigger.timestamp_ms
+        assert trigger_2 - completed.completed_ms >= 300 - 5
+    finally:
+        runner.cancel()
+        await coordinator.close()
+
+
+async def test_ack_after_timeout_is_ignored(job: Job) -> None:
+    slow = job.subtasks[-1]
+    slow.gate.clear()
+    coordinator = job.coordinator(
+        CheckpointConfig(interval_s=None, timeout_s=0.5, tolerable_failures=5)
+    )
+    await coordinator.start()
+    runner = asyncio.create_task(coordinator.run())
+    try:
+        with pytest.raises(CheckpointAbortedError, match="timed out"):
+            await asyncio.wait_for(coordinator.trigger(), 10)
+        assert not job.storage.exists(job.storage.checkpoint_dir(job.keys.job, 1))
+        slow.gate.set()  # the late acknowledgement arrives now
+        while 1 not in slow.answered:
+            await asyncio.sleep(0.01)
+        second = await asyncio.wait_for(coordinator.trigger(), 10)
+    finally:
+        runner.cancel()
+        await coordinator.close()
+    assert second.checkpoint_id == 2
+    assert [c.checkpoint_id for c in await coordinator.store.all()] == [2]
+    assert await job.etcd.get_prefix(job.keys.acks) == []
+
+
+async def test_declines_beyond_tolerable_failures_fail_the_job(job: Job) -> None:
+    job.subtasks[0].decline = "source partition unreadable"
+    coordinator = job.coordinator(
+        CheckpointConfig(interval_s=0.05, timeout_s=10, tolerable_failures=2)
+    )
+    await coordinator.start()
+    try:
+        with pytest.raises(
+            JobFailedError, match=r"3 consecutive.*tolerable: 2.*source partition unreadable"
+        ):
+            await asyncio.wait_for(coordinator.run(), 10)
+    finally:
+        await coordinator.close()
+    assert await coordinator.store.all() == []
+
+
+async def test_a_completion_resets_the_failure_count(job: Job) -> None:
+    coordinator = job.coordinator(
+        CheckpointConfig(interval_s=None, timeout_s=10, tolerable_failures=1)
+    )
+    await coordinator.start()
+    try:
+        job.subtasks[0].decline = "busy"
+        with pytest.raises(CheckpointAbortedError, match="busy"):
+            await asyncio.wait_for(coordinator.trigger(), 10)
+        job.subtasks[0].decline = None
+        await asyncio.wait_for(coordinator.trigger(), 10)
+        job.subtasks[0].decline = "busy"
+        with pytest.raises(CheckpointAbortedError):
+            await asyncio.wait_for(coordinator.trigger(), 10)
+        runner = asyncio.create_task(coordinator.run())
+        await asyncio.sleep(0.1)
+        assert not runner.done(), "one failure after a success is tolerated"
+        runner.cancel()
+    finally:
+        await coordinator.close()
+
+
+async def test_several_checkpoints_in_flight(job: Job) -> None:
+    coordinator = job.coordinator(CheckpointConfig(interval_s=None, timeout_s=10))
+    await coordinator.start()
+    try:
+        for subtask in job.subtasks:
+            subtask.gate.clear()
+        futures = [coordinator.trigger() for _ in range(3)]
+        await asyncio.sleep(0.1)
+        assert sorted(coordinator.pending) == [1, 2, 3]
+        for subtask in job.subtasks:
+            subtask.gate.set()
+        done = await asyncio.wait_for(asyncio.gather(*futures), 10)
+    finally:
+        await coordinator.close()
+    assert [c.checkpoint_id for c in done] == [1, 2, 3]
+
+
+async def test_checkpoint_dir_is_under_the_job(job: Job, tmp_path: Path) -> None:
+    coordinator = job.coordinator(MANUAL)
+    await coordinator.start()
+    try:
+        summary = await asyncio.wait_for(coordinator.trigger(), 10)
+    finally:
+        await coordinator.close()
+    assert summary.path == f"file://{tmp_path}/checkpoints/{job.keys.job}/chk-1"
+    assert Path(tmp_path, "checkpoints", job.keys.job, "chk-1", "_metadata").exists()

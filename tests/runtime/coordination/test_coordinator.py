@@ -20,12 +20,16 @@ MANUAL = CheckpointConfig(interval_s=None, timeout_s=30)
 
 async def test_normal_cycle_completes_and_is_restorable(job: Job) -> None:
     job.give_heap_state()
+    participant = job.subtasks[0].participant
+    completions = participant.completions(await participant.start_revision())
     coordinator = job.coordinator(MANUAL)
     await coordinator.start()
     try:
         summary = await asyncio.wait_for(coordinator.trigger(), 10)
+        published = await asyncio.wait_for(anext(completions), 10)
     finally:
         await coordinator.close()
+    assert published == summary, "subtasks learn of the completion (sinks commit on it)"
     assert summary.checkpoint_id == 1
     assert summary.parallelism == {"source": 2, "count": 2}
     assert await job.etcd.get(job.keys.latest) == b"1"

@@ -1,0 +1,42 @@
+"""The `lockgate` command line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from lockgate.runtime.cli import checkpoints, savepoint
+from lockgate.runtime.coordination.errors import CoordinatorConflictError
+from lockgate.runtime.coordination.etcd import EtcdConfigError, EtcdUnavailableError
+
+
+class CommandError(RuntimeError):
+    """A failure to report as one line, without a traceback."""
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(
+        prog="lockgate", description="Stateful streaming on Spark, operated from Kubernetes."
+    )
+    commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    checkpoints.register(commands)
+    savepoint.register(commands)
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    arguments = parser().parse_args(argv)
+    try:
+        status: int = arguments.handler(arguments)
+    except (
+        CommandError,
+        EtcdUnavailableError,
+        EtcdConfigError,
+        CoordinatorConflictError,
+        ValueError,
+    ) as error:
+        print(f"lockgate {arguments.command}: {error}", file=sys.stderr)
+        return 1
+    return status

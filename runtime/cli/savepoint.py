@@ -1,0 +1,54 @@
+"""`lockgate savepoint JOB-ID [--stop]`: ask a running job for a savepoint."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from lockgate.runtime.cli import etcd_options
+from lockgate.runtime.coordination.etcd import Etcd
+from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
+
+
+def register(commands: Any) -> None:
+    command = commands.add_parser(
+        "savepoint", help="take a savepoint of a running job; prints its path last"
+    )
+    etcd_options.add(command)
+    command.add_argument("--stop", action="store_true", help="stop the job after the savepoint")
+    command.add_argument(
+        "--dir", help="savepoint directory URL (default: the job's savepoints.dir)"
+    )
+    command.add_argument("--id", dest="request_id", help="request id; a repeated id is served once")
+    command.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds to wait (default 600)"
+    )
+    command.set_defaults(handler=lambda a: asyncio.run(take_savepoint(a)))
+
+
+async def take_savepoint(arguments: argparse.Namespace) -> int:
+    keys = etcd_options.job_keys(arguments)
+    async with Etcd(etcd_options.config(arguments)) as etcd:
+        request_id = await request_savepoint(
+            etcd,
+            keys,
+            stop=arguments.stop,
+            directory=arguments.dir,
+            request_id=arguments.request_id,
+        )
+        print(
+            f"savepoint {request_id} requested from {keys.namespace}/{keys.job}; waiting…",
+            flush=True,
+        )
+        try:
+            result = await await_savepoint(etcd, keys, request_id, arguments.timeout)
+        except TimeoutError:
+            raise ValueError(
+                f"no result for savepoint {request_id} within {arguments.timeout:.0f} s: "
+                "is the job running? The request stays; the job serves it when it runs"
+            ) from None
+    if result.status != "completed":
+        raise ValueError(f"savepoint {request_id} failed: {result.error}")
+    print(result.path)
+    return 0

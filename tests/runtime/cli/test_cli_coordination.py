@@ -1,0 +1,102 @@
+"""`lockgate checkpoints` and `lockgate savepoint`, run as a user runs them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from lockgate.runtime.coordination.coordinator import CheckpointConfig
+from lockgate.runtime.coordination.etcd_server import EtcdServer, free_port
+
+from tests.runtime.coordination.conftest import Job
+
+LOCKGATE = str(Path(sys.executable).parent / "lockgate")
+MANUAL = CheckpointConfig(interval_s=None, timeout_s=30, retained=5)
+
+
+async def lockgate(*args: str) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        LOCKGATE, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+def _etcd(job: Job, server: EtcdServer, *positional: str) -> list[str]:
+    return [job.keys.job, *positional, "--etcd", server.endpoint, "--namespace", job.keys.namespace]
+
+
+async def test_checkpoints_list_and_show(job: Job, etcd_server: EtcdServer) -> None:
+    job.give_heap_state()
+    coordinator = job.coordinator(MANUAL)
+    await coordinator.start()
+    try:
+        await asyncio.wait_for(coordinator.trigger(), 10)
+        await asyncio.wait_for(coordinator.trigger(), 10)
+    finally:
+        await coordinator.close()
+
+    code, out, _ = await lockgate("checkpoints", "list", *_etcd(job, etcd_server))
+    assert code == 0
+    header, *rows = out.strip().splitlines()
+    assert header.split()[:3] == ["ID", "KIND", "COMPLETED"]
+    assert [row.split()[:2] for row in rows] == [["1", "checkpoint"], ["2", "checkpoint"]]
+    assert rows[1].endswith(f"/{job.keys.job}/chk-2")
+    assert "count=2,source=2" in rows[0]
+
+    code, out, _ = await lockgate("checkpoints", "show", *_etcd(job, etcd_server, "1"))
+    assert code == 0
+    shown = json.loads(out)
+    assert shown["summary"]["checkpoint_id"] == 1
+    assert shown["metadata"]["vertices"]["count"]["parallelism"] == 2
+
+    code, out, _ = await lockgate("checkpoints", "show", *_etcd(job, etcd_server))
+    assert json.loads(out)["summary"]["checkpoint_id"] == 2, "no N: the latest"
+
+    code, _, err = await lockgate("checkpoints", "show", *_etcd(job, etcd_server, "9"))
+    assert code == 1
+    assert "no completed checkpoint 9" in err
+    assert "completed: 1, 2" in err
+
+
+async def test_savepoint_with_stop_prints_the_path_last(job: Job, etcd_server: EtcdServer) -> None:
+    coordinator = job.coordinator(CheckpointConfig(interval_s=60, timeout_s=30))
+    await coordinator.start()
+    try:
+        run = asyncio.create_task(coordinator.run())
+        code, out, err = await lockgate(
+            "savepoint", *_etcd(job, etcd_server), "--stop", "--id", "sp1"
+        )
+        stopped_with = await asyncio.wait_for(run, 10)
+    finally:
+        await coordinator.close()
+    assert code == 0, err
+    assert out.strip().splitlines()[-1] == f"{job.savepoint_dir}/savepoint-sp1"
+    assert stopped_with == f"{job.savepoint_dir}/savepoint-sp1"
+
+
+async def test_savepoint_of_a_job_that_is_not_running_times_out_clearly(
+    job: Job, etcd_server: EtcdServer
+) -> None:
+    code, _, err = await lockgate("savepoint", *_etcd(job, etcd_server), "--timeout", "0.5")
+    assert code == 1
+    assert "is the job running?" in err
+
+
+async def test_unreachable_etcd_is_one_clear_line() -> None:
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    code, _, err = await lockgate("checkpoints", "list", "some-job", "--etcd", endpoint)
+    assert code == 1
+    assert err.startswith("lockgate checkpoints: ")
+    assert endpoint in err
+    assert "Traceback" not in err
+
+
+async def test_no_etcd_says_how_to_give_one(monkeypatch) -> None:
+    monkeypatch.delenv("LOCKGATE_ETCD", raising=False)
+    code, _, err = await lockgate("checkpoints", "list", "some-job")
+    assert code == 1
+    assert "--etcd" in err

@@ -30,14 +30,7 @@ def _etcd(job: Job, server: EtcdServer, *positional: str) -> list[str]:
 
 
 async def test_checkpoints_list_and_show(job: Job, etcd_server: EtcdServer) -> None:
-    job.give_heap_state()
-    coordinator = job.coordinator(MANUAL)
-    await coordinator.start()
-    try:
-        await asyncio.wait_for(coordinator.trigger(), 10)
-        await asyncio.wait_for(coordinator.trigger(), 10)
-    finally:
-        await coordinator.close()
+    await job.take_checkpoints(2)
 
     code, out, _ = await lockgate("checkpoints", "list", *_etcd(job, etcd_server))
     assert code == 0

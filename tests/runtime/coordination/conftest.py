@@ -136,6 +136,19 @@ class Job:
                 backend.state(COUNT).update(100 + index)
                 subtask.keyed = backend
 
+    async def take_checkpoints(self, count: int, retained: int = 5) -> CheckpointCoordinator:
+        """Run a coordinator for `count` checkpoints of heap state, then close it."""
+        self.give_heap_state()
+        config = CheckpointConfig(interval_s=None, timeout_s=30, retained=retained)
+        coordinator = self.coordinator(config)
+        await coordinator.start()
+        try:
+            for _ in range(count):
+                await asyncio.wait_for(coordinator.trigger(), 10)
+        finally:
+            await coordinator.close()
+        return coordinator
+
     async def start_subtasks(self) -> None:
         revision = await self.subtasks[0].participant.start_revision()
         for subtask in self.subtasks:

@@ -87,14 +87,7 @@ async def test_restore_point_prefers_an_explicit_savepoint_then_the_latest(job: 
 async def test_a_damaged_latest_checkpoint_is_skipped_and_logged(
     job: Job, caplog: pytest.LogCaptureFixture
 ) -> None:
-    job.give_heap_state()
-    coordinator = job.coordinator(CheckpointConfig(interval_s=None, timeout_s=30, retained=3))
-    await coordinator.start()
-    try:
-        await asyncio.wait_for(coordinator.trigger(), 10)
-        await asyncio.wait_for(coordinator.trigger(), 10)
-    finally:
-        await coordinator.close()
+    coordinator = await job.take_checkpoints(2)
     damaged = Path(job.storage.checkpoint_dir(job.keys.job, 2), "count", "1", "keyed")
     damaged.write_bytes(b"short")
     with caplog.at_level(logging.ERROR):

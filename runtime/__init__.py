@@ -3,7 +3,15 @@
 Job code imports what it needs from here; these names are public API.
 """
 
+from lockgate.runtime.api.connectors import Sink, SinkWriter, Source, SourceReader
+from lockgate.runtime.api.functions import Context, KeyedProcessFunction, RuntimeContext
+from lockgate.runtime.api.graph import JobGraph
+from lockgate.runtime.api.stream import DataStream, KeyedStream, StreamEnvironment
+from lockgate.runtime.api.validation import JobDefinitionError
 from lockgate.runtime.clock import Clock, ManualClock, SystemClock
+from lockgate.runtime.connectors.file_sink import FileSink, read_committed
+from lockgate.runtime.connectors.generator_source import GeneratorSource
+from lockgate.runtime.connectors.log_source import LogSource, MalformedRecordError
 from lockgate.runtime.key_serializer import deserialize_key, register_key_type, serialize_key
 from lockgate.runtime.keygroups import (
     default_max_parallelism,
@@ -34,16 +42,32 @@ __all__ = [
     "AggregatingState",
     "AggregatingStateDescriptor",
     "Clock",
+    "Context",
+    "DataStream",
+    "FileSink",
+    "GeneratorSource",
+    "JobDefinitionError",
+    "JobGraph",
+    "KeyedProcessFunction",
+    "KeyedStream",
     "ListState",
     "ListStateDescriptor",
+    "LogSource",
+    "MalformedRecordError",
     "ManualClock",
     "MapState",
     "MapStateDescriptor",
     "PickleSerializer",
     "ReducingState",
     "ReducingStateDescriptor",
+    "RuntimeContext",
     "Serializer",
+    "Sink",
+    "SinkWriter",
+    "Source",
+    "SourceReader",
     "StateDescriptor",
+    "StreamEnvironment",
     "SystemClock",
     "ValueState",
     "ValueStateDescriptor",
@@ -52,6 +76,7 @@ __all__ = [
     "key_group",
     "key_group_range",
     "operator_index",
+    "read_committed",
     "register_key_type",
     "serialize_key",
 ]

@@ -1,0 +1,1 @@
+"""The user-facing job API: streams, functions, connectors, and the job graph."""

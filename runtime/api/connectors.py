@@ -1,0 +1,68 @@
+"""The contracts between the runtime and sources and sinks.
+
+A `Source` is replayable: it reads partitions whose positions (offsets) the
+runtime keeps in operator state and hands back on restore, so a restarted job
+rereads exactly what followed its checkpoint.
+
+A `Sink` writes through two-phase commit: records go into the epoch's
+transaction; at a checkpoint barrier the writer pre-commits it and returns
+committables, which the runtime stores in the checkpoint; once the checkpoint
+is complete the runtime asks to commit them. Committing must be idempotent:
+after a failure the restored committables are committed again.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+
+class SourceReader(ABC):
+    @abstractmethod
+    def poll(self, max_records: int) -> list[Any]:
+        """Up to `max_records` next records; an empty list when none is ready now."""
+
+    @abstractmethod
+    def offsets(self) -> dict[str, Any]:
+        """Per partition, the position after the last record returned by `poll`."""
+
+    @abstractmethod
+    def reached_end(self) -> bool:
+        """True when every partition has been read to the end of its current input."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
+        """Release files and connections."""
+
+
+class Source(ABC):
+    @abstractmethod
+    def open_reader(self, subtask: int, parallelism: int, offsets: dict[str, Any]) -> SourceReader:
+        """A reader for this subtask's share of the partitions, from `offsets`
+        (the offsets of all partitions, from the restored checkpoint; empty at first)."""
+
+
+class SinkWriter(ABC):
+    @abstractmethod
+    def write(self, record: Any) -> None: ...
+
+    @abstractmethod
+    def pre_commit(self, checkpoint_id: int) -> list[Any]:
+        """Seal the open transaction at a barrier; its committables go into the checkpoint."""
+
+    @abstractmethod
+    def commit(self, committables: list[Any]) -> None:
+        """Make pre-committed transactions visible; idempotent."""
+
+    @abstractmethod
+    def recover(self, committables: list[Any]) -> None:
+        """After a restore: commit what the checkpoint pre-committed, discard the rest.
+        `committables` are all of this sink's, from every old subtask (union list
+        state), so each writer can take its share at any new parallelism."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
+        """Release files and connections (an open transaction is not committed)."""
+
+
+class Sink(ABC):
+    @abstractmethod
+    def create_writer(self, subtask: int, parallelism: int) -> SinkWriter: ...

@@ -1,0 +1,51 @@
+"""Resolving a job's `module:function` entrypoint and building its graph."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from lockgate.runtime.api.graph import JobGraph
+from lockgate.runtime.api.stream import StreamEnvironment
+from lockgate.runtime.api.validation import JobDefinitionError
+
+BuildFunction = Callable[[StreamEnvironment], object]
+
+
+def load_build(entrypoint: str) -> BuildFunction:
+    module_name, colon, attribute = entrypoint.partition(":")
+    if not colon or not module_name or not attribute:
+        raise JobDefinitionError(
+            f"entrypoint {entrypoint!r} must be module:function, e.g. jobs.wordcount:build"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        raise JobDefinitionError(
+            f"entrypoint {entrypoint!r}: cannot import module {module_name!r} ({error}); "
+            "is it on PYTHONPATH or installed in the image?"
+        ) from error
+    build = getattr(module, attribute, None)
+    if build is None:
+        public = sorted(
+            name
+            for name, value in vars(module).items()
+            if callable(value) and getattr(value, "__module__", None) == module.__name__
+        )
+        raise JobDefinitionError(
+            f"entrypoint {entrypoint!r}: module {module_name!r} has no {attribute!r}; "
+            f"it defines: {', '.join(public) or 'none'}"
+        )
+    if not callable(build):
+        raise JobDefinitionError(
+            f"entrypoint {entrypoint!r} is a {type(build).__name__}, not a function"
+        )
+    return build  # type: ignore[no-any-return]
+
+
+def build_graph(entrypoint: str, job_name: str | None = None) -> JobGraph:
+    """Import the entrypoint, run `build(env)` and return the validated graph."""
+    build = load_build(entrypoint)
+    env = StreamEnvironment(job_name or entrypoint.partition(":")[0].rsplit(".", 1)[-1])
+    build(env)
+    return env.graph()

@@ -1,0 +1,114 @@
+"""Declaring a dataflow: `StreamEnvironment` and the streams it hands out.
+
+def build(env):
+    (env.source(LogSource("file:///data/lines"), name="lines")
+        .flat_map(str.split)
+        .key_by(lambda word: word)
+        .process(CountWords(), name="count")
+        .sink(FileSink("file:///data/out"), name="out"))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from lockgate.runtime.api.connectors import Sink, Source
+from lockgate.runtime.api.functions import KeyedProcessFunction
+from lockgate.runtime.api.graph import Edge, JobGraph, Vertex, VertexKind
+from lockgate.runtime.api.validation import JobDefinitionError, check_callable, validate
+
+
+class StreamEnvironment:
+    """Collects the vertices of one job as `build(env)` declares them."""
+
+    def __init__(self, name: str = "job") -> None:
+        self.name = name
+        self._vertices: list[Vertex] = []
+
+    def _add(self, vertex: Vertex) -> DataStream:
+        self._vertices.append(vertex)
+        return DataStream(self, vertex.name)
+
+    def _name(self, given: str | None, kind: str) -> str:
+        if given is not None:
+            return given
+        taken = {v.name for v in self._vertices}
+        index = 1
+        while f"{kind}-{index}" in taken:
+            index += 1
+        return f"{kind}-{index}"
+
+    def source(self, source: Source, name: str | None = None) -> DataStream:
+        if not isinstance(source, Source):
+            raise JobDefinitionError(
+                f"env.source() needs a Source (LogSource, GeneratorSource, ...), "
+                f"got {type(source).__qualname__}"
+            )
+        return self._add(Vertex(self._name(name, "source"), "source", source))
+
+    def graph(self) -> JobGraph:
+        """The validated, frozen graph of what was declared."""
+        graph = JobGraph(self.name, tuple(self._vertices))
+        validate(graph)
+        return graph
+
+
+class DataStream:
+    """The output of one vertex; each operation adds a vertex reading it."""
+
+    def __init__(self, env: StreamEnvironment, upstream: str, key_fn: Any = None) -> None:
+        self._env = env
+        self._upstream = upstream
+        self._key_fn = key_fn
+
+    def _edge(self) -> Edge:
+        if self._key_fn is None:
+            return Edge(self._upstream, "forward")
+        return Edge(self._upstream, "key", self._key_fn)
+
+    def _then(self, kind: VertexKind, operator: Any, name: str | None) -> DataStream:
+        vertex = Vertex(self._env._name(name, kind), kind, operator, self._edge())
+        return self._env._add(vertex)
+
+    def map(self, fn: Callable[[Any], Any], name: str | None = None) -> DataStream:
+        check_callable("map", fn)
+        return self._then("map", fn, name)
+
+    def flat_map(self, fn: Callable[[Any], Iterable[Any]], name: str | None = None) -> DataStream:
+        check_callable("flat_map", fn)
+        return self._then("flat_map", fn, name)
+
+    def filter(self, fn: Callable[[Any], bool], name: str | None = None) -> DataStream:
+        check_callable("filter", fn)
+        return self._then("filter", fn, name)
+
+    def key_by(self, key_fn: Callable[[Any], Any]) -> KeyedStream:
+        """Partition by `key_fn(record)`: each key's records go to the subtask that owns
+        its key group, where keyed state for that key lives."""
+        check_callable("key_by", key_fn)
+        return KeyedStream(self._env, self._upstream, key_fn)
+
+    def process(self, function: KeyedProcessFunction, name: str | None = None) -> DataStream:
+        label = name or type(function).__qualname__
+        raise JobDefinitionError(
+            f"process({label}) reads keyed state, which needs a keyed stream: "
+            "call .key_by(lambda record: ...) before .process(...)"
+        )
+
+    def sink(self, sink: Sink, name: str | None = None) -> None:
+        if not isinstance(sink, Sink):
+            raise JobDefinitionError(
+                f".sink() needs a Sink (FileSink, CollectSink, ...), got {type(sink).__qualname__}"
+            )
+        self._then("sink", sink, name)
+
+
+class KeyedStream(DataStream):
+    def process(self, function: KeyedProcessFunction, name: str | None = None) -> DataStream:
+        if not isinstance(function, KeyedProcessFunction):
+            raise JobDefinitionError(
+                f".process() needs a KeyedProcessFunction instance, got "
+                f"{type(function).__qualname__}; subclass lockgate.runtime.KeyedProcessFunction"
+            )
+        return self._then("process", function, name)

@@ -1,0 +1,62 @@
+"""Checks on a job graph before anything runs; each error names the culprit and
+says how to fix it."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from lockgate.runtime.api.graph import JobGraph
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class JobDefinitionError(ValueError):
+    """The job's dataflow is not valid as declared."""
+
+
+def check_callable(operation: str, fn: Any) -> None:
+    if not callable(fn):
+        raise JobDefinitionError(
+            f".{operation}() needs a function, got {type(fn).__qualname__} {fn!r}"
+        )
+
+
+def _reaches_sink(graph: JobGraph, name: str, memo: dict[str, bool]) -> bool:
+    if name not in memo:
+        vertex = graph.vertex(name)
+        memo[name] = vertex.kind == "sink" or any(
+            _reaches_sink(graph, v.name, memo) for v in graph.downstream(name)
+        )
+    return memo[name]
+
+
+def validate(graph: JobGraph) -> None:
+    if not graph.sources:
+        raise JobDefinitionError("the job declares no source: start it with env.source(...)")
+    seen: dict[str, str] = {}
+    for vertex in graph.vertices:
+        if not _NAME.match(vertex.name):
+            raise JobDefinitionError(
+                f"{vertex.kind} name {vertex.name!r} is not valid: use up to 128 letters, "
+                "digits, '.', '_' and '-', starting with a letter or digit"
+            )
+        if vertex.name in seen:
+            raise JobDefinitionError(
+                f"two vertices are named {vertex.name!r} (a {seen[vertex.name]} and a "
+                f"{vertex.kind}): names must be unique, they name each vertex's state in "
+                "checkpoints; pass name=... to tell them apart"
+            )
+        seen[vertex.name] = vertex.kind
+    if not graph.sinks:
+        raise JobDefinitionError(
+            "the job declares no sink, so nothing it computes is kept: end a stream with "
+            ".sink(FileSink(...), name=...)"
+        )
+    memo: dict[str, bool] = {}
+    for vertex in graph.vertices:
+        if not _reaches_sink(graph, vertex.name, memo):
+            raise JobDefinitionError(
+                f"{vertex.kind} {vertex.name!r} leads to no sink, so its output would be "
+                "discarded: add .sink(...) after it, or remove it"
+            )

@@ -20,17 +20,19 @@ def test_round_trip(key: object) -> None:
     assert deserialize_key(serialize_key(key)) == key
 
 
+def _same_key(a: object, b: object) -> bool:
+    """Key identity: same type all the way down (Python's == says (False,) == (0,))."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, tuple):
+        assert isinstance(b, tuple)
+        return len(a) == len(b) and all(_same_key(x, y) for x, y in zip(a, b, strict=True))
+    return a == b  # floats: -0.0 == 0.0, which share bytes on purpose
+
+
 @given(keys, keys)
 def test_distinct_keys_have_distinct_bytes(a: object, b: object) -> None:
-    if type(a) is type(b) and a == b:
-        assert serialize_key(a) == serialize_key(b)
-    elif not _same_value_across_types(a, b):
-        assert serialize_key(a) != serialize_key(b)
-
-
-def _same_value_across_types(a: object, b: object) -> bool:
-    # 0.0 and -0.0 are equal floats and share bytes on purpose.
-    return isinstance(a, float) and isinstance(b, float) and a == b
+    assert (serialize_key(a) == serialize_key(b)) == _same_key(a, b)
 
 
 def test_types_are_part_of_the_key() -> None:

@@ -91,9 +91,7 @@ def main() -> None:
     parser.add_argument("--subtasks", type=int, default=64)
     parser.add_argument("--checkpoints", type=int, default=100)
     args = parser.parse_args()
-    asyncio.run(
-        bench(args.subtasks, args.checkpoints, Path(tempfile.mkdtemp(prefix="bench-coord-")))
-    )
+    asyncio.run(bench(args.subtasks, args.checkpoints, Path(tempfile.mkdtemp(prefix="bench-coord-"))))
 
 
 if __name__ == "__main__":

@@ -109,9 +109,7 @@ def main() -> None:
     def rocksdb_restores(label: str, n: int, size: int) -> None:
         for parallelism in (1, 2):
             local = work / f"restore-{n}-{parallelism}"
-            seconds = restore(
-                storage, n, lambda g, d=local: RocksDBKeyedStateBackend(M, g, d), parallelism
-            )
+            seconds = restore(storage, n, lambda g, d=local: RocksDBKeyedStateBackend(M, g, d), parallelism)
             row(f"{label}, P=1 -> P={parallelism} (all subtasks)", size, seconds)
 
     rocksdb_restores("canonical restore into rocksdb", 1, size)

@@ -34,9 +34,7 @@ def workload(keys: int, updates: int) -> list[str]:
     return [names[rng.randrange(keys)] for _ in range(updates)]
 
 
-def backend_run(
-    backend: HeapKeyedStateBackend | RocksDBKeyedStateBackend, stream: list[str]
-) -> float:
+def backend_run(backend: HeapKeyedStateBackend | RocksDBKeyedStateBackend, stream: list[str]) -> float:
     count = backend.state(ValueStateDescriptor("count", default=0))
     set_key = backend.set_current_key
     started = time.perf_counter()
@@ -103,9 +101,7 @@ def main() -> None:
     def record(name: str, run: Callable[[], float]) -> None:
         elapsed = run()
         results.append((name, args.updates / elapsed))
-        print(
-            f"{name:<44} {args.updates / elapsed:>12,.0f} updates/s ({elapsed:.2f} s)", flush=True
-        )
+        print(f"{name:<44} {args.updates / elapsed:>12,.0f} updates/s ({elapsed:.2f} s)", flush=True)
 
     heap = HeapKeyedStateBackend(M, range(M))
     record("heap backend", lambda: backend_run(heap, stream))

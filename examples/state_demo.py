@@ -56,9 +56,7 @@ def rocksdb_subtasks(parallelism: int, local: Path) -> list[LocalSubtask]:
 
 def heap_subtasks(parallelism: int) -> list[LocalSubtask]:
     return [
-        LocalSubtask(
-            HeapKeyedStateBackend(MAX_PARALLELISM, key_group_range(MAX_PARALLELISM, parallelism, i))
-        )
+        LocalSubtask(HeapKeyedStateBackend(MAX_PARALLELISM, key_group_range(MAX_PARALLELISM, parallelism, i)))
         for i in range(parallelism)
     ]
 
@@ -101,15 +99,11 @@ def main() -> int:
 
     print("\n2. Snapshot: an incremental checkpoint and a canonical savepoint")
     started = time.perf_counter()
-    chk = snapshot_vertex(
-        storage, storage.checkpoint_dir("demo", 1), ("demo", 1, "checkpoint"), "count", old
-    )
+    chk = snapshot_vertex(storage, storage.checkpoint_dir("demo", 1), ("demo", 1, "checkpoint"), "count", old)
     elapsed = time.perf_counter() - started
     print(f"    checkpoint 1 (native RocksDB): {chk.state_bytes:,} bytes, {elapsed:.2f} s")
     started = time.perf_counter()
-    sp = snapshot_vertex(
-        storage, storage.savepoint_dir("demo-1"), ("demo", 1, "savepoint"), "count", old
-    )
+    sp = snapshot_vertex(storage, storage.savepoint_dir("demo-1"), ("demo", 1, "savepoint"), "count", old)
     elapsed = time.perf_counter() - started
     print(f"    savepoint (canonical):         {sp.state_bytes:,} bytes, {elapsed:.2f} s")
     for subtask in old:

@@ -18,8 +18,7 @@ DEFAULT_LOWER_BOUND_MAX_PARALLELISM = 128
 def _check_max_parallelism(max_parallelism: int) -> None:
     if not 1 <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
         raise ValueError(
-            f"max_parallelism must be between 1 and {UPPER_BOUND_MAX_PARALLELISM}, "
-            f"got {max_parallelism}"
+            f"max_parallelism must be between 1 and {UPPER_BOUND_MAX_PARALLELISM}, got {max_parallelism}"
         )
 
 
@@ -27,8 +26,7 @@ def _check_parallelism(max_parallelism: int, parallelism: int) -> None:
     _check_max_parallelism(max_parallelism)
     if not 1 <= parallelism <= max_parallelism:
         raise ValueError(
-            f"parallelism must be between 1 and max_parallelism={max_parallelism}, "
-            f"got {parallelism}"
+            f"parallelism must be between 1 and max_parallelism={max_parallelism}, got {parallelism}"
         )
 
 
@@ -56,8 +54,7 @@ def key_group_range(max_parallelism: int, parallelism: int, index: int) -> range
     _check_parallelism(max_parallelism, parallelism)
     if not 0 <= index < parallelism:
         raise ValueError(
-            f"subtask index must be between 0 and {parallelism - 1} "
-            f"(parallelism={parallelism}), got {index}"
+            f"subtask index must be between 0 and {parallelism - 1} (parallelism={parallelism}), got {index}"
         )
     start = (index * max_parallelism + parallelism - 1) // parallelism
     end = ((index + 1) * max_parallelism - 1) // parallelism
@@ -73,8 +70,6 @@ def default_max_parallelism(parallelism: int) -> int:
     if parallelism < 1:
         raise ValueError(f"parallelism must be at least 1, got {parallelism}")
     if parallelism > UPPER_BOUND_MAX_PARALLELISM:
-        raise ValueError(
-            f"parallelism must be at most {UPPER_BOUND_MAX_PARALLELISM}, got {parallelism}"
-        )
+        raise ValueError(f"parallelism must be at most {UPPER_BOUND_MAX_PARALLELISM}, got {parallelism}")
     candidate = _next_power_of_two(parallelism + parallelism // 2)
     return min(max(candidate, DEFAULT_LOWER_BOUND_MAX_PARALLELISM), UPPER_BOUND_MAX_PARALLELISM)

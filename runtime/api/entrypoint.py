@@ -37,9 +37,7 @@ def load_build(entrypoint: str) -> BuildFunction:
             f"it defines: {', '.join(public) or 'none'}"
         )
     if not callable(build):
-        raise JobDefinitionError(
-            f"entrypoint {entrypoint!r} is a {type(build).__name__}, not a function"
-        )
+        raise JobDefinitionError(f"entrypoint {entrypoint!r} is a {type(build).__name__}, not a function")
     return build  # type: ignore[no-any-return]
 
 

@@ -59,9 +59,7 @@ class JobGraph:
         vertex with no other downstream."""
         edge = vertex.input
         return (
-            edge is not None
-            and edge.partitioning == "forward"
-            and len(self.downstream(edge.upstream)) == 1
+            edge is not None and edge.partitioning == "forward" and len(self.downstream(edge.upstream)) == 1
         )
 
     def chains(self) -> list[list[Vertex]]:

@@ -17,9 +17,7 @@ class JobDefinitionError(ValueError):
 
 def check_callable(operation: str, fn: Any) -> None:
     if not callable(fn):
-        raise JobDefinitionError(
-            f".{operation}() needs a function, got {type(fn).__qualname__} {fn!r}"
-        )
+        raise JobDefinitionError(f".{operation}() needs a function, got {type(fn).__qualname__} {fn!r}")
 
 
 def _reaches_sink(graph: JobGraph, name: str, memo: dict[str, bool]) -> bool:

@@ -67,24 +67,16 @@ async def list_checkpoints(arguments: argparse.Namespace) -> int:
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
-        print(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        )
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
     return 0
 
 
 async def show_checkpoint(arguments: argparse.Namespace) -> int:
     completed = {c.checkpoint_id: c for c in await _completed(arguments)}
-    wanted = (
-        arguments.checkpoint_id
-        if arguments.checkpoint_id is not None
-        else max(completed, default=None)
-    )
+    wanted = arguments.checkpoint_id if arguments.checkpoint_id is not None else max(completed, default=None)
     if wanted not in completed:
         known = ", ".join(map(str, sorted(completed))) or "none"
-        raise ValueError(
-            f"no completed checkpoint {wanted} for job {arguments.job_id} (completed: {known})"
-        )
+        raise ValueError(f"no completed checkpoint {wanted} for job {arguments.job_id} (completed: {known})")
     summary = completed[wanted]
     storage = CheckpointStorage(summary.path)
     metadata = await asyncio.to_thread(read_metadata, storage, storage.root)

@@ -17,15 +17,11 @@ def add(command: argparse.ArgumentParser) -> None:
         default=os.environ.get("LOCKGATE_ETCD"),
         help="comma-separated etcd endpoints, http(s)://host:port (default: $LOCKGATE_ETCD)",
     )
-    etcd.add_argument(
-        "--namespace", default="default", help="the job's namespace (default: default)"
-    )
+    etcd.add_argument("--namespace", default="default", help="the job's namespace (default: default)")
     etcd.add_argument("--etcd-ca", help="CA certificate file for https endpoints")
     etcd.add_argument("--etcd-cert", help="client certificate file")
     etcd.add_argument("--etcd-key", help="client key file")
-    etcd.add_argument(
-        "--etcd-user", help="etcd user (the password comes from $LOCKGATE_ETCD_PASSWORD)"
-    )
+    etcd.add_argument("--etcd-user", help="etcd user (the password comes from $LOCKGATE_ETCD_PASSWORD)")
 
 
 def config(arguments: argparse.Namespace) -> EtcdConfig:

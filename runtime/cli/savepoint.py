@@ -12,18 +12,12 @@ from lockgate.runtime.coordination.savepoint_client import await_savepoint, requ
 
 
 def register(commands: Any) -> None:
-    command = commands.add_parser(
-        "savepoint", help="take a savepoint of a running job; prints its path last"
-    )
+    command = commands.add_parser("savepoint", help="take a savepoint of a running job; prints its path last")
     etcd_options.add(command)
     command.add_argument("--stop", action="store_true", help="stop the job after the savepoint")
-    command.add_argument(
-        "--dir", help="savepoint directory URL (default: the job's savepoints.dir)"
-    )
+    command.add_argument("--dir", help="savepoint directory URL (default: the job's savepoints.dir)")
     command.add_argument("--id", dest="request_id", help="request id; a repeated id is served once")
-    command.add_argument(
-        "--timeout", type=float, default=600.0, help="seconds to wait (default 600)"
-    )
+    command.add_argument("--timeout", type=float, default=600.0, help="seconds to wait (default 600)")
     command.set_defaults(handler=lambda a: asyncio.run(take_savepoint(a)))
 
 

@@ -72,9 +72,7 @@ class Transaction:
 
     def prepare(self, checkpoint_id: int) -> Committable | None:
         if self.state != "open":
-            raise RuntimeError(
-                f"transaction {self.stem} is {self.state}; only an open one can prepare"
-            )
+            raise RuntimeError(f"transaction {self.stem} is {self.state}; only an open one can prepare")
         self.state = "prepared"
         if self._stream is None:
             return None  # nothing written this epoch
@@ -95,9 +93,7 @@ class Transaction:
 class FileSink(Sink):
     def __init__(self, url: str, prefix: str = "part") -> None:
         if "/" in prefix or prefix.startswith((".", "_")):
-            raise ValueError(
-                f"FileSink prefix {prefix!r} must be a plain, visible file name prefix"
-            )
+            raise ValueError(f"FileSink prefix {prefix!r} must be a plain, visible file name prefix")
         self.url = url
         self.prefix = prefix
 
@@ -158,10 +154,7 @@ class FileSinkWriter(SinkWriter):
             if match is None or match["prefix"] != self._sink.prefix or name in keep:
                 continue
             old_subtask = int(match["subtask"])
-            if (
-                old_subtask % self._parallelism == self._subtask
-                and match["attempt"] != self._attempt
-            ):
+            if old_subtask % self._parallelism == self._subtask and match["attempt"] != self._attempt:
                 self._fs.rm(path)
 
     def close(self) -> None:

@@ -38,9 +38,7 @@ class GeneratorSource(Source):
         if count is not None and count < 0:
             raise ValueError(f"GeneratorSource count must be >= 0 or None, got {count}")
         if partitions < 1 or keys < 1:
-            raise ValueError(
-                f"GeneratorSource needs partitions >= 1 and keys >= 1, got {partitions}, {keys}"
-            )
+            raise ValueError(f"GeneratorSource needs partitions >= 1 and keys >= 1, got {partitions}, {keys}")
         if rate is not None and rate <= 0:
             raise ValueError(f"GeneratorSource rate must be positive, got {rate}")
         self.count = count

@@ -32,9 +32,7 @@ class _Position:
 
 
 class LogSource(Source):
-    def __init__(
-        self, url: str, dead_letter: str | None = None, pattern: str = "part-*.jsonl"
-    ) -> None:
+    def __init__(self, url: str, dead_letter: str | None = None, pattern: str = "part-*.jsonl") -> None:
         self.url = url
         self.dead_letter = dead_letter
         self.pattern = pattern
@@ -44,9 +42,7 @@ class LogSource(Source):
 
 
 class LogSourceReader(SourceReader):
-    def __init__(
-        self, source: LogSource, subtask: int, parallelism: int, offsets: dict[str, Any]
-    ) -> None:
+    def __init__(self, source: LogSource, subtask: int, parallelism: int, offsets: dict[str, Any]) -> None:
         self._source = source
         self._subtask = subtask
         self._parallelism = parallelism
@@ -60,9 +56,7 @@ class LogSourceReader(SourceReader):
         self._discover()
 
     def _discover(self) -> None:
-        found = [
-            posixpath.basename(p) for p in self._fs.glob(f"{self._root}/{self._source.pattern}")
-        ]
+        found = [posixpath.basename(p) for p in self._fs.glob(f"{self._root}/{self._source.pattern}")]
         for name in assigned(found, self._subtask, self._parallelism):
             if name not in self._positions:
                 self._positions[name] = self._restored.get(name, _Position())

@@ -21,9 +21,7 @@ log = logging.getLogger(__name__)
 
 
 class CompletedCheckpointStore:
-    def __init__(
-        self, etcd: Etcd, keys: JobKeys, storage: CheckpointStorage, retained: int
-    ) -> None:
+    def __init__(self, etcd: Etcd, keys: JobKeys, storage: CheckpointStorage, retained: int) -> None:
         if retained < 1:
             raise ValueError(f"at least one completed checkpoint must be retained, got {retained}")
         self._etcd = etcd
@@ -74,7 +72,5 @@ class CompletedCheckpointStore:
                 [c.checkpoint_id for c in keep],
                 protected_files,
             )
-            log.info(
-                "retention discarded checkpoints %s and %d shared files", discarded, len(deleted)
-            )
+            log.info("retention discarded checkpoints %s and %d shared files", discarded, len(deleted))
         return discarded

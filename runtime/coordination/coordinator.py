@@ -166,9 +166,7 @@ class CheckpointCoordinator:
                     self.trigger()
                 self._wake.clear()
                 waiter = asyncio.create_task(self._wake.wait())
-                await asyncio.wait(
-                    {waiter, lost}, timeout=self._sleep_s(), return_when="FIRST_COMPLETED"
-                )
+                await asyncio.wait({waiter, lost}, timeout=self._sleep_s(), return_when="FIRST_COMPLETED")
                 waiter.cancel()
         finally:
             lost.cancel()
@@ -192,10 +190,7 @@ class CheckpointCoordinator:
         if len(checkpoints) >= self.config.max_concurrent:
             return False
         now = time.monotonic()
-        return (
-            now - self._last_completion >= self.config.min_pause_s
-            and now - self._last_trigger >= interval
-        )
+        return now - self._last_completion >= self.config.min_pause_s and now - self._last_trigger >= interval
 
     def _sleep_s(self) -> float:
         now = time.monotonic()
@@ -285,9 +280,7 @@ class CheckpointCoordinator:
             trigger_ms=trigger.timestamp_ms,
             completed_ms=_now_ms(),
         )
-        if not await self._etcd.transaction(
-            [self.leadership.guard], self.store.completion_ops(summary)
-        ):
+        if not await self._etcd.transaction([self.leadership.guard], self.store.completion_ops(summary)):
             self.leadership.lost.set()
             await asyncio.to_thread(target.delete, f"{target.root}/_metadata")
             await self._abort(trigger.checkpoint_id, "this coordinator was replaced")

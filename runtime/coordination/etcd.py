@@ -130,11 +130,7 @@ class Etcd:
             endpoint = endpoints[(self._next + attempt) % len(endpoints)]
             client = self._make_client(endpoint)
             try:
-                await (
-                    connect_tls(client, self.config)
-                    if endpoint.startswith("https")
-                    else client.connect()
-                )
+                await (connect_tls(client, self.config) if endpoint.startswith("https") else client.connect())
                 await asyncio.wait_for(client.status(), self.config.request_timeout_s)
             except Exception as error:
                 errors.append(f"{endpoint}: {_describe(error)}")

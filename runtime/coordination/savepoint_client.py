@@ -28,9 +28,7 @@ async def request_savepoint(
     return request_id
 
 
-async def await_savepoint(
-    etcd: Etcd, keys: JobKeys, request_id: str, timeout_s: float
-) -> SavepointResult:
+async def await_savepoint(etcd: Etcd, keys: JobKeys, request_id: str, timeout_s: float) -> SavepointResult:
     """The final result of a request; `TimeoutError` if none arrives in time."""
     key = keys.savepoint_result(request_id)
 

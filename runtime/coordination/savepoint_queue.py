@@ -83,9 +83,7 @@ class SavepointQueue:
         if directory is None:
             await self._result(
                 request_id,
-                SavepointResult(
-                    "failed", error="no savepoint directory: set savepoints.dir or pass --dir"
-                ),
+                SavepointResult("failed", error="no savepoint directory: set savepoints.dir or pass --dir"),
             )
             return
         target = f"{directory.rstrip('/')}/savepoint-{request_id}"

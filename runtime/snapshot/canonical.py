@@ -143,9 +143,7 @@ def read_index(storage: CheckpointStorage, path: str, size: int) -> CanonicalInd
     index: dict[str, Any] = json.loads(raw)
     return CanonicalIndex(
         states={name: StateMeta.from_json(m) for name, m in index["states"].items()},
-        sections={
-            name: [Section(*row) for row in rows] for name, rows in index["sections"].items()
-        },
+        sections={name: [Section(*row) for row in rows] for name, rows in index["sections"].items()},
     )
 
 
@@ -174,9 +172,7 @@ def _read_section(stream: IO[bytes], path: str, section: Section) -> bytes:
     stream.seek(section.offset)
     data = stream.read(section.length)
     if len(data) != section.length or zlib.crc32(data) != section.crc32:
-        raise SnapshotCorruptError(
-            path, f"section of key group {section.key_group} fails its checksum"
-        )
+        raise SnapshotCorruptError(path, f"section of key group {section.key_group} fails its checksum")
     return data
 
 

@@ -56,9 +56,7 @@ def snapshot_vertex(
         for index, subtask in enumerate(subtasks)
     ]
     states = tuple(p.complete() for p in pending)
-    max_parallelism = next(
-        (s.keyed.max_parallelism for s in subtasks if s.keyed is not None), len(subtasks)
-    )
+    max_parallelism = next((s.keyed.max_parallelism for s in subtasks if s.keyed is not None), len(subtasks))
     result = CheckpointMetadata(
         job_id=job_id,
         checkpoint_id=checkpoint_id,

@@ -124,16 +124,12 @@ class NativeSnapshotStrategy:
     def seed(self, handle: NativeKeyedHandle, snapshot_dir: str) -> None:
         """After restoring from `handle` as base, its SST files need no new upload."""
         self.confirmed = {
-            name: SharedFile(
-                posixpath.normpath(posixpath.join(snapshot_dir, ref.path)), ref.size, ref.crc32
-            )
+            name: SharedFile(posixpath.normpath(posixpath.join(snapshot_dir, ref.path)), ref.size, ref.crc32)
             for name, ref in handle.shared.items()
         }
 
 
-def _download(
-    storage: CheckpointStorage, snapshot_dir: str, handle: NativeKeyedHandle, into: Path
-) -> None:
+def _download(storage: CheckpointStorage, snapshot_dir: str, handle: NativeKeyedHandle, into: Path) -> None:
     into.mkdir(parents=True)
     for name, ref in {**handle.shared, **handle.private}.items():
         storage.download(snapshot_dir, ref, str(into / name))
@@ -143,9 +139,7 @@ def _overlap(a: range, b: range) -> range:
     return range(max(a.start, b.start), min(a.stop, b.stop))
 
 
-def _copy_key_groups(
-    source: Path, handle: NativeKeyedHandle, backend: RocksDBKeyedStateBackend
-) -> None:
+def _copy_key_groups(source: Path, handle: NativeKeyedHandle, backend: RocksDBKeyedStateBackend) -> None:
     """Copy the rows of the key groups `backend` owns from the RocksDB at `source`."""
     own = _overlap(handle.key_groups, backend.key_groups)
     names = list_column_families(source)

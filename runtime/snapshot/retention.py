@@ -16,9 +16,7 @@ from lockgate.runtime.snapshot.metadata import read_metadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 
-def referenced_shared_files(
-    storage: CheckpointStorage, job_id: str, retained: Iterable[int]
-) -> set[str]:
+def referenced_shared_files(storage: CheckpointStorage, job_id: str, retained: Iterable[int]) -> set[str]:
     """Absolute paths of the shared files the retained checkpoints reference."""
     referenced: set[str] = set()
     for checkpoint_id in retained:

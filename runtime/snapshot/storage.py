@@ -155,9 +155,7 @@ class CheckpointStorage:
     def list_names(self, directory: str) -> list[str]:
         if not self.fs.exists(directory):
             return []
-        return sorted(
-            posixpath.basename(p.rstrip("/")) for p in self.fs.ls(directory, detail=False)
-        )
+        return sorted(posixpath.basename(p.rstrip("/")) for p in self.fs.ls(directory, detail=False))
 
     def delete(self, path: str, recursive: bool = False) -> None:
         if self.fs.exists(path):

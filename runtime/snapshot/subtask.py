@@ -159,9 +159,7 @@ def restore_subtask(
         )
     handles = [s.keyed for s in state.subtasks if s.keyed is not None]
     if handles and keyed is None:
-        raise RestoreError(
-            f"vertex {vertex!r} has keyed state in the snapshot but no keyed backend"
-        )
+        raise RestoreError(f"vertex {vertex!r} has keyed state in the snapshot but no keyed backend")
     if keyed is not None:
         restore_keyed(storage, snapshot_dir, handles, keyed, native)
     if operator is not None:

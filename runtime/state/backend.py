@@ -65,8 +65,7 @@ class StateMeta:
 def _check_key_groups(max_parallelism: int, key_groups: range) -> None:
     if not 1 <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
         raise ValueError(
-            f"max_parallelism must be between 1 and {UPPER_BOUND_MAX_PARALLELISM}, "
-            f"got {max_parallelism}"
+            f"max_parallelism must be between 1 and {UPPER_BOUND_MAX_PARALLELISM}, got {max_parallelism}"
         )
     if key_groups.step != 1 or len(key_groups) == 0:
         raise ValueError(f"key groups must be a non-empty contiguous range, got {key_groups}")

@@ -35,9 +35,7 @@ def _no_key(name: str) -> NoCurrentKeyError:
 class _KeyedState:
     """Shared plumbing: the table, the current key and the TTL clock."""
 
-    def __init__(
-        self, descriptor: StateDescriptor, table: Any, current: CurrentKey, clock: Clock
-    ) -> None:
+    def __init__(self, descriptor: StateDescriptor, table: Any, current: CurrentKey, clock: Clock) -> None:
         self.name = descriptor.name
         self._table = table
         self._current = current

@@ -84,10 +84,7 @@ class OperatorStateSnapshot:
 
     def encode(self) -> bytes:
         header = json.dumps(
-            {
-                name: {"mode": mode, "count": len(items)}
-                for name, (mode, items) in self.states.items()
-            }
+            {name: {"mode": mode, "count": len(items)} for name, (mode, items) in self.states.items()}
         ).encode("utf-8")
         out = bytearray(MAGIC)
         out += encode_varint(len(header)) + header
@@ -146,8 +143,7 @@ class OperatorStateStore:
         if existing is not None:
             if existing[0] != mode:
                 raise ValueError(
-                    f"operator state {name!r} is {existing[0]} state; "
-                    f"it cannot also be {mode} state"
+                    f"operator state {name!r} is {existing[0]} state; it cannot also be {mode} state"
                 )
             return existing[1]
         restored = self._restored.states.pop(name, None)

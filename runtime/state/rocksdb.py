@@ -129,9 +129,7 @@ class _FrozenDatabase:
             column_families=families or None,
             access_type=rocksdict.AccessType.read_only(),
         )
-        self.tables = {
-            name: _FrozenColumnFamily(self, self._db.get_column_family(name)) for name in names
-        }
+        self.tables = {name: _FrozenColumnFamily(self, self._db.get_column_family(name)) for name in names}
         self._open = len(self.tables)
         if not self._open:
             self._close()
@@ -202,9 +200,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def _open(self) -> None:
         names = []
         if (self.path / "CURRENT").exists():
-            names = [
-                n for n in rocksdict.Rdict.list_cf(str(self.path), db_options()) if n != "default"
-            ]
+            names = [n for n in rocksdict.Rdict.list_cf(str(self.path), db_options()) if n != "default"]
         families = {name: rocksdict.Options(raw_mode=True) for name in names}
         self._db = rocksdict.Rdict(str(self.path), db_options(), column_families=families or None)
         self._db.set_write_options(self._write_options)

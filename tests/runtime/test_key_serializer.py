@@ -9,9 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from lockgate.runtime.key_serializer import deserialize_key, register_key_type, serialize_key
 
-scalars = (
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary()
-)
+scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary()
 keys = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4).map(tuple), max_leaves=12)
 
 
@@ -65,9 +63,7 @@ def test_registered_user_type_round_trips() -> None:
         Point,
         "test.Point",
         lambda p: p.x.to_bytes(4, "big", signed=True) + p.y.to_bytes(4, "big", signed=True),
-        lambda b: Point(
-            int.from_bytes(b[:4], "big", signed=True), int.from_bytes(b[4:], "big", signed=True)
-        ),
+        lambda b: Point(int.from_bytes(b[:4], "big", signed=True), int.from_bytes(b[4:], "big", signed=True)),
     )
     key = ("user", Point(3, -4))
     assert deserialize_key(serialize_key(key)) == key

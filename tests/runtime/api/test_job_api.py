@@ -63,9 +63,7 @@ def test_process_without_key_by_is_refused_with_the_fix() -> None:
 def test_duplicate_names_are_refused() -> None:
     env = StreamEnvironment()
     env.source(_source(), name="x").map(str, name="x").sink(_sink())
-    with pytest.raises(
-        JobDefinitionError, match=r"two vertices are named 'x' \(a source and a map\)"
-    ):
+    with pytest.raises(JobDefinitionError, match=r"two vertices are named 'x' \(a source and a map\)"):
         env.graph()
 
 

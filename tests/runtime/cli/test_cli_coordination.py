@@ -60,9 +60,7 @@ async def test_savepoint_with_stop_prints_the_path_last(job: Job, etcd_server: E
     await coordinator.start()
     try:
         run = asyncio.create_task(coordinator.run())
-        code, out, err = await lockgate(
-            "savepoint", *_etcd(job, etcd_server), "--stop", "--id", "sp1"
-        )
+        code, out, err = await lockgate("savepoint", *_etcd(job, etcd_server), "--stop", "--id", "sp1")
         stopped_with = await asyncio.wait_for(run, 10)
     finally:
         await coordinator.close()

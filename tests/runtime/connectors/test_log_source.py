@@ -57,9 +57,7 @@ def test_each_partition_is_read_in_order(log: Path) -> None:
 
 
 @pytest.mark.parametrize(("before", "after"), [(2, 3), (3, 1), (1, 4)])
-def test_restored_offsets_resume_exactly_at_another_parallelism(
-    log: Path, before: int, after: int
-) -> None:
+def test_restored_offsets_resume_exactly_at_another_parallelism(log: Path, before: int, after: int) -> None:
     source = LogSource(f"file://{log}")
     readers = [source.open_reader(i, before, {}) for i in range(before)]
     first = [r for reader in readers for r in reader.poll(23)]

@@ -74,9 +74,7 @@ class Subtask:
             await self.participant.decline(trigger, self.decline)
             return
         storage = CheckpointStorage(trigger.target)
-        target = SnapshotTarget(
-            storage, storage.root, self.participant.vertex, self.participant.subtask
-        )
+        target = SnapshotTarget(storage, storage.root, self.participant.vertex, self.participant.subtask)
         native = self.native if trigger.kind == "checkpoint" else None
         pending = snapshot_subtask(target, trigger.checkpoint_id, self.keyed, None, native)
         state = await asyncio.to_thread(pending.complete)
@@ -125,13 +123,9 @@ class Job:
         for subtask in self.subtasks:
             if subtask.participant.vertex == "count":
                 index = subtask.participant.subtask
-                groups = key_group_range(
-                    self.plan.max_parallelism, self.plan.vertices["count"], index
-                )
+                groups = key_group_range(self.plan.max_parallelism, self.plan.vertices["count"], index)
                 backend = HeapKeyedStateBackend(self.plan.max_parallelism, groups)
-                key = next(
-                    k for k in range(1000) if key_group(k, self.plan.max_parallelism) in groups
-                )
+                key = next(k for k in range(1000) if key_group(k, self.plan.max_parallelism) in groups)
                 backend.set_current_key(key)
                 backend.state(COUNT).update(100 + index)
                 subtask.keyed = backend

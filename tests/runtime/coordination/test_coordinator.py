@@ -96,9 +96,7 @@ async def test_min_pause_and_max_concurrent_hold_back_triggers(job: Job) -> None
 async def test_ack_after_timeout_is_ignored(job: Job) -> None:
     slow = job.subtasks[-1]
     slow.gate.clear()
-    coordinator = job.coordinator(
-        CheckpointConfig(interval_s=None, timeout_s=0.5, tolerable_failures=5)
-    )
+    coordinator = job.coordinator(CheckpointConfig(interval_s=None, timeout_s=0.5, tolerable_failures=5))
     await coordinator.start()
     runner = asyncio.create_task(coordinator.run())
     try:
@@ -119,14 +117,10 @@ async def test_ack_after_timeout_is_ignored(job: Job) -> None:
 
 async def test_declines_beyond_tolerable_failures_fail_the_job(job: Job) -> None:
     job.subtasks[0].decline = "source partition unreadable"
-    coordinator = job.coordinator(
-        CheckpointConfig(interval_s=0.05, timeout_s=10, tolerable_failures=2)
-    )
+    coordinator = job.coordinator(CheckpointConfig(interval_s=0.05, timeout_s=10, tolerable_failures=2))
     await coordinator.start()
     try:
-        with pytest.raises(
-            JobFailedError, match=r"3 consecutive.*tolerable: 2.*source partition unreadable"
-        ):
+        with pytest.raises(JobFailedError, match=r"3 consecutive.*tolerable: 2.*source partition unreadable"):
             await asyncio.wait_for(coordinator.run(), 10)
     finally:
         await coordinator.close()
@@ -134,9 +128,7 @@ async def test_declines_beyond_tolerable_failures_fail_the_job(job: Job) -> None
 
 
 async def test_a_completion_resets_the_failure_count(job: Job) -> None:
-    coordinator = job.coordinator(
-        CheckpointConfig(interval_s=None, timeout_s=10, tolerable_failures=1)
-    )
+    coordinator = job.coordinator(CheckpointConfig(interval_s=None, timeout_s=10, tolerable_failures=1))
     await coordinator.start()
     try:
         job.subtasks[0].decline = "busy"

@@ -65,9 +65,7 @@ async def test_second_coordinator_is_refused_with_a_clear_message(job: Job) -> N
     await first.start()
     second = job.coordinator(MANUAL)
     try:
-        with pytest.raises(
-            CoordinatorConflictError, match=rf"already coordinated by .*pid {os.getpid()}"
-        ):
+        with pytest.raises(CoordinatorConflictError, match=rf"already coordinated by .*pid {os.getpid()}"):
             await second.start(wait_s=0)
     finally:
         await first.close()

@@ -42,9 +42,7 @@ def _write(backends: list[RocksDBKeyedStateBackend], round_: int) -> None:
         backend.column_family("count").compact_range(None, None)
 
 
-async def test_retention_deletes_exactly_what_no_retained_checkpoint_needs(
-    job: Job, tmp_path: Path
-) -> None:
+async def test_retention_deletes_exactly_what_no_retained_checkpoint_needs(job: Job, tmp_path: Path) -> None:
     backends = _rocksdb_state(job, tmp_path)
     coordinator = job.coordinator(CheckpointConfig(interval_s=None, timeout_s=30, retained=2))
     await coordinator.start()

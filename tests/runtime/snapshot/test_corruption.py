@@ -20,9 +20,7 @@ from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
 COUNT = ValueStateDescriptor("count", default=0)
 
 
-def _snapshot(
-    storage: CheckpointStorage, tmp_path: Path, native: bool
-) -> tuple[str, CheckpointMetadata]:
+def _snapshot(storage: CheckpointStorage, tmp_path: Path, native: bool) -> tuple[str, CheckpointMetadata]:
     backend = RocksDBKeyedStateBackend(8, range(8), tmp_path / "old")
     count = backend.state(COUNT)
     for key in range(500):
@@ -69,9 +67,7 @@ def _flip_byte(path: str, offset: int) -> None:
         f.write(bytes([byte[0] ^ 0x40]))
 
 
-@pytest.mark.parametrize(
-    ("native", "kind"), [(False, "keyed"), (True, "shared"), (False, "operator")]
-)
+@pytest.mark.parametrize(("native", "kind"), [(False, "keyed"), (True, "shared"), (False, "operator")])
 @pytest.mark.parametrize("where", [0.0, 0.1, 0.5, 0.99])
 def test_flipped_byte_is_detected_and_names_the_file(
     storage: CheckpointStorage, tmp_path: Path, native: bool, kind: str, where: float
@@ -84,9 +80,7 @@ def test_flipped_byte_is_detected_and_names_the_file(
     assert path in str(error.value)
 
 
-@pytest.mark.parametrize(
-    ("native", "kind"), [(False, "keyed"), (True, "shared"), (False, "operator")]
-)
+@pytest.mark.parametrize(("native", "kind"), [(False, "keyed"), (True, "shared"), (False, "operator")])
 def test_truncated_file_is_detected(
     storage: CheckpointStorage, tmp_path: Path, native: bool, kind: str
 ) -> None:
@@ -116,9 +110,7 @@ def test_truncated_metadata_is_detected(storage: CheckpointStorage, tmp_path: Pa
         _restore(storage, snapshot_dir, tmp_path, native=False)
 
 
-def test_metadata_with_a_changed_byte_fails_its_checksum(
-    storage: CheckpointStorage, tmp_path: Path
-) -> None:
+def test_metadata_with_a_changed_byte_fails_its_checksum(storage: CheckpointStorage, tmp_path: Path) -> None:
     snapshot_dir, _ = _snapshot(storage, tmp_path, native=False)
     path = Path(snapshot_dir, "_metadata")
     path.write_bytes(path.read_bytes().replace(b'"checkpoint_id": 1', b'"checkpoint_id": 7', 1))

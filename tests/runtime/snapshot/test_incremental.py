@@ -43,9 +43,7 @@ def _uploaded(storage: CheckpointStorage) -> set[str]:
     return set(storage.list_names(storage.shared_dir("job")))
 
 
-def test_second_checkpoint_uploads_only_new_files(
-    storage: CheckpointStorage, tmp_path: Path
-) -> None:
+def test_second_checkpoint_uploads_only_new_files(storage: CheckpointStorage, tmp_path: Path) -> None:
     backend = RocksDBKeyedStateBackend(8, range(8), tmp_path)
     subtask = LocalSubtask(backend, native=NativeSnapshotStrategy(backend))
     _write(backend, range(20_000), 1)
@@ -79,9 +77,7 @@ def _uncompleted_checkpoint(
     return backend, strategy, snapshot_subtask(target, 1, backend, None, strategy).complete()
 
 
-def test_aborted_checkpoint_uploads_are_not_reused(
-    storage: CheckpointStorage, tmp_path: Path
-) -> None:
+def test_aborted_checkpoint_uploads_are_not_reused(storage: CheckpointStorage, tmp_path: Path) -> None:
     backend, strategy, _ = _uncompleted_checkpoint(storage, tmp_path)
     strategy.notify_aborted(1)  # checkpoint 1 never completes; its files may be deleted
     before = _uploaded(storage)
@@ -89,9 +85,7 @@ def test_aborted_checkpoint_uploads_are_not_reused(
     assert not {posixpath.basename(p) for p in _shared_refs(meta)} & before
 
 
-def test_retention_deletes_exactly_the_unreferenced_files(
-    storage: CheckpointStorage, tmp_path: Path
-) -> None:
+def test_retention_deletes_exactly_the_unreferenced_files(storage: CheckpointStorage, tmp_path: Path) -> None:
     backend = RocksDBKeyedStateBackend(8, range(8), tmp_path)
     subtask = LocalSubtask(backend, native=NativeSnapshotStrategy(backend))
     metas = {}
@@ -137,8 +131,6 @@ def test_restore_then_checkpoint_reuses_the_restored_files(
     first = _checkpoint(storage, LocalSubtask(backend, native=NativeSnapshotStrategy(backend)), 1)
     restored = RocksDBKeyedStateBackend(8, range(8), tmp_path / "b")
     strategy = NativeSnapshotStrategy(restored)
-    restore_vertex(
-        storage, storage.checkpoint_dir("job", 1), "v", [LocalSubtask(restored, native=strategy)]
-    )
+    restore_vertex(storage, storage.checkpoint_dir("job", 1), "v", [LocalSubtask(restored, native=strategy)])
     second = _checkpoint(storage, LocalSubtask(restored, native=strategy), 2)
     assert set(_shared_refs(first)) <= set(_shared_refs(second))

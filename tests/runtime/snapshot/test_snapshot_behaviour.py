@@ -98,10 +98,7 @@ def test_expired_entries_are_dropped_from_canonical_snapshots(
     meta = snapshot_vertex(storage, snapshot_dir, ("job", 1, "checkpoint"), "v", [subtask])
     plain = HeapKeyedStateBackend(8, range(8), clock)
     restore_vertex(storage, snapshot_dir, "v", [LocalSubtask(plain)])
-    rows = {
-        name: sum(sum(1 for _ in t.entries(g)) for g in range(8))
-        for name, t in plain.freeze().items()
-    }
+    rows = {name: sum(sum(1 for _ in t.entries(g)) for g in range(8)) for name, t in plain.freeze().items()}
     assert rows == {"session": 10, "events": 10, "seen": 10}
     assert meta.state_bytes > 0
     events = plain.state(ListStateDescriptor("events", ttl=10))
@@ -146,21 +143,15 @@ def test_restored_state_declared_with_another_kind_is_refused(
         second.state(ValueStateDescriptor("count", ttl=5))
 
 
-def test_max_parallelism_must_match_the_snapshot(
-    storage: CheckpointStorage, tmp_path: Path
-) -> None:
+def test_max_parallelism_must_match_the_snapshot(storage: CheckpointStorage, tmp_path: Path) -> None:
     old = HeapKeyedStateBackend(16, range(16))
     snapshot_dir = storage.checkpoint_dir("job", 1)
     snapshot_vertex(storage, snapshot_dir, ("job", 1, "checkpoint"), "v", [LocalSubtask(old)])
     with pytest.raises(RestoreError, match=r"max parallelism 16.*32"):
-        restore_vertex(
-            storage, snapshot_dir, "v", [LocalSubtask(HeapKeyedStateBackend(32, range(32)))]
-        )
+        restore_vertex(storage, snapshot_dir, "v", [LocalSubtask(HeapKeyedStateBackend(32, range(32)))])
 
 
-def test_native_checkpoint_cannot_restore_into_heap(
-    storage: CheckpointStorage, tmp_path: Path
-) -> None:
+def test_native_checkpoint_cannot_restore_into_heap(storage: CheckpointStorage, tmp_path: Path) -> None:
     old = RocksDBKeyedStateBackend(16, range(16), tmp_path)
     old.set_current_key("k")
     old.state(COUNT).update(1)
@@ -168,14 +159,10 @@ def test_native_checkpoint_cannot_restore_into_heap(
     subtask = LocalSubtask(old, native=NativeSnapshotStrategy(old))
     snapshot_vertex(storage, snapshot_dir, ("job", 1, "checkpoint"), "v", [subtask])
     with pytest.raises(RestoreError, match=r"native RocksDB.*heap.*savepoint"):
-        restore_vertex(
-            storage, snapshot_dir, "v", [LocalSubtask(HeapKeyedStateBackend(16, range(16)))]
-        )
+        restore_vertex(storage, snapshot_dir, "v", [LocalSubtask(HeapKeyedStateBackend(16, range(16)))])
 
 
-def test_savepoints_are_canonical_and_relocatable(
-    storage: CheckpointStorage, tmp_path: Path
-) -> None:
+def test_savepoints_are_canonical_and_relocatable(storage: CheckpointStorage, tmp_path: Path) -> None:
     old = RocksDBKeyedStateBackend(16, range(16), tmp_path / "old")
     old.set_current_key("k")
     old.state(COUNT).update(7)

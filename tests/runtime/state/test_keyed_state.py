@@ -191,9 +191,7 @@ def test_unsupported_key_type_names_it(backend: KeyedStateBackend) -> None:
 # -- TTL (processing time, since last write) ----------------------------------------
 
 
-def test_value_ttl_expires_and_is_refreshed_by_writes(
-    backend: KeyedStateBackend, clock: ManualClock
-) -> None:
+def test_value_ttl_expires_and_is_refreshed_by_writes(backend: KeyedStateBackend, clock: ManualClock) -> None:
     session = backend.state(ValueStateDescriptor("session", default="none", ttl=10))
     backend.set_current_key("u")
     session.update("open")
@@ -273,9 +271,7 @@ def test_pluggable_value_serializer(backend: KeyedStateBackend) -> None:
     assert doc.value() == expected
 
 
-def test_expired_entries_are_deleted_when_read(
-    backend: KeyedStateBackend, clock: ManualClock
-) -> None:
+def test_expired_entries_are_deleted_when_read(backend: KeyedStateBackend, clock: ManualClock) -> None:
     session = backend.state(ValueStateDescriptor("session", ttl=1))
     seen = backend.state(MapStateDescriptor("seen", ttl=1))
     backend.set_current_key("u")

@@ -12,9 +12,7 @@ from lockgate.runtime.state.operator_state import (
 )
 
 
-def _stores_after_rescale(
-    old: list[OperatorStateStore], parallelism: int
-) -> list[OperatorStateStore]:
+def _stores_after_rescale(old: list[OperatorStateStore], parallelism: int) -> list[OperatorStateStore]:
     snapshots = [OperatorStateSnapshot.decode(s.snapshot().encode()) for s in old]
     new = []
     for assigned in redistribute(snapshots, parallelism):

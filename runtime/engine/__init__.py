@@ -1,0 +1,1 @@
+"""The streaming engine: tasks, channels, barriers, and the exchange between tasks."""

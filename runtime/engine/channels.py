@@ -1,0 +1,49 @@
+"""Channels between subtasks: bounded, so a slow consumer slows its producers.
+
+An `InputChannel` is where one upstream subtask's elements arrive; the task
+reads it without blocking. A `LocalChannel` connects a subtask to itself (or,
+in the in-process runner, to a subtask in another thread) with no
+serialization. Network channels (`network.py`) implement the same two sides.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Protocol
+
+from lockgate.runtime.engine.events import Element
+
+
+class InputChannel(Protocol):
+    def poll(self) -> Element | None:
+        """The next element, or None when none is waiting."""
+        ...
+
+
+class OutputChannel(Protocol):
+    def send(self, element: Element) -> None:
+        """Blocks while the channel is full (backpressure)."""
+        ...
+
+
+class LocalChannel:
+    """A bounded in-memory queue of elements."""
+
+    def __init__(self, capacity: int = 16, wakeup: threading.Event | None = None) -> None:
+        self._queue: queue.Queue[Element] = queue.Queue(capacity)
+        self._wakeup = wakeup
+
+    def send(self, element: Element) -> None:
+        self._queue.put(element)
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def poll(self) -> Element | None:
+        try:
+            return self._queue.get_nowait()
+        except queue.Empty:
+            return None
+
+    def __len__(self) -> int:
+        return self._queue.qsize()

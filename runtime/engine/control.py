@@ -1,0 +1,83 @@
+"""A task's line to the coordinator: triggers and completions in, acknowledgements out.
+
+Task threads are plain threads; etcd is asyncio. This bridge runs the
+participants' watches on an event loop in a daemon thread and hands triggers
+and completions to the chain threads through queues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import Coroutine
+from concurrent.futures import Future
+from typing import Any
+
+from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
+from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.participant import CheckpointParticipant
+from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger
+from lockgate.runtime.snapshot.metadata import SubtaskState
+
+
+class CheckpointControl:
+    def __init__(self, etcd_config: EtcdConfig, keys: JobKeys, subtask: int) -> None:
+        self._config = etcd_config
+        self._keys = keys
+        self._subtask = subtask
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="etcd")
+        self._thread.start()
+        self._etcd = Etcd(etcd_config)
+        self._call(self._etcd.connect())
+        self._triggers: list[queue.Queue[Trigger]] = []
+        self._completions: list[queue.Queue[CompletedCheckpoint]] = []
+        self._watches: list[Future[None]] = []
+
+    def _call(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def start(self) -> None:
+        """Begin watching: triggers and completions from now on reach the subscribers."""
+        participant = CheckpointParticipant(self._etcd, self._keys, "-", self._subtask)
+        revision = self._call(participant.start_revision())
+        self._watches = [
+            asyncio.run_coroutine_threadsafe(self._pump_triggers(participant, revision), self._loop),
+            asyncio.run_coroutine_threadsafe(self._pump_completions(participant, revision), self._loop),
+        ]
+
+    async def _pump_triggers(self, participant: CheckpointParticipant, revision: int) -> None:
+        async for trigger in participant.triggers(revision):
+            for subscriber in self._triggers:
+                subscriber.put(trigger)
+
+    async def _pump_completions(self, participant: CheckpointParticipant, revision: int) -> None:
+        async for completed in participant.completions(revision):
+            for subscriber in self._completions:
+                subscriber.put(completed)
+
+    def subscribe_triggers(self) -> queue.Queue[Trigger]:
+        subscriber: queue.Queue[Trigger] = queue.Queue()
+        self._triggers.append(subscriber)
+        return subscriber
+
+    def subscribe_completions(self) -> queue.Queue[CompletedCheckpoint]:
+        subscriber: queue.Queue[CompletedCheckpoint] = queue.Queue()
+        self._completions.append(subscriber)
+        return subscriber
+
+    def acknowledge(self, vertex: str, trigger: Trigger, state: SubtaskState) -> None:
+        participant = CheckpointParticipant(self._etcd, self._keys, vertex, self._subtask)
+        self._call(participant.acknowledge(trigger, state))
+
+    def decline(self, vertex: str, trigger: Trigger, reason: str) -> None:
+        participant = CheckpointParticipant(self._etcd, self._keys, vertex, self._subtask)
+        self._call(participant.decline(trigger, reason))
+
+    def close(self) -> None:
+        for watch in self._watches:
+            watch.cancel()
+        self._call(self._etcd.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)

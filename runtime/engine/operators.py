@@ -1,0 +1,244 @@
+"""Chained operators: records pass from one to the next by plain calls, in batches.
+
+Every operator takes `push(records)`, `barrier(barrier)` and `end()` and hands
+its results to its output — the next operator, a fan-out, or an exchange that
+partitions by key group into channels to other subtasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from lockgate.runtime.api.connectors import SinkWriter
+from lockgate.runtime.api.functions import KeyedProcessFunction
+from lockgate.runtime.engine.channels import OutputChannel
+from lockgate.runtime.engine.events import Barrier, EndOfStream
+from lockgate.runtime.key_serializer import serialize_key
+from lockgate.runtime.keygroups import key_group_of_bytes
+from lockgate.runtime.state.backend import KeyedStateBackend
+
+SnapshotHook = Callable[[str, Barrier], None]
+
+
+class Output(Protocol):
+    def push(self, records: list[Any]) -> None: ...
+
+    def barrier(self, barrier: Barrier) -> None: ...
+
+    def end(self) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+class FanOut:
+    def __init__(self, outputs: Sequence[Output]) -> None:
+        self._outputs = list(outputs)
+
+    def push(self, records: list[Any]) -> None:
+        for output in self._outputs:
+            output.push(records)
+
+    def barrier(self, barrier: Barrier) -> None:
+        for output in self._outputs:
+            output.barrier(barrier)
+
+    def end(self) -> None:
+        for output in self._outputs:
+            output.end()
+
+    def flush(self) -> None:
+        for output in self._outputs:
+            output.flush()
+
+
+class _Forwarding:
+    """Barriers, end and flush go straight through (stateless operators)."""
+
+    out: Output
+
+    def barrier(self, barrier: Barrier) -> None:
+        self.out.barrier(barrier)
+
+    def end(self) -> None:
+        self.out.end()
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+class MapOperator(_Forwarding):
+    def __init__(self, fn: Callable[[Any], Any], out: Output) -> None:
+        self._fn = fn
+        self.out = out
+
+    def push(self, records: list[Any]) -> None:
+        fn = self._fn
+        self.out.push([fn(r) for r in records])
+
+
+class FlatMapOperator(_Forwarding):
+    def __init__(self, fn: Callable[[Any], Any], out: Output) -> None:
+        self._fn = fn
+        self.out = out
+
+    def push(self, records: list[Any]) -> None:
+        fn = self._fn
+        self.out.push([item for r in records for item in fn(r)])
+
+
+class FilterOperator(_Forwarding):
+    def __init__(self, fn: Callable[[Any], Any], out: Output) -> None:
+        self._fn = fn
+        self.out = out
+
+    def push(self, records: list[Any]) -> None:
+        fn = self._fn
+        self.out.push([r for r in records if fn(r)])
+
+
+class _KeyContext:
+    """The `ctx` a process function sees; `current_key` reads the backend's."""
+
+    def __init__(self, backend: KeyedStateBackend, subtask: int, parallelism: int) -> None:
+        self._backend = backend
+        self._subtask = subtask
+        self._parallelism = parallelism
+
+    @property
+    def current_key(self) -> Any:
+        return self._backend.current.key
+
+    @property
+    def subtask_index(self) -> int:
+        return self._subtask
+
+    @property
+    def parallelism(self) -> int:
+        return self._parallelism
+
+    def state(self, descriptor: Any) -> Any:
+        return self._backend.state(descriptor)
+
+
+class ProcessOperator:
+    """A keyed process function; its input records arrive as (key, value) pairs."""
+
+    def __init__(
+        self,
+        name: str,
+        function: KeyedProcessFunction,
+        *,
+        backend: KeyedStateBackend,
+        context: tuple[int, int],
+        out: Output,
+        snapshot: SnapshotHook,
+    ) -> None:
+        self.name = name
+        self._function = function
+        self._backend = backend
+        self._ctx = _KeyContext(backend, *context)
+        self.out = out
+        self._snapshot = snapshot
+        function.open(self._ctx)
+
+    def push(self, records: list[Any]) -> None:
+        set_key = self._backend.set_current_key
+        process = self._function.process
+        ctx = self._ctx
+        results: list[Any] = []
+        for key, value in records:
+            set_key(key)
+            produced = process(value, ctx)
+            if produced is not None:
+                results.extend(produced)
+        if results:
+            self.out.push(results)
+
+    def barrier(self, barrier: Barrier) -> None:
+        self._snapshot(self.name, barrier)
+        self.out.barrier(barrier)
+
+    def end(self) -> None:
+        self._function.close()
+        self.out.end()
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+class SinkOperator:
+    """Writes into the sink's open transaction; pre-commits it at each barrier."""
+
+    def __init__(self, name: str, writer: SinkWriter, snapshot: SnapshotHook) -> None:
+        self.name = name
+        self.writer = writer
+        self._snapshot = snapshot
+        self.ended = False
+
+    def push(self, records: list[Any]) -> None:
+        write = self.writer.write
+        for record in records:
+            write(record)
+
+    def barrier(self, barrier: Barrier) -> None:
+        self._snapshot(self.name, barrier)
+
+    def end(self) -> None:
+        self.ended = True
+
+    def flush(self) -> None:
+        pass
+
+
+class KeyedExchange:
+    """Partitions records by key group over the channels to the downstream subtasks."""
+
+    def __init__(
+        self,
+        key_fn: Callable[[Any], Any],
+        channels: Sequence[OutputChannel],
+        max_parallelism: int,
+        batch_size: int = 512,
+    ) -> None:
+        self._key_fn = key_fn
+        self._channels = list(channels)
+        self._max_parallelism = max_parallelism
+        self._buffers: list[list[Any]] = [[] for _ in self._channels]
+        self._batch_size = batch_size
+
+    def push(self, records: list[Any]) -> None:
+        key_fn = self._key_fn
+        buffers = self._buffers
+        m = self._max_parallelism
+        p = len(self._channels)
+        full = []
+        for record in records:
+            key = key_fn(record)
+            target = key_group_of_bytes(serialize_key(key), m) * p // m
+            buffer = buffers[target]
+            buffer.append((key, record))
+            if len(buffer) == self._batch_size:
+                full.append(target)
+        for target in full:
+            self._send(target)
+
+    def _send(self, target: int) -> None:
+        batch = self._buffers[target]
+        if batch:
+            self._buffers[target] = []
+            self._channels[target].send(batch)
+
+    def flush(self) -> None:
+        for target in range(len(self._channels)):
+            self._send(target)
+
+    def barrier(self, barrier: Barrier) -> None:
+        self.flush()
+        for channel in self._channels:
+            channel.send(barrier)
+
+    def end(self) -> None:
+        self.flush()
+        for channel in self._channels:
+            channel.send(EndOfStream())

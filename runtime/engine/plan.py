@@ -1,0 +1,12 @@
+"""Which vertices acknowledge checkpoints: those with state (sources, process, sinks)."""
+
+from __future__ import annotations
+
+from lockgate.runtime.api.graph import JobGraph
+from lockgate.runtime.coordination.coordinator import JobPlan
+
+STATEFUL = ("source", "process", "sink")
+
+
+def job_plan(graph: JobGraph, parallelism: int, max_parallelism: int) -> JobPlan:
+    return JobPlan({v.name: parallelism for v in graph.vertices if v.kind in STATEFUL}, max_parallelism)

@@ -1,0 +1,277 @@
+"""One task: subtask `index` of every vertex, a thread per chain.
+
+A chain starts at a source or after a keyed exchange and takes in every vertex
+reachable by forward edges. Chains form a DAG, so a chain blocked on a full
+channel never waits on itself: bounded channels cannot deadlock.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from lockgate.runtime.api.graph import JobGraph, Vertex
+from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger
+from lockgate.runtime.coordination.restore_point import RestorePoint
+from lockgate.runtime.engine.alignment import InputGate, Mode
+from lockgate.runtime.engine.channels import InputChannel, OutputChannel
+from lockgate.runtime.engine.control import CheckpointControl
+from lockgate.runtime.engine.events import Barrier
+from lockgate.runtime.engine.operators import (
+    FanOut,
+    FilterOperator,
+    FlatMapOperator,
+    KeyedExchange,
+    MapOperator,
+    Output,
+    ProcessOperator,
+    SinkOperator,
+)
+from lockgate.runtime.engine.vertex_state import StateConfig, VertexState
+from lockgate.runtime.snapshot.subtask import PendingSubtaskSnapshot
+
+log = logging.getLogger(__name__)
+
+IDLE_WAIT_S = 0.005
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    index: int
+    parallelism: int
+    state: StateConfig
+    mode: Mode = "exactly-once"
+    bounded: bool = False
+    batch_size: int = 512
+
+
+@dataclass
+class Wiring:
+    """Channels of the keyed exchanges: per keyed vertex, one per remote subtask."""
+
+    inputs: dict[str, list[InputChannel]]
+    outputs: dict[str, list[OutputChannel]]
+    wakeups: dict[str, threading.Event]
+
+
+class Task:
+    def __init__(
+        self,
+        graph: JobGraph,
+        config: TaskConfig,
+        control: CheckpointControl,
+        wiring: Wiring,
+        restore: RestorePoint | None = None,
+    ) -> None:
+        self.graph = graph
+        self.config = config
+        self._control = control
+        self._wiring = wiring
+        self._uploads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="snapshot")
+        self.states = {
+            v.name: VertexState.create(v, config.index, config.parallelism, config.state)
+            for v in graph.vertices
+        }
+        if restore is not None:
+            for state in self.states.values():
+                state.restore(restore)
+        self._sinks: dict[str, SinkOperator] = {}
+        self.chains = [self._chain(head) for head in graph.vertices if _is_head(head)]
+
+    def _chain(self, head: Vertex) -> ChainRunner:
+        sinks: list[SinkOperator] = []
+        output = self._downstream(head, sinks) if head.kind == "source" else self._output_of(head, sinks)
+        return ChainRunner(self, head, output, sinks)
+
+    def _downstream(self, vertex: Vertex, sinks: list[SinkOperator]) -> Output:
+        outputs: list[Output] = []
+        for after in self.graph.downstream(vertex.name):
+            if after.keyed:
+                assert after.input is not None
+                assert after.input.key_fn is not None
+                channels = self._wiring.outputs[after.name]
+                m = self.config.state.max_parallelism
+                outputs.append(KeyedExchange(after.input.key_fn, channels, m, self.config.batch_size))
+            else:
+                outputs.append(self._output_of(after, sinks))
+        return outputs[0] if len(outputs) == 1 else FanOut(outputs)
+
+    def _output_of(self, vertex: Vertex, sinks: list[SinkOperator]) -> Output:
+        """The operator for `vertex`, wired to everything after it."""
+        if vertex.kind == "sink":
+            writer = vertex.operator.create_writer(self.config.index, self.config.parallelism)
+            writer.recover(self.states[vertex.name].restored_committables())
+            sink = SinkOperator(vertex.name, writer, self.snapshot)
+            sinks.append(sink)
+            self._sinks[vertex.name] = sink
+            return sink
+        out = self._downstream(vertex, sinks)
+        if vertex.kind == "map":
+            return MapOperator(vertex.operator, out)
+        if vertex.kind == "flat_map":
+            return FlatMapOperator(vertex.operator, out)
+        if vertex.kind == "filter":
+            return FilterOperator(vertex.operator, out)
+        backend = self.states[vertex.name].keyed
+        assert vertex.kind == "process"
+        assert backend is not None
+        context = (self.config.index, self.config.parallelism)
+        # Each subtask gets its own instance: open() stores state handles on it.
+        function = copy.deepcopy(vertex.operator)
+        return ProcessOperator(
+            vertex.name, function, backend=backend, context=context, out=out, snapshot=self.snapshot
+        )
+
+    # -- checkpoints -----------------------------------------------------------------
+
+    def snapshot(self, vertex: str, barrier: Barrier) -> None:
+        """Synchronous part on the chain's thread; upload and acknowledgement off it."""
+        state = self.states[vertex]
+        trigger = barrier.trigger
+        sink = self._sinks.get(vertex)
+        if sink is not None:
+            n = trigger.checkpoint_id
+            state.record_committables(n, sink.writer.pre_commit(n))
+        pending = state.snapshot(trigger)
+        self._uploads.submit(self._upload, vertex, trigger, pending)
+
+    def _upload(self, vertex: str, trigger: Trigger, pending: PendingSubtaskSnapshot) -> None:
+        try:
+            state = pending.complete()
+        except Exception as error:
+            log.exception("snapshot of %s/%s failed", vertex, self.config.index)
+            self._control.decline(vertex, trigger, f"{type(error).__name__}: {error}")
+            return
+        self._control.acknowledge(vertex, trigger, state)
+
+    def on_completed(self, chain: ChainRunner, completed: CompletedCheckpoint) -> None:
+        for sink in chain.sinks:
+            sink.writer.commit(self.states[sink.name].take_committable(completed.checkpoint_id))
+        if completed.kind == "checkpoint":
+            for vertex in chain.vertices:
+                native = self.states[vertex].native
+                if native is not None:
+                    native.notify_complete(completed.checkpoint_id)
+
+    # -- running ---------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Run every chain to its end; re-raises the first chain failure."""
+        threads = [threading.Thread(target=c.run_guarded, name=c.name) for c in self.chains]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self._uploads.shutdown(wait=True)
+        for state in self.states.values():
+            state.close()
+        failures = [c.failure for c in self.chains if c.failure is not None]
+        if failures:
+            raise failures[0]
+
+
+def _is_head(vertex: Vertex) -> bool:
+    return vertex.input is None or vertex.keyed
+
+
+class ChainRunner:
+    """The loop of one chain: read its source or input gate, push, handle barriers."""
+
+    def __init__(self, task: Task, head: Vertex, output: Output, sinks: list[SinkOperator]) -> None:
+        self.task = task
+        self.head = head
+        self.output = output
+        self.sinks = sinks
+        self.name = f"{head.name}-{task.config.index}"
+        self.vertices = self._vertices_from(head)
+        self.failure: BaseException | None = None
+        self._completions = task._control.subscribe_completions()
+        self._triggers: queue.Queue[Trigger] | None = None
+        if head.kind == "source":
+            self._triggers = task._control.subscribe_triggers()
+
+    def _vertices_from(self, head: Vertex) -> list[str]:
+        names, frontier = [], [head]
+        while frontier:
+            vertex = frontier.pop()
+            names.append(vertex.name)
+            frontier += [v for v in self.task.graph.downstream(vertex.name) if not v.keyed]
+        return names
+
+    def run_guarded(self) -> None:
+        try:
+            if self.head.kind == "source":
+                self._run_source()
+            else:
+                self._run_gate()
+        except BaseException as error:
+            log.exception("chain %s failed", self.name)
+            self.failure = error
+
+    def _commit_completed(self) -> None:
+        while True:
+            try:
+                completed = self._completions.get_nowait()
+            except queue.Empty:
+                return
+            self.task.on_completed(self, completed)
+
+    def _uncommitted(self) -> bool:
+        return any(self.task.states[s.name].uncommitted for s in self.sinks)
+
+    def _next_trigger(self, wait: bool) -> Trigger | None:
+        assert self._triggers is not None
+        try:
+            return self._triggers.get(timeout=IDLE_WAIT_S) if wait else self._triggers.get_nowait()
+        except queue.Empty:
+            return None
+
+    def _run_source(self) -> None:
+        config = self.task.config
+        state = self.task.states[self.head.name]
+        offsets = state.restored_offsets()
+        reader = self.head.operator.open_reader(config.index, config.parallelism, offsets)
+        drained = ended = False
+        while not ended or self._uncommitted():
+            self._commit_completed()
+            records = reader.poll(config.batch_size) if not ended else []
+            if records:
+                self.output.push(records)
+            elif not ended:
+                drained = config.bounded and reader.reached_end()
+                self.output.flush()
+            # Between batches, triggers are checked without waiting: a busy source
+            # must not starve checkpoints.
+            trigger = self._next_trigger(wait=not records)
+            if trigger is None or ended:
+                continue
+            state.record_offsets(reader.offsets())
+            self.task.snapshot(self.head.name, Barrier(trigger))
+            self.output.barrier(Barrier(trigger))
+            if trigger.stop or drained:
+                self.output.end()
+                reader.close()
+                ended = True
+
+    def _run_gate(self) -> None:
+        gate = InputGate(self.task._wiring.inputs[self.head.name], self.task.config.mode)
+        wakeup = self.task._wiring.wakeups[self.head.name]
+        ended = False
+        while not ended or self._uncommitted():
+            self._commit_completed()
+            item = gate.poll() if not ended else None
+            if isinstance(item, list):
+                self.output.push(item)
+            elif isinstance(item, Barrier):
+                self.output.barrier(item)
+            elif not ended and gate.finished:
+                self.output.end()
+                ended = True
+            else:
+                self.output.flush()
+                wakeup.wait(IDLE_WAIT_S)
+                wakeup.clear()

@@ -9,7 +9,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from lockgate.runtime import GeneratorSource, LogSource, StreamEnvironment, read_committed
 from lockgate.runtime.coordination.coordinator import CheckpointConfig, CheckpointCoordinator
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
@@ -20,6 +19,7 @@ from lockgate.runtime.engine.plan import job_plan
 from lockgate.runtime.engine.task import TaskConfig
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.snapshot.storage import CheckpointStorage
+
 from tests.jobs.counting import running_sum, word_count
 
 M = 32

@@ -73,16 +73,21 @@ class GeneratorReader(SourceReader):
         return max(0, min(wanted, due))
 
     def poll(self, max_records: int) -> list[Any]:
+        """Round robin over the partitions, so all of them advance evenly."""
         budget = self._allowed(max_records)
         records: list[Any] = []
         step = self._source.partitions
         count = self._source.count
-        for name in self._next:
-            n = self._next[name]
-            while len(records) < budget and (count is None or n < count):
-                records.append(self._source.record_fn(n))
-                n += step
-            self._next[name] = n
+        make = self._source.record_fn
+        live = [name for name, n in self._next.items() if count is None or n < count]
+        while live and len(records) < budget:
+            for name in list(live):
+                n = self._next[name]
+                if (count is not None and n >= count) or len(records) >= budget:
+                    live.remove(name)
+                    continue
+                records.append(make(n))
+                self._next[name] = n + step
         self._emitted += len(records)
         return records
 

@@ -48,9 +48,10 @@ class CompletedCheckpointStore:
             delete_prefix_op(self._keys.acks_of(n)),
         ]
 
-    async def discard_old(self, protected_files: set[str]) -> list[int]:
+    async def discard_old(self, in_flight: set[int]) -> list[int]:
         """Forget checkpoints beyond the retained ones; delete their files and the
-        shared files no retained checkpoint references. Returns the discarded ids."""
+        shared files no retained checkpoint references (never those of checkpoints
+        `in_flight`). Returns the discarded ids."""
         completed = await self.all()
         checkpoints = [c for c in completed if c.kind == "checkpoint"]
         keep = checkpoints[-self.retained :]
@@ -70,7 +71,8 @@ class CompletedCheckpointStore:
                 self._storage,
                 self._keys.job,
                 [c.checkpoint_id for c in keep],
-                protected_files,
+                completed[-1].checkpoint_id,
+                in_flight,
             )
             log.info("retention discarded checkpoints %s and %d shared files", discarded, len(deleted))
         return discarded

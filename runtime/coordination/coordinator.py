@@ -32,7 +32,6 @@ from lockgate.runtime.coordination.records import (
     encode,
 )
 from lockgate.runtime.coordination.savepoint_queue import SavepointQueue
-from lockgate.runtime.snapshot.handles import NativeKeyedHandle
 from lockgate.runtime.snapshot.metadata import (
     CheckpointMetadata,
     SnapshotKind,
@@ -125,6 +124,7 @@ class CheckpointCoordinator:
         self.completed: asyncio.Queue[CompletedCheckpoint] = asyncio.Queue()
         self._wake = asyncio.Event()
         self._unpublished: asyncio.Queue[Trigger] = asyncio.Queue()
+        self.trigger_revision = 0
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
@@ -136,6 +136,10 @@ class CheckpointCoordinator:
     async def start(self, wait_s: float = 0.0) -> None:
         """Take the job's leadership and pick up from the state etcd holds."""
         await self.leadership.acquire(wait_s)
+        _, revision = await self._etcd.get_prefix_at(self._keys.trigger)
+        # Subtasks watch triggers from here, so none is missed by a task that
+        # subscribes after this coordinator's first trigger.
+        self.trigger_revision = revision + 1
         latest = await self.store.latest_id() or 0
         trigger = await self._etcd.get(self._keys.trigger)
         last_triggered = decode(Trigger, trigger).checkpoint_id if trigger else 0
@@ -292,21 +296,12 @@ class CheckpointCoordinator:
         self._last_completion = time.monotonic()
         log.info("checkpoint %s complete: %s bytes", trigger.checkpoint_id, summary.bytes)
         try:
-            await self.store.discard_old(self._in_flight_files())
+            await self.store.discard_old(set(self.pending))
         except Exception:
             log.exception("discarding old checkpoints failed; the next completion retries")
         pending.done.set_result(summary)
         self.completed.put_nowait(summary)
         self._wake.set()
-
-    def _in_flight_files(self) -> set[str]:
-        files = set()
-        for pending in self.pending.values():
-            for state in pending.acks.values():
-                if isinstance(state.keyed, NativeKeyedHandle):
-                    target = CheckpointStorage(pending.trigger.target)
-                    files |= {target.resolve(target.root, r) for r in state.keyed.shared.values()}
-        return files
 
     # -- failures ------------------------------------------------------------------
 

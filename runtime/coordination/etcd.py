@@ -132,7 +132,7 @@ class Etcd:
             try:
                 await (connect_tls(client, self.config) if endpoint.startswith("https") else client.connect())
                 await asyncio.wait_for(client.status(), self.config.request_timeout_s)
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 - each endpoint's failure is reported
                 errors.append(f"{endpoint}: {_describe(error)}")
                 await _close_quietly(client)
                 continue

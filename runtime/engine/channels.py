@@ -27,15 +27,32 @@ class OutputChannel(Protocol):
         ...
 
 
+class TaskCancelledError(Exception):
+    """The job is being torn down (another task failed, or it was cancelled)."""
+
+
 class LocalChannel:
     """A bounded in-memory queue of elements."""
 
-    def __init__(self, capacity: int = 16, wakeup: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        capacity: int = 16,
+        wakeup: threading.Event | None = None,
+        cancelled: threading.Event | None = None,
+    ) -> None:
         self._queue: queue.Queue[Element] = queue.Queue(capacity)
         self._wakeup = wakeup
+        self._cancelled = cancelled or threading.Event()
 
     def send(self, element: Element) -> None:
-        self._queue.put(element)
+        while True:
+            try:
+                self._queue.put(element, timeout=0.05)
+                break
+            except queue.Full:
+                # Blocked by backpressure; a torn-down job must not keep us here.
+                if self._cancelled.is_set():
+                    raise TaskCancelledError from None
         if self._wakeup is not None:
             self._wakeup.set()
 

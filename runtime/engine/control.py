@@ -38,10 +38,11 @@ class CheckpointControl:
     def _call(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
-    def start(self) -> None:
-        """Begin watching: triggers and completions from now on reach the subscribers."""
+    def start(self, from_revision: int | None = None) -> None:
+        """Begin watching triggers and completions published from `from_revision` on
+        (the coordinator's `trigger_revision`; default: from now)."""
         participant = CheckpointParticipant(self._etcd, self._keys, "-", self._subtask)
-        revision = self._call(participant.start_revision())
+        revision = from_revision or self._call(participant.start_revision())
         self._watches = [
             asyncio.run_coroutine_threadsafe(self._pump_triggers(participant, revision), self._loop),
             asyncio.run_coroutine_threadsafe(self._pump_completions(participant, revision), self._loop),

@@ -16,7 +16,9 @@ from lockgate.runtime.engine.control import CheckpointControl
 from lockgate.runtime.engine.task import Task, TaskConfig, Wiring
 
 
-def local_wiring(graph: JobGraph, parallelism: int, capacity: int) -> list[Wiring]:
+def local_wiring(
+    graph: JobGraph, parallelism: int, capacity: int, cancelled: threading.Event
+) -> list[Wiring]:
     keyed = [v.name for v in graph.vertices if v.keyed]
     wiring = [
         Wiring({v: [] for v in keyed}, {v: [] for v in keyed}, {v: threading.Event() for v in keyed})
@@ -25,7 +27,7 @@ def local_wiring(graph: JobGraph, parallelism: int, capacity: int) -> list[Wirin
     for vertex in keyed:
         for source in range(parallelism):
             for target in range(parallelism):
-                channel = LocalChannel(capacity, wiring[target].wakeups[vertex])
+                channel = LocalChannel(capacity, wiring[target].wakeups[vertex], cancelled)
                 outputs: list[OutputChannel] = wiring[source].outputs[vertex]
                 inputs: list[InputChannel] = wiring[target].inputs[vertex]
                 outputs.append(channel)
@@ -39,19 +41,25 @@ def run_local(
     control: Callable[[int], CheckpointControl],
     restore: RestorePoint | None = None,
     channel_capacity: int = 16,
+    trigger_revision: int | None = None,
 ) -> None:
-    """Run the job to its end; re-raises the first task failure."""
-    wiring = local_wiring(graph, len(configs), channel_capacity)
+    """Run the job to its end; re-raises the first task failure. `trigger_revision`:
+    the coordinator's, so tasks see every trigger it published."""
+    cancelled = threading.Event()
+    wiring = local_wiring(graph, len(configs), channel_capacity, cancelled)
     controls = [control(config.index) for config in configs]
-    tasks = [Task(graph, c, controls[c.index], wiring[c.index], restore) for c in configs]
+    tasks = [
+        Task(graph, c, controls[c.index], wiring=wiring[c.index], restore=restore, cancelled=cancelled)
+        for c in configs
+    ]
     for each in controls:
-        each.start()
+        each.start(trigger_revision)
     failures: list[BaseException] = []
 
     def run(task: Task) -> None:
         try:
             task.run()
-        except BaseException as error:
+        except BaseException as error:  # noqa: BLE001 - re-raised after every task stopped
             failures.append(error)
 
     threads = [threading.Thread(target=run, args=(t,), name=f"task-{t.config.index}") for t in tasks]

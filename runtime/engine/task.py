@@ -18,7 +18,7 @@ from lockgate.runtime.api.graph import JobGraph, Vertex
 from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger
 from lockgate.runtime.coordination.restore_point import RestorePoint
 from lockgate.runtime.engine.alignment import InputGate, Mode
-from lockgate.runtime.engine.channels import InputChannel, OutputChannel
+from lockgate.runtime.engine.channels import InputChannel, OutputChannel, TaskCancelledError
 from lockgate.runtime.engine.control import CheckpointControl
 from lockgate.runtime.engine.events import Barrier
 from lockgate.runtime.engine.operators import (
@@ -64,10 +64,14 @@ class Task:
         graph: JobGraph,
         config: TaskConfig,
         control: CheckpointControl,
+        *,
         wiring: Wiring,
         restore: RestorePoint | None = None,
+        cancelled: threading.Event | None = None,
     ) -> None:
         self.graph = graph
+        # Set when any chain of the job fails: every chain then stops.
+        self.cancelled = cancelled or threading.Event()
         self.config = config
         self._control = control
         self._wiring = wiring
@@ -208,9 +212,16 @@ class ChainRunner:
                 self._run_source()
             else:
                 self._run_gate()
-        except BaseException as error:
+        except TaskCancelledError:
+            log.info("chain %s cancelled", self.name)
+        except BaseException as error:  # handed to Task.run, which re-raises it
             log.exception("chain %s failed", self.name)
             self.failure = error
+            self.task.cancelled.set()
+
+    def _check_cancelled(self) -> None:
+        if self.task.cancelled.is_set():
+            raise TaskCancelledError
 
     def _commit_completed(self) -> None:
         while True:
@@ -237,6 +248,7 @@ class ChainRunner:
         reader = self.head.operator.open_reader(config.index, config.parallelism, offsets)
         drained = ended = False
         while not ended or self._uncommitted():
+            self._check_cancelled()
             self._commit_completed()
             records = reader.poll(config.batch_size) if not ended else []
             if records:
@@ -262,6 +274,7 @@ class ChainRunner:
         wakeup = self.task._wiring.wakeups[self.head.name]
         ended = False
         while not ended or self._uncommitted():
+            self._check_cancelled()
             self._commit_completed()
             item = gate.poll() if not ended else None
             if isinstance(item, list):

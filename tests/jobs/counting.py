@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -49,6 +50,30 @@ def word_count(env: StreamEnvironment, source: Source, out: str) -> None:
 def running_sum(env: StreamEnvironment, source: Source, out: str) -> None:
     (
         env.source(source, name="numbers")
+        .key_by(lambda record: record["key"])
+        .process(RunningSum(), name="sum")
+        .sink(FileSink(out), name="out")
+    )
+
+
+class FailOnce:
+    """A map that raises once, at record `at`, while `flag` does not exist yet."""
+
+    def __init__(self, at: int, flag: str) -> None:
+        self.at = at
+        self.flag = flag
+
+    def __call__(self, record: dict[str, Any]) -> dict[str, Any]:
+        if record["n"] == self.at and not os.path.exists(self.flag):
+            open(self.flag, "w").close()
+            raise RuntimeError(f"injected failure at record {self.at}")
+        return record
+
+
+def failing_running_sum(env: StreamEnvironment, source: Source, out: str, fail: FailOnce) -> None:
+    (
+        env.source(source, name="numbers")
+        .map(fail, name="chaos")
         .key_by(lambda record: record["key"])
         .process(RunningSum(), name="sum")
         .sink(FileSink(out), name="out")

@@ -63,7 +63,11 @@ async def _run(
         try:
             await asyncio.wait_for(
                 asyncio.to_thread(
-                    run_local, graph, configs, lambda i: CheckpointControl(etcd_config, keys, i)
+                    run_local,
+                    graph,
+                    configs,
+                    lambda i: CheckpointControl(etcd_config, keys, i),
+                    trigger_revision=coordinator.trigger_revision,
                 ),
                 120,
             )

@@ -96,11 +96,11 @@ def test_retention_deletes_exactly_the_unreferenced_files(storage: CheckpointSto
         backend.column_family("count").compact_range(None, None)
     retained = [3, 4]
     needed = referenced_shared_files(storage, "job", retained)
-    doomed = unreferenced_shared_files(storage, "job", retained)
+    doomed = unreferenced_shared_files(storage, "job", retained, latest_completed=4)
     all_files = {posixpath.join(storage.shared_dir("job"), n) for n in _uploaded(storage)}
     assert doomed, "compaction must have made some files unreferenced"
     assert set(doomed) == all_files - needed
-    assert delete_unreferenced_shared_files(storage, "job", retained) == doomed
+    assert delete_unreferenced_shared_files(storage, "job", retained, latest_completed=4) == doomed
     assert {posixpath.join(storage.shared_dir("job"), n) for n in _uploaded(storage)} == needed
 
     for n in retained:
@@ -110,27 +110,19 @@ def test_retention_deletes_exactly_the_unreferenced_files(storage: CheckpointSto
         assert restored.state(COUNT).value() == n
 
 
-def test_protected_files_of_an_in_flight_checkpoint_are_kept(
+def test_files_of_in_flight_or_newer_checkpoints_are_never_taken(
     storage: CheckpointStorage, tmp_path: Path
 ) -> None:
+    # Checkpoint 1 uploaded its files, but its acknowledgement is not in yet.
     _, _, in_flight = _uncompleted_checkpoint(storage, tmp_path)
     snapshot_dir = storage.checkpoint_dir("job", 1)
-    protected = [
+    uploaded = {
         storage.resolve(snapshot_dir, ref)
         for ref in in_flight.keyed.shared.values()  # type: ignore[union-attr]
-    ]
-    assert unreferenced_shared_files(storage, "job", [], protected) == []
-    assert set(unreferenced_shared_files(storage, "job", [])) == set(protected)
-
-
-def test_restore_then_checkpoint_reuses_the_restored_files(
-    storage: CheckpointStorage, tmp_path: Path
-) -> None:
-    backend = RocksDBKeyedStateBackend(8, range(8), tmp_path / "a")
-    _write(backend, range(5000), 1)
-    first = _checkpoint(storage, LocalSubtask(backend, native=NativeSnapshotStrategy(backend)), 1)
-    restored = RocksDBKeyedStateBackend(8, range(8), tmp_path / "b")
-    strategy = NativeSnapshotStrategy(restored)
-    restore_vertex(storage, storage.checkpoint_dir("job", 1), "v", [LocalSubtask(restored, native=strategy)])
-    second = _checkpoint(storage, LocalSubtask(restored, native=strategy), 2)
-    assert set(_shared_refs(first)) <= set(_shared_refs(second))
+    }
+    assert uploaded
+    assert unreferenced_shared_files(storage, "job", [], latest_completed=0) == []
+    assert unreferenced_shared_files(storage, "job", [], latest_completed=5, in_flight=[1]) == []
+    # Once it is neither in flight nor newer than the latest completed one, and no
+    # retained checkpoint names them, they are garbage (an aborted checkpoint's).
+    assert set(unreferenced_shared_files(storage, "job", [], latest_completed=5)) == uploaded

@@ -40,6 +40,7 @@ def run_local(
     configs: list[TaskConfig],
     control: Callable[[int], CheckpointControl],
     restore: RestorePoint | None = None,
+    *,
     channel_capacity: int = 16,
     trigger_revision: int | None = None,
 ) -> None:

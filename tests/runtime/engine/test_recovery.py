@@ -43,6 +43,7 @@ async def _attempt(etcd_config: EtcdConfig, keys: JobKeys, tmp_path: Path, paral
                     configs,
                     lambda i: CheckpointControl(etcd_config, keys, i),
                     restore,
+                    channel_capacity=16,
                     trigger_revision=coordinator.trigger_revision,
                 ),
                 120,

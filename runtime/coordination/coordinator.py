@@ -152,6 +152,8 @@ class CheckpointCoordinator:
             asyncio.create_task(self._publish(), name="triggers"),
             asyncio.create_task(self.savepoints.run(), name="savepoints"),
         ]
+        for task in self._tasks:
+            task.add_done_callback(lambda _: self._wake.set())
 
     async def run(self) -> str | None:
         """Trigger periodic checkpoints until the job stops with a savepoint (its path
@@ -163,6 +165,7 @@ class CheckpointCoordinator:
                     raise CoordinatorFencedError("the coordinator lease expired")
                 if self._failure is not None:
                     raise JobFailedError(self._failure)
+                self._raise_if_crashed()
                 if self.stopped_with is not None:
                     return self.stopped_with
                 await self._abort_expired()
@@ -174,6 +177,13 @@ class CheckpointCoordinator:
                 waiter.cancel()
         finally:
             lost.cancel()
+
+    def _raise_if_crashed(self) -> None:
+        """A dead watcher or publisher would leave the job waiting for checkpoints forever."""
+        for task in self._tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                error = task.exception()
+                raise JobFailedError(f"the coordinator's {task.get_name()} loop failed: {error!r}") from error
 
     async def close(self, release: bool = True) -> None:
         for task in self._tasks:
@@ -273,7 +283,11 @@ class CheckpointCoordinator:
                 for vertex, parallelism in self._plan.vertices.items()
             },
         )
-        await asyncio.to_thread(write_metadata, target, target.root, metadata)
+        try:
+            await asyncio.to_thread(write_metadata, target, target.root, metadata)
+        except OSError as error:
+            await self._abort(trigger.checkpoint_id, f"writing its _metadata failed: {error}")
+            return
         summary = CompletedCheckpoint(
             checkpoint_id=trigger.checkpoint_id,
             kind=trigger.kind,

@@ -12,7 +12,8 @@ class CoordinatorFencedError(RuntimeError):
 
 
 class JobFailedError(RuntimeError):
-    """Checkpoints failed more often in a row than tolerated."""
+    """The job cannot go on: checkpoints failed more often in a row than tolerated,
+    or one of the coordinator's own loops died."""
 
 
 class CheckpointAbortedError(RuntimeError):

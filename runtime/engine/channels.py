@@ -31,6 +31,10 @@ class TaskCancelledError(Exception):
     """The job is being torn down (another task failed, or it was cancelled)."""
 
 
+class JobCancelledError(RuntimeError):
+    """A run was cancelled from outside before it finished: its output is incomplete."""
+
+
 class LocalChannel:
     """A bounded in-memory queue of elements."""
 

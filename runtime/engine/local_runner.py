@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from lockgate.runtime.api.graph import JobGraph
 from lockgate.runtime.coordination.restore_point import RestorePoint
-from lockgate.runtime.engine.channels import InputChannel, LocalChannel, OutputChannel
+from lockgate.runtime.engine.channels import InputChannel, JobCancelledError, LocalChannel, OutputChannel
 from lockgate.runtime.engine.control import CheckpointControl
 from lockgate.runtime.engine.task import Task, TaskConfig, Wiring
 
@@ -43,10 +43,12 @@ def run_local(
     *,
     channel_capacity: int = 16,
     trigger_revision: int | None = None,
+    cancelled: threading.Event | None = None,
 ) -> None:
     """Run the job to its end; re-raises the first task failure. `trigger_revision`:
-    the coordinator's, so tasks see every trigger it published."""
-    cancelled = threading.Event()
+    the coordinator's, so tasks see every trigger it published. Setting `cancelled`
+    tears the job down: the run then ends with `JobCancelledError`."""
+    cancelled = cancelled or threading.Event()
     wiring = local_wiring(graph, len(configs), channel_capacity, cancelled)
     controls = [control(config.index) for config in configs]
     tasks = [
@@ -72,3 +74,5 @@ def run_local(
         each.close()
     if failures:
         raise failures[0]
+    if cancelled.is_set():
+        raise JobCancelledError("the job was cancelled before it finished")

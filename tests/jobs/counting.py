@@ -57,17 +57,29 @@ def running_sum(env: StreamEnvironment, source: Source, out: str) -> None:
 
 
 class FailOnce:
-    """A map that raises once, at record `at`, while `flag` does not exist yet."""
+    """A map that raises once: at the first record numbered `at` or later that it sees
+    after the sink committed some output (so a checkpoint completed before the
+    failure, however slow the machine), while `flag` does not exist yet."""
 
-    def __init__(self, at: int, flag: str) -> None:
+    def __init__(self, at: int, flag: str, committed_dir: str) -> None:
         self.at = at
         self.flag = flag
+        self.committed_dir = committed_dir
+
+    def _has_committed_output(self) -> bool:
+        return os.path.isdir(self.committed_dir) and any(
+            not name.startswith((".", "_")) for name in os.listdir(self.committed_dir)
+        )
 
     def __call__(self, record: dict[str, Any]) -> dict[str, Any]:
-        if record["n"] == self.at and not os.path.exists(self.flag):
-            open(self.flag, "w").close()
-            raise RuntimeError(f"injected failure at record {self.at}")
-        return record
+        if record["n"] < self.at or os.path.exists(self.flag) or not self._has_committed_output():
+            return record
+        try:
+            # O_EXCL: of several subtasks racing here, exactly one fails.
+            os.close(os.open(self.flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return record
+        raise RuntimeError(f"injected failure at record {record['n']}")
 
 
 def failing_running_sum(env: StreamEnvironment, source: Source, out: str, fail: FailOnce) -> None:

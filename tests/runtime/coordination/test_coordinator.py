@@ -173,3 +173,21 @@ async def test_checkpoint_dir_is_under_the_job(job: Job, tmp_path: Path) -> None
         await coordinator.close()
     assert summary.path == f"file://{tmp_path}/checkpoints/{job.keys.job}/chk-1"
     assert Path(tmp_path, "checkpoints", job.keys.job, "chk-1", "_metadata").exists()
+
+
+async def test_unwritable_metadata_aborts_the_checkpoint_and_counts_as_a_failure(job: Job) -> None:
+    # A file where the checkpoint's directory must go (the subtasks have no state
+    # files to write): the storage refuses to create it.
+    blocker = Path(job.storage.root, job.keys.job, "chk-1")
+    blocker.parent.mkdir(parents=True)
+    blocker.touch()
+    coordinator = job.coordinator(CheckpointConfig(interval_s=None, timeout_s=10))
+    await coordinator.start()
+    try:
+        with pytest.raises(CheckpointAbortedError, match="writing its _metadata failed"):
+            await asyncio.wait_for(coordinator.trigger(), 10)
+        with pytest.raises(JobFailedError, match="checkpoint 1 writing its _metadata failed"):
+            await asyncio.wait_for(coordinator.run(), 10)
+    finally:
+        await coordinator.close()
+    assert await coordinator.store.all() == []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+import threading
 from pathlib import Path
 
 import pytest
@@ -14,6 +14,7 @@ from lockgate.runtime.coordination.restore_point import resolve_restore_point
 from lockgate.runtime.engine.control import CheckpointControl
 from lockgate.runtime.engine.local_runner import run_local
 from lockgate.runtime.engine.plan import job_plan
+from lockgate.runtime.engine.supervision import run_beside_coordinator
 from lockgate.runtime.engine.task import TaskConfig
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.snapshot.storage import CheckpointStorage
@@ -32,24 +33,24 @@ async def _attempt(etcd_config: EtcdConfig, keys: JobKeys, tmp_path: Path, paral
         coordinator = CheckpointCoordinator(etcd, keys, storage, job_plan(graph, parallelism, M), config)
         await coordinator.start()
         restore = await resolve_restore_point(coordinator.store)
-        runner = asyncio.create_task(coordinator.run())
         state = StateConfig("rocksdb", tmp_path / "local", M)
         configs = [TaskConfig(i, parallelism, state, bounded=True, batch_size=32) for i in range(parallelism)]
-        try:
-            await asyncio.wait_for(
-                asyncio.to_thread(
-                    run_local,
-                    graph,
-                    configs,
-                    lambda i: CheckpointControl(etcd_config, keys, i),
-                    restore,
-                    channel_capacity=16,
-                    trigger_revision=coordinator.trigger_revision,
-                ),
-                120,
+        cancelled = threading.Event()
+
+        def run_tasks() -> None:
+            run_local(
+                graph,
+                configs,
+                lambda i: CheckpointControl(etcd_config, keys, i),
+                restore,
+                channel_capacity=16,
+                trigger_revision=coordinator.trigger_revision,
+                cancelled=cancelled,
             )
+
+        try:
+            await run_beside_coordinator(coordinator, run_tasks, cancelled.set)
         finally:
-            runner.cancel()
             await coordinator.close()
     return 0 if restore is None else restore.metadata.checkpoint_id
 
@@ -59,8 +60,8 @@ async def test_failure_then_restart_from_checkpoint_is_exactly_once(
     etcd_config, keys, tmp_path: Path, parallelism: int
 ) -> None:
     env = StreamEnvironment("sum")
-    source = GeneratorSource(COUNT, keys=41, partitions=6, rate=40_000)
-    fail = FailOnce(at=COUNT * 3 // 4, flag=str(tmp_path / "failed-once"))
+    source = GeneratorSource(COUNT, keys=41, partitions=6, rate=10_000)
+    fail = FailOnce(at=COUNT // 4, flag=str(tmp_path / "failed-once"), committed_dir=str(tmp_path / "out"))
     failing_running_sum(env, source, f"file://{tmp_path}/out", fail)
     graph = env.graph()
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lockgate.runtime import AggregateFunction
 from lockgate.runtime.clock import Clock, ManualClock
 from lockgate.runtime.snapshot.storage import CheckpointStorage
+from lockgate.runtime.spark import local_session
 from lockgate.runtime.state.backend import KeyedStateBackend
 from lockgate.runtime.state.heap import HeapKeyedStateBackend
 from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
@@ -80,3 +82,12 @@ def backend(new_backend: BackendFactory) -> KeyedStateBackend:
 @pytest.fixture
 def storage(tmp_path: Path) -> CheckpointStorage:
     return CheckpointStorage(f"file://{tmp_path}/checkpoints")
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local Spark for the whole test session, with slots for P = 3 (more
+    slots than this machine's cores: a barrier stage needs all P at once)."""
+    session = local_session(3, "lockgate-tests")
+    yield session
+    session.stop()

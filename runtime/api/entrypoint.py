@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from lockgate.runtime.api.graph import JobGraph
 from lockgate.runtime.api.stream import StreamEnvironment
@@ -41,9 +41,11 @@ def load_build(entrypoint: str) -> BuildFunction:
     return build  # type: ignore[no-any-return]
 
 
-def build_graph(entrypoint: str, job_name: str | None = None) -> JobGraph:
+def build_graph(
+    entrypoint: str, job_name: str | None = None, args: Mapping[str, str] | None = None
+) -> JobGraph:
     """Import the entrypoint, run `build(env)` and return the validated graph."""
     build = load_build(entrypoint)
-    env = StreamEnvironment(job_name or entrypoint.partition(":")[0].rsplit(".", 1)[-1])
+    env = StreamEnvironment(job_name or entrypoint.partition(":")[0].rsplit(".", 1)[-1], args)
     build(env)
     return env.graph()

@@ -10,7 +10,7 @@ def build(env):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from lockgate.runtime.api.connectors import Sink, Source
@@ -22,8 +22,10 @@ from lockgate.runtime.api.validation import JobDefinitionError, check_callable, 
 class StreamEnvironment:
     """Collects the vertices of one job as `build(env)` declares them."""
 
-    def __init__(self, name: str = "job") -> None:
+    def __init__(self, name: str = "job", args: Mapping[str, str] | None = None) -> None:
         self.name = name
+        # The job's own settings (`lockgate run --arg k=v`, the manifest's job.args).
+        self.args: Mapping[str, str] = dict(args or {})
         self._vertices: list[Vertex] = []
 
     def _add(self, vertex: Vertex) -> DataStream:

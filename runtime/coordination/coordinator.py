@@ -73,10 +73,15 @@ class JobPlan:
 
     vertices: dict[str, int]
     max_parallelism: int
+    sources: frozenset[str] = frozenset()
 
     @property
     def subtasks(self) -> set[tuple[str, int]]:
         return {(v, i) for v, p in self.vertices.items() for i in range(p)}
+
+    @property
+    def source_subtasks(self) -> set[tuple[str, int]]:
+        return {(v, i) for v in self.sources for i in range(self.vertices[v])}
 
 
 @dataclass
@@ -85,6 +90,7 @@ class PendingCheckpoint:
     deadline: float
     done: asyncio.Future[CompletedCheckpoint]
     acks: dict[tuple[str, int], SubtaskState] = field(default_factory=dict)
+    drained: set[tuple[str, int]] = field(default_factory=set)
     status: Literal["pending", "completing", "finished"] = "pending"
 
 
@@ -119,6 +125,8 @@ class CheckpointCoordinator:
         self._last_trigger = time.monotonic()
         self._failure: str | None = None
         self.stopped_with: str | None = None
+        # A bounded job's final checkpoint completed: nothing more to do.
+        self.finished = False
         # Every completed checkpoint, after its retention ran: for the driver's
         # status and metrics.
         self.completed: asyncio.Queue[CompletedCheckpoint] = asyncio.Queue()
@@ -157,7 +165,8 @@ class CheckpointCoordinator:
 
     async def run(self) -> str | None:
         """Trigger periodic checkpoints until the job stops with a savepoint (its path
-        is returned) or fails (`JobFailedError`) or this coordinator is fenced."""
+        is returned), a bounded job's final checkpoint completes (None), the job
+        fails (`JobFailedError`) or this coordinator is fenced."""
         lost = asyncio.create_task(self.leadership.lost.wait())
         try:
             while True:
@@ -168,6 +177,8 @@ class CheckpointCoordinator:
                 self._raise_if_crashed()
                 if self.stopped_with is not None:
                     return self.stopped_with
+                if self.finished:
+                    return None
                 await self._abort_expired()
                 if self._periodic_due():
                     self.trigger()
@@ -262,6 +273,8 @@ class CheckpointCoordinator:
                 continue
             assert ack.state is not None
             pending.acks[(vertex, subtask)] = ack.state
+            if ack.drained:
+                pending.drained.add((vertex, subtask))
             if set(pending.acks) >= self._plan.subtasks:
                 await self._complete(pending)
 
@@ -297,6 +310,7 @@ class CheckpointCoordinator:
             bytes=metadata.state_bytes,
             trigger_ms=trigger.timestamp_ms,
             completed_ms=_now_ms(),
+            final=bool(self._plan.sources) and pending.drained >= self._plan.source_subtasks,
         )
         if not await self._etcd.transaction([self.leadership.guard], self.store.completion_ops(summary)):
             self.leadership.lost.set()
@@ -315,6 +329,7 @@ class CheckpointCoordinator:
             log.exception("discarding old checkpoints failed; the next completion retries")
         pending.done.set_result(summary)
         self.completed.put_nowait(summary)
+        self.finished = self.finished or summary.final
         self._wake.set()
 
     # -- failures ------------------------------------------------------------------

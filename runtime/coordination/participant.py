@@ -45,8 +45,8 @@ class CheckpointParticipant:
             if not event.deleted:
                 yield decode(CompletedCheckpoint, event.value)
 
-    async def acknowledge(self, trigger: Trigger, state: SubtaskState) -> None:
-        ack = Ack(trigger.checkpoint_id, trigger.epoch, state=state)
+    async def acknowledge(self, trigger: Trigger, state: SubtaskState, drained: bool = False) -> None:
+        ack = Ack(trigger.checkpoint_id, trigger.epoch, state=state, drained=drained)
         await self._etcd.put(self._key(trigger), encode(ack))
 
     async def decline(self, trigger: Trigger, reason: str) -> None:

@@ -51,6 +51,9 @@ class Ack:
     epoch: str
     state: SubtaskState | None = None
     declined: str | None = None
+    # A bounded source subtask that reached the end of its input before this
+    # barrier and will emit nothing more.
+    drained: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -58,6 +61,7 @@ class Ack:
             "epoch": self.epoch,
             "state": None if self.state is None else self.state.to_json(),
             "declined": self.declined,
+            "drained": self.drained,
         }
 
     @staticmethod
@@ -68,6 +72,7 @@ class Ack:
             epoch=str(data["epoch"]),
             state=None if state is None else SubtaskState.from_json(state),
             declined=data.get("declined"),
+            drained=bool(data.get("drained", False)),
         )
 
 
@@ -83,6 +88,9 @@ class CompletedCheckpoint:
     bytes: int
     trigger_ms: int
     completed_ms: int
+    # Every source was drained at this checkpoint: it holds all the job's output,
+    # and once sinks commit it, a bounded job is finished.
+    final: bool = False
 
     @property
     def duration_ms(self) -> int:

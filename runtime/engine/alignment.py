@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from lockgate.runtime.engine.channels import InputChannel
-from lockgate.runtime.engine.events import Barrier, EndOfStream
+from lockgate.runtime.engine.events import Barrier, Element, EndOfStream
 
 Mode = Literal["exactly-once", "at-least-once"]
 
@@ -48,18 +48,13 @@ class InputGate:
     def poll(self) -> list[object] | Barrier | None:
         """A batch of records, a barrier whose alignment just completed, or None when
         nothing can be read now. `finished` tells when every channel has ended."""
-        ready = self._complete_alignments()
-        if ready is not None:
-            return ready
-        count = len(self._channels)
-        for step in range(count):
-            index = (self._next + step) % count
-            if index in self._ended or self._blocked(index):
-                continue
-            element = self._channels[index].poll()
+        while True:
+            ready = self._complete_alignments()
+            if ready is not None:
+                return ready
+            element, index = self._next_element()
             if element is None:
-                continue
-            self._next = (index + 1) % count
+                return None
             if isinstance(element, list):
                 return element
             if isinstance(element, EndOfStream):
@@ -67,8 +62,19 @@ class InputGate:
             else:
                 alignment = self._aligning.setdefault(element.checkpoint_id, _Alignment(element))
                 alignment.arrived.add(index)
-            return self._complete_alignments()
-        return None
+
+    def _next_element(self) -> tuple[Element | None, int]:
+        """Round robin over the channels that are neither ended nor blocked."""
+        count = len(self._channels)
+        for step in range(count):
+            index = (self._next + step) % count
+            if index in self._ended or self._blocked(index):
+                continue
+            element = self._channels[index].poll()
+            if element is not None:
+                self._next = (index + 1) % count
+                return element, index
+        return None, -1
 
     def _complete_alignments(self) -> Barrier | None:
         """The oldest checkpoint whose barrier is in from every live channel."""

@@ -68,9 +68,9 @@ class CheckpointControl:
         self._completions.append(subscriber)
         return subscriber
 
-    def acknowledge(self, vertex: str, trigger: Trigger, state: SubtaskState) -> None:
+    def acknowledge(self, vertex: str, trigger: Trigger, state: SubtaskState, drained: bool = False) -> None:
         participant = CheckpointParticipant(self._etcd, self._keys, vertex, self._subtask)
-        self._call(participant.acknowledge(trigger, state))
+        self._call(participant.acknowledge(trigger, state, drained))
 
     def decline(self, vertex: str, trigger: Trigger, reason: str) -> None:
         participant = CheckpointParticipant(self._etcd, self._keys, vertex, self._subtask)

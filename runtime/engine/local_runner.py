@@ -6,14 +6,18 @@ unit tests and small local runs without starting Spark.
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Callable
+from typing import Literal
 
 from lockgate.runtime.api.graph import JobGraph
 from lockgate.runtime.coordination.restore_point import RestorePoint
 from lockgate.runtime.engine.channels import InputChannel, JobCancelledError, LocalChannel, OutputChannel
 from lockgate.runtime.engine.control import CheckpointControl
+from lockgate.runtime.engine.network import ExchangeServer
 from lockgate.runtime.engine.task import Task, TaskConfig, Wiring
+from lockgate.runtime.engine.tcp_wiring import tcp_wiring
 
 
 def local_wiring(
@@ -35,6 +39,27 @@ def local_wiring(
     return wiring
 
 
+def loopback_tcp_wiring(
+    graph: JobGraph, parallelism: int, capacity: int, cancelled: threading.Event
+) -> list[Wiring]:
+    secret = secrets.token_bytes(32)
+    servers = [ExchangeServer(secret) for _ in range(parallelism)]
+    addresses = [server.address for server in servers]
+    return [
+        tcp_wiring(
+            graph,
+            server,
+            addresses,
+            job=graph.name,
+            index=index,
+            secret=secret,
+            capacity=capacity,
+            cancelled=cancelled,
+        )
+        for index, server in enumerate(servers)
+    ]
+
+
 def run_local(
     graph: JobGraph,
     configs: list[TaskConfig],
@@ -44,12 +69,17 @@ def run_local(
     channel_capacity: int = 16,
     trigger_revision: int | None = None,
     cancelled: threading.Event | None = None,
+    exchange: Literal["memory", "tcp"] = "memory",
 ) -> None:
     """Run the job to its end; re-raises the first task failure. `trigger_revision`:
     the coordinator's, so tasks see every trigger it published. Setting `cancelled`
-    tears the job down: the run then ends with `JobCancelledError`."""
+    tears the job down: the run then ends with `JobCancelledError`. `exchange="tcp"`
+    connects the tasks through authenticated TCP channels, as on Spark."""
     cancelled = cancelled or threading.Event()
-    wiring = local_wiring(graph, len(configs), channel_capacity, cancelled)
+    if exchange == "tcp":
+        wiring = loopback_tcp_wiring(graph, len(configs), channel_capacity, cancelled)
+    else:
+        wiring = local_wiring(graph, len(configs), channel_capacity, cancelled)
     controls = [control(config.index) for config in configs]
     tasks = [
         Task(graph, c, controls[c.index], wiring=wiring[c.index], restore=restore, cancelled=cancelled)

@@ -9,4 +9,8 @@ STATEFUL = ("source", "process", "sink")
 
 
 def job_plan(graph: JobGraph, parallelism: int, max_parallelism: int) -> JobPlan:
-    return JobPlan({v.name: parallelism for v in graph.vertices if v.kind in STATEFUL}, max_parallelism)
+    return JobPlan(
+        {v.name: parallelism for v in graph.vertices if v.kind in STATEFUL},
+        max_parallelism,
+        frozenset(v.name for v in graph.vertices if v.kind == "source"),
+    )

@@ -11,9 +11,11 @@ import copy
 import logging
 import queue
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from lockgate.runtime.api.connectors import SourceReader
 from lockgate.runtime.api.graph import JobGraph, Vertex
 from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger
 from lockgate.runtime.coordination.restore_point import RestorePoint
@@ -49,13 +51,21 @@ class TaskConfig:
     batch_size: int = 512
 
 
+def _nothing() -> None:
+    pass
+
+
 @dataclass
 class Wiring:
-    """Channels of the keyed exchanges: per keyed vertex, one per remote subtask."""
+    """Channels of the keyed exchanges: per keyed vertex, one per upstream or
+    downstream subtask. `connect` opens them before the task runs; `closers`
+    release them after."""
 
     inputs: dict[str, list[InputChannel]]
     outputs: dict[str, list[OutputChannel]]
     wakeups: dict[str, threading.Event]
+    connect: Callable[[], None] = _nothing
+    closers: list[Callable[[], None]] = field(default_factory=list)
 
 
 class Task:
@@ -132,7 +142,7 @@ class Task:
 
     # -- checkpoints -----------------------------------------------------------------
 
-    def snapshot(self, vertex: str, barrier: Barrier) -> None:
+    def snapshot(self, vertex: str, barrier: Barrier, drained: bool = False) -> None:
         """Synchronous part on the chain's thread; upload and acknowledgement off it."""
         state = self.states[vertex]
         trigger = barrier.trigger
@@ -141,16 +151,16 @@ class Task:
             n = trigger.checkpoint_id
             state.record_committables(n, sink.writer.pre_commit(n))
         pending = state.snapshot(trigger)
-        self._uploads.submit(self._upload, vertex, trigger, pending)
+        self._uploads.submit(self._upload, vertex, trigger, pending, drained)
 
-    def _upload(self, vertex: str, trigger: Trigger, pending: PendingSubtaskSnapshot) -> None:
+    def _upload(self, vertex: str, trigger: Trigger, pending: PendingSubtaskSnapshot, drained: bool) -> None:
         try:
             state = pending.complete()
         except Exception as error:
             log.exception("snapshot of %s/%s failed", vertex, self.config.index)
             self._control.decline(vertex, trigger, f"{type(error).__name__}: {error}")
             return
-        self._control.acknowledge(vertex, trigger, state)
+        self._control.acknowledge(vertex, trigger, state, drained)
 
     def on_completed(self, chain: ChainRunner, completed: CompletedCheckpoint) -> None:
         for sink in chain.sinks:
@@ -165,14 +175,19 @@ class Task:
 
     def run(self) -> None:
         """Run every chain to its end; re-raises the first chain failure."""
-        threads = [threading.Thread(target=c.run_guarded, name=c.name) for c in self.chains]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        self._uploads.shutdown(wait=True)
-        for state in self.states.values():
-            state.close()
+        try:
+            self._wiring.connect()
+            threads = [threading.Thread(target=c.run_guarded, name=c.name) for c in self.chains]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:
+            self._uploads.shutdown(wait=True)
+            for state in self.states.values():
+                state.close()
+            for close in self._wiring.closers:
+                close()
         failures = [c.failure for c in self.chains if c.failure is not None]
         if failures:
             raise failures[0]
@@ -223,13 +238,16 @@ class ChainRunner:
         if self.task.cancelled.is_set():
             raise TaskCancelledError
 
-    def _commit_completed(self) -> None:
+    def _commit_completed(self) -> bool:
+        """Commit what completed checkpoints cover; True if one of them was final."""
+        final = False
         while True:
             try:
                 completed = self._completions.get_nowait()
             except queue.Empty:
-                return
+                return final
             self.task.on_completed(self, completed)
+            final = final or completed.final
 
     def _uncommitted(self) -> bool:
         return any(self.task.states[s.name].uncommitted for s in self.sinks)
@@ -242,15 +260,21 @@ class ChainRunner:
             return None
 
     def _run_source(self) -> None:
+        """Read, emit, and inject barriers. A bounded source that reached the end of
+        its input is drained: it reads no more and says so in its acknowledgements;
+        the first checkpoint at which every source was drained is the job's final
+        one, and its completion ends the sources."""
         config = self.task.config
         state = self.task.states[self.head.name]
-        offsets = state.restored_offsets()
-        reader = self.head.operator.open_reader(config.index, config.parallelism, offsets)
+        reader = self.head.operator.open_reader(config.index, config.parallelism, state.restored_offsets())
         drained = ended = False
         while not ended or self._uncommitted():
             self._check_cancelled()
-            self._commit_completed()
-            records = reader.poll(config.batch_size) if not ended else []
+            if self._commit_completed() and not ended:
+                self._end_source(reader)
+                ended = True
+                continue
+            records = [] if ended or drained else reader.poll(config.batch_size)
             if records:
                 self.output.push(records)
             elif not ended:
@@ -262,12 +286,15 @@ class ChainRunner:
             if trigger is None or ended:
                 continue
             state.record_offsets(reader.offsets())
-            self.task.snapshot(self.head.name, Barrier(trigger))
+            self.task.snapshot(self.head.name, Barrier(trigger), drained=drained)
             self.output.barrier(Barrier(trigger))
-            if trigger.stop or drained:
-                self.output.end()
-                reader.close()
+            if trigger.stop:
+                self._end_source(reader)
                 ended = True
+
+    def _end_source(self, reader: SourceReader) -> None:
+        self.output.end()
+        reader.close()
 
     def _run_gate(self) -> None:
         gate = InputGate(self.task._wiring.inputs[self.head.name], self.task.config.mode)

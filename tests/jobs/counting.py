@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 from lockgate.runtime import (
     Context,
     FileSink,
     KeyedProcessFunction,
     RuntimeContext,
+    Sink,
+    SinkWriter,
     Source,
     StreamEnvironment,
     ValueStateDescriptor,
@@ -89,4 +93,83 @@ def failing_running_sum(env: StreamEnvironment, source: Source, out: str, fail: 
         .key_by(lambda record: record["key"])
         .process(RunningSum(), name="sum")
         .sink(FileSink(out), name="out")
+    )
+
+
+class InFlight:
+    """Records emitted by the sources but not yet written by the sink, at its peak.
+    In-process runs only: the counters live in this process."""
+
+    registry: ClassVar[dict[str, InFlight]] = {}
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.emitted = 0
+        self.written = 0
+        self.peak = 0
+        self._lock = threading.Lock()
+        InFlight.registry[name] = self
+
+    def on_emitted(self) -> None:
+        with self._lock:
+            self.emitted += 1
+            self.peak = max(self.peak, self.emitted - self.written)
+
+    def on_written(self) -> None:
+        with self._lock:
+            self.written += 1
+
+
+class CountEmitted:
+    def __init__(self, tracker: str) -> None:
+        self.tracker = tracker
+
+    def __call__(self, record: dict[str, Any]) -> dict[str, Any]:
+        InFlight.registry[self.tracker].on_emitted()
+        return record
+
+
+class _SlowWriter(SinkWriter):
+    def __init__(self, inner: SinkWriter, tracker: str, delay_s: float) -> None:
+        self.inner = inner
+        self.tracker = tracker
+        self.delay_s = delay_s
+
+    def write(self, record: Any) -> None:
+        time.sleep(self.delay_s)  # the slow external system this sink stands for
+        self.inner.write(record)
+        InFlight.registry[self.tracker].on_written()
+
+    def pre_commit(self, checkpoint_id: int) -> list[Any]:
+        return self.inner.pre_commit(checkpoint_id)
+
+    def commit(self, committables: list[Any]) -> None:
+        self.inner.commit(committables)
+
+    def recover(self, committables: list[Any]) -> None:
+        self.inner.recover(committables)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class SlowSink(Sink):
+    """A FileSink behind a slow write."""
+
+    def __init__(self, url: str, tracker: str, delay_s: float) -> None:
+        self.inner = FileSink(url)
+        self.tracker = tracker
+        self.delay_s = delay_s
+
+    def create_writer(self, subtask: int, parallelism: int) -> SinkWriter:
+        return _SlowWriter(self.inner.create_writer(subtask, parallelism), self.tracker, self.delay_s)
+
+
+def slow_sink_sum(env: StreamEnvironment, source: Source, sink: SlowSink) -> None:
+    (
+        env.source(source, name="numbers")
+        .map(CountEmitted(sink.tracker), name="emitted")
+        .key_by(lambda record: record["key"])
+        .process(RunningSum(), name="sum")
+        .sink(sink, name="out")
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 from collections import Counter
@@ -10,19 +9,9 @@ from pathlib import Path
 
 import pytest
 from lockgate.runtime import GeneratorSource, LogSource, StreamEnvironment, read_committed
-from lockgate.runtime.coordination.coordinator import CheckpointConfig, CheckpointCoordinator
-from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
-from lockgate.runtime.coordination.keys import JobKeys
-from lockgate.runtime.engine.control import CheckpointControl
-from lockgate.runtime.engine.local_runner import run_local
-from lockgate.runtime.engine.plan import job_plan
-from lockgate.runtime.engine.task import TaskConfig
-from lockgate.runtime.engine.vertex_state import StateConfig
-from lockgate.runtime.snapshot.storage import CheckpointStorage
 
-from tests.jobs.counting import running_sum, word_count
-
-M = 32
+from tests.jobs.counting import InFlight, SlowSink, running_sum, slow_sink_sum, word_count
+from tests.runtime.engine.harness import Run, run_job
 
 
 def _write_lines(directory: Path, partitions: int, lines: int) -> list[str]:
@@ -39,51 +28,15 @@ def _write_lines(directory: Path, partitions: int, lines: int) -> list[str]:
     return words
 
 
-async def _run(
-    etcd_config: EtcdConfig,
-    keys: JobKeys,
-    tmp_path: Path,
-    graph,
-    parallelism: int,
-    backend: str,
-) -> CheckpointCoordinator:
-    storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
-    async with Etcd(etcd_config) as etcd:
-        coordinator = CheckpointCoordinator(
-            etcd,
-            keys,
-            storage,
-            job_plan(graph, parallelism, M),
-            CheckpointConfig(interval_s=0.1, timeout_s=30),
-        )
-        await coordinator.start()
-        runner = asyncio.create_task(coordinator.run())
-        state = StateConfig(backend, tmp_path / "local", M)  # type: ignore[arg-type]
-        configs = [TaskConfig(i, parallelism, state, bounded=True, batch_size=64) for i in range(parallelism)]
-        try:
-            await asyncio.wait_for(
-                asyncio.to_thread(
-                    run_local,
-                    graph,
-                    configs,
-                    lambda i: CheckpointControl(etcd_config, keys, i),
-                    trigger_revision=coordinator.trigger_revision,
-                ),
-                120,
-            )
-        finally:
-            runner.cancel()
-            await coordinator.close()
-    return coordinator
-
-
-@pytest.mark.parametrize("parallelism", [1, 2, 3])
-async def test_word_count_is_exact(etcd_config, keys, tmp_path: Path, parallelism: int) -> None:
+@pytest.mark.parametrize(
+    ("parallelism", "exchange"), [(1, "memory"), (2, "memory"), (3, "memory"), (2, "tcp"), (3, "tcp")]
+)
+async def test_word_count_is_exact(etcd_config, keys, tmp_path: Path, parallelism: int, exchange) -> None:
     words = _write_lines(tmp_path / "lines", partitions=4, lines=300)
     env = StreamEnvironment("wc")
     word_count(env, LogSource(f"file://{tmp_path}/lines"), f"file://{tmp_path}/out")
     backend = "rocksdb" if parallelism != 2 else "heap"
-    await _run(etcd_config, keys, tmp_path, env.graph(), parallelism, backend)
+    await run_job(etcd_config, keys, tmp_path, env.graph(), Run(parallelism, backend, exchange))
 
     output = read_committed(f"file://{tmp_path}/out")
     expected = Counter(words)
@@ -96,7 +49,7 @@ async def test_word_count_is_exact(etcd_config, keys, tmp_path: Path, parallelis
 async def test_keyed_running_sum_is_exact(etcd_config, keys, tmp_path: Path, parallelism: int) -> None:
     env = StreamEnvironment("sum")
     running_sum(env, GeneratorSource(5000, keys=37, partitions=5), f"file://{tmp_path}/out")
-    await _run(etcd_config, keys, tmp_path, env.graph(), parallelism, "rocksdb")
+    await run_job(etcd_config, keys, tmp_path, env.graph(), Run(parallelism, exchange="tcp"))
 
     output = read_committed(f"file://{tmp_path}/out")
     assert sorted(r["n"] for r in output) == list(range(5000))
@@ -104,3 +57,24 @@ async def test_keyed_running_sum_is_exact(etcd_config, keys, tmp_path: Path, par
     for record in output:
         finals[record["key"]] = max(finals.get(record["key"], 0), record["sum"])
     assert finals == {k: sum(n for n in range(5000) if n % 37 == k) for k in range(37)}
+
+
+@pytest.mark.parametrize("exchange", ["memory", "tcp"])
+async def test_a_slow_sink_backpressures_the_sources_and_memory_stays_bounded(
+    etcd_config, keys, tmp_path: Path, exchange
+) -> None:
+    count, parallelism, capacity, batch = 3000, 2, 4, 16
+    tracker = InFlight(f"slow-{exchange}")
+    env = StreamEnvironment("slow")
+    sink = SlowSink(f"file://{tmp_path}/out", tracker.name, delay_s=0.0005)
+    slow_sink_sum(env, GeneratorSource(count, keys=13, partitions=2), sink)
+    run = Run(parallelism, exchange=exchange, batch_size=batch, channel_capacity=capacity)
+    await run_job(etcd_config, keys, tmp_path, env.graph(), run)
+
+    assert sorted(r["n"] for r in read_committed(f"file://{tmp_path}/out")) == list(range(count))
+    # What can be in flight: full channels (P x P, `capacity` batches each), the
+    # exchange's partly filled batches, and per subtask the source's batch and the
+    # batch the sink is writing.
+    bound = parallelism * parallelism * (capacity + 1) * batch + 2 * parallelism * batch
+    assert tracker.peak <= bound, f"{tracker.peak} records in flight, more than {bound}"
+    assert tracker.peak < count / 4

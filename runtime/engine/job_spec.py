@@ -1,0 +1,45 @@
+"""Everything a task needs to run its share of a job, shipped from the driver.
+
+The graph itself is not shipped: each task imports the entrypoint and builds it,
+as the driver did, so only this small, plain record crosses the wire.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from lockgate.runtime.api.entrypoint import build_graph
+from lockgate.runtime.api.graph import JobGraph
+from lockgate.runtime.coordination.etcd import EtcdConfig
+from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.restore_point import RestorePoint
+from lockgate.runtime.engine.alignment import Mode
+from lockgate.runtime.engine.task import TaskConfig
+from lockgate.runtime.engine.vertex_state import StateConfig
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    entrypoint: str
+    keys: JobKeys
+    parallelism: int
+    state: StateConfig
+    etcd: EtcdConfig
+    secret: bytes = field(repr=False)
+    args: tuple[tuple[str, str], ...] = ()
+    mode: Mode = "exactly-once"
+    bounded: bool = False
+    batch_size: int = 512
+    channel_capacity: int = 16
+    # Filled in by the job master for each launch:
+    restore: RestorePoint | None = None
+    trigger_revision: int | None = None
+
+    def graph(self) -> JobGraph:
+        return build_graph(self.entrypoint, self.keys.job, dict(self.args))
+
+    def task_config(self, index: int) -> TaskConfig:
+        return TaskConfig(index, self.parallelism, self.state, self.mode, self.bounded, self.batch_size)
+
+    def launch(self, restore: RestorePoint | None, trigger_revision: int) -> JobSpec:
+        return replace(self, restore=restore, trigger_revision=trigger_revision)

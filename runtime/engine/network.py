@@ -1,0 +1,225 @@
+"""Exchange channels over TCP, with credit-based backpressure.
+
+Every element (a batch of records, a barrier, the end of stream) is one frame:
+a 4-byte length and the pickled element. A receiver grants credits, one per
+frame it has room for; a sender with no credit left blocks until the receiver
+consumed a frame and returned its credit. So at most `capacity` frames wait in
+a receiver per channel, and a slow consumer slows its producers.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import pickle
+import socket
+import struct
+import threading
+import time
+
+from lockgate.runtime.engine.channels import TaskCancelledError
+from lockgate.runtime.engine.events import Element, EndOfStream
+from lockgate.runtime.engine.handshake import AuthenticationError, ChannelId, accept, connect, read_exactly
+
+log = logging.getLogger(__name__)
+
+_U32 = struct.Struct(">I")
+MAX_FRAME_BYTES = 1 << 30
+WAIT_S = 0.05
+
+
+class ChannelClosedError(ConnectionError):
+    """The peer of a channel went away before the end of its stream."""
+
+
+class RemoteInputChannel:
+    """The receiving end of one channel; `ExchangeServer` attaches its socket."""
+
+    def __init__(self, channel: ChannelId, capacity: int, wakeup: threading.Event) -> None:
+        self.channel = channel
+        self.capacity = capacity
+        self._wakeup = wakeup
+        self._frames: collections.deque[bytes] = collections.deque()
+        self._sock: socket.socket | None = None
+        self._ended = False
+        self._error: Exception | None = None
+        self.attached = threading.Event()
+
+    def attach(self, sock: socket.socket) -> None:
+        if self.attached.is_set():
+            raise ConnectionError(f"channel {self.channel} is already connected")
+        self._sock = sock
+        sock.sendall(_U32.pack(self.capacity))
+        self.attached.set()
+        threading.Thread(target=self._read, name=f"recv-{self.channel.vertex}", daemon=True).start()
+
+    def _read(self) -> None:
+        assert self._sock is not None
+        try:
+            while True:
+                header = read_exactly(self._sock, _U32.size)
+                if header is None:
+                    break
+                (length,) = _U32.unpack(header)
+                if length > MAX_FRAME_BYTES:
+                    raise ChannelClosedError(f"frame of {length} bytes on {self.channel}")
+                payload = read_exactly(self._sock, length)
+                if payload is None:
+                    break
+                if len(self._frames) >= self.capacity:
+                    raise ChannelClosedError(f"{self.channel} sent beyond its credit")
+                self._frames.append(payload)
+                self._wakeup.set()
+        except OSError as error:
+            self._error = error
+        self._frames.append(b"")  # marks where the connection ended
+        self._wakeup.set()
+
+    def poll(self) -> Element | None:
+        if not self._frames:
+            return None
+        payload = self._frames.popleft()
+        if not payload:
+            if self._ended:
+                return None
+            cause = f": {self._error}" if self._error else ""
+            raise ChannelClosedError(f"{self.channel} closed before the end of its stream{cause}")
+        element: Element = pickle.loads(payload)
+        self._return_credit()
+        if isinstance(element, EndOfStream):
+            self._ended = True
+        return element
+
+    def _return_credit(self) -> None:
+        assert self._sock is not None
+        # The sender may be gone; what it sent is still read to its end.
+        with contextlib.suppress(OSError):
+            self._sock.sendall(_U32.pack(1))
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+
+
+class RemoteOutputChannel:
+    """The sending end of one channel."""
+
+    def __init__(
+        self, address: tuple[str, int], channel: ChannelId, secret: bytes, cancelled: threading.Event
+    ) -> None:
+        self.address = address
+        self.channel = channel
+        self._secret = secret
+        self._cancelled = cancelled
+        self._sock: socket.socket | None = None
+        self._credits = 0
+        self._closed_by_peer: str | None = None
+        self._condition = threading.Condition()
+
+    def connect(self, timeout_s: float = 30.0) -> None:
+        """Connect and authenticate; retries refused connections until `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                sock = socket.create_connection(self.address, timeout=timeout_s)
+                break
+            except ConnectionRefusedError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(WAIT_S)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        connect(sock, self._secret, self.channel)
+        grant = read_exactly(sock, _U32.size)
+        if grant is None:
+            sock.close()
+            raise AuthenticationError(
+                f"{self.address[0]}:{self.address[1]} refused channel {self.channel}: "
+                "do both sides hold the same job secret?"
+            )
+        sock.settimeout(None)
+        self._sock = sock
+        self._credits = _U32.unpack(grant)[0]
+        threading.Thread(target=self._read_credits, name=f"credit-{self.channel.vertex}", daemon=True).start()
+
+    def _read_credits(self) -> None:
+        assert self._sock is not None
+        reason = "the receiver closed the connection"
+        try:
+            while (grant := read_exactly(self._sock, _U32.size)) is not None:
+                with self._condition:
+                    self._credits += _U32.unpack(grant)[0]
+                    self._condition.notify()
+        except OSError as error:
+            reason = str(error)
+        with self._condition:
+            self._closed_by_peer = reason
+            self._condition.notify()
+
+    def send(self, element: Element) -> None:
+        assert self._sock is not None, "connect() first"
+        payload = pickle.dumps(element, protocol=pickle.HIGHEST_PROTOCOL)
+        with self._condition:
+            while self._credits == 0:
+                if self._cancelled.is_set():
+                    raise TaskCancelledError
+                if self._closed_by_peer is not None:
+                    raise ChannelClosedError(f"{self.channel}: {self._closed_by_peer}")
+                self._condition.wait(WAIT_S)
+            self._credits -= 1
+        self._sock.sendall(_U32.pack(len(payload)) + payload)
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+
+
+class ExchangeServer:
+    """Accepts a task's incoming channels; refuses (and logs) peers without the secret."""
+
+    def __init__(self, secret: bytes, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._secret = secret
+        self._listener = socket.create_server((host, port), backlog=128)
+        self.address: tuple[str, int] = self._listener.getsockname()[:2]
+        self._inputs: dict[ChannelId, RemoteInputChannel] = {}
+        self.refused = 0
+        self._closed = False
+        self._thread = threading.Thread(target=self._accept_loop, name="exchange-accept", daemon=True)
+
+    def expect(self, channel: ChannelId, capacity: int, wakeup: threading.Event) -> RemoteInputChannel:
+        """The input that the connection for `channel` will feed."""
+        remote = RemoteInputChannel(channel, capacity, wakeup)
+        self._inputs[channel] = remote
+        return remote
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _accept_loop(self) -> None:
+        while not self._closed:
+            try:
+                sock, peer = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._admit, args=(sock, peer), daemon=True).start()
+
+    def _admit(self, sock: socket.socket, peer: tuple[str, int]) -> None:
+        sock.settimeout(10.0)
+        try:
+            channel = accept(sock, self._secret)
+            remote = self._inputs.get(channel)
+            if remote is None:
+                raise AuthenticationError(f"no such channel here: {channel}")
+            sock.settimeout(None)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            remote.attach(sock)
+        except (OSError, ValueError) as error:
+            self.refused += 1
+            log.warning("refused exchange connection from %s:%s: %s", peer[0], peer[1], error)
+            sock.close()
+
+    def close(self) -> None:
+        self._closed = True
+        self._listener.close()
+        for remote in self._inputs.values():
+            remote.close()

@@ -1,0 +1,64 @@
+"""One task of a distributed run (a Spark barrier task): exchange addresses with
+the other tasks, connect, run subtask `index` of every vertex."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from lockgate.runtime.engine.control import CheckpointControl
+from lockgate.runtime.engine.job_spec import JobSpec
+from lockgate.runtime.engine.network import ExchangeServer
+from lockgate.runtime.engine.task import Task
+from lockgate.runtime.engine.tcp_wiring import tcp_wiring
+
+Gather = Callable[[str], list[str]]
+"""Publishes this task's address and returns every task's, in task order."""
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"exchange address {address!r} is not host:port")
+    return host, int(port)
+
+
+def run_task(spec: JobSpec, index: int, gather: Gather, *, bind_host: str, advertise_host: str) -> None:
+    graph = spec.graph()
+    cancelled = threading.Event()
+    server = ExchangeServer(spec.secret, host=bind_host)
+    addresses = [parse_address(a) for a in gather(f"{advertise_host}:{server.address[1]}")]
+    if len(addresses) != spec.parallelism:
+        server.close()
+        raise RuntimeError(
+            f"{len(addresses)} tasks answered the address exchange, {spec.parallelism} expected"
+        )
+    wiring = tcp_wiring(
+        graph,
+        server,
+        addresses,
+        job=spec.keys.job,
+        index=index,
+        secret=spec.secret,
+        capacity=spec.channel_capacity,
+        cancelled=cancelled,
+    )
+    control = CheckpointControl(spec.etcd, spec.keys, index)
+    try:
+        try:
+            task = Task(
+                graph,
+                spec.task_config(index),
+                control,
+                wiring=wiring,
+                restore=spec.restore,
+                cancelled=cancelled,
+            )
+        except BaseException:
+            for close in wiring.closers:  # Task.run would have; it never started
+                close()
+            raise
+        control.start(spec.trigger_revision)
+        task.run()
+    finally:
+        control.close()

@@ -1,0 +1,58 @@
+"""A task's keyed exchanges over TCP: remote channels to every other subtask,
+an in-memory channel to itself."""
+
+from __future__ import annotations
+
+import threading
+
+from lockgate.runtime.api.graph import JobGraph
+from lockgate.runtime.engine.channels import InputChannel, LocalChannel, OutputChannel
+from lockgate.runtime.engine.handshake import ChannelId
+from lockgate.runtime.engine.network import ExchangeServer, RemoteOutputChannel
+from lockgate.runtime.engine.task import Wiring
+
+
+def tcp_wiring(
+    graph: JobGraph,
+    server: ExchangeServer,
+    addresses: list[tuple[str, int]],
+    *,
+    job: str,
+    index: int,
+    secret: bytes,
+    capacity: int,
+    cancelled: threading.Event,
+) -> Wiring:
+    """Channels of subtask `index`; `addresses[i]` is task i's exchange server.
+    Starts `server`; the caller then `connect()`s the wiring."""
+    keyed = [v.name for v in graph.vertices if v.keyed]
+    wiring = Wiring({v: [] for v in keyed}, {v: [] for v in keyed}, {v: threading.Event() for v in keyed})
+    remotes: list[RemoteOutputChannel] = []
+    for vertex in keyed:
+        wakeup = wiring.wakeups[vertex]
+        own = LocalChannel(capacity, wakeup, cancelled)
+        inputs: list[InputChannel] = wiring.inputs[vertex]
+        outputs: list[OutputChannel] = wiring.outputs[vertex]
+        for peer, address in enumerate(addresses):
+            if peer == index:
+                inputs.append(own)
+                outputs.append(own)
+                continue
+            inputs.append(server.expect(ChannelId(job, vertex, peer, index), capacity, wakeup))
+            remote = RemoteOutputChannel(address, ChannelId(job, vertex, index, peer), secret, cancelled)
+            outputs.append(remote)
+            remotes.append(remote)
+    server.start()
+
+    def connect() -> None:
+        for remote in remotes:
+            remote.connect()
+
+    def close() -> None:
+        for remote in remotes:
+            remote.close()
+        server.close()
+
+    wiring.connect = connect
+    wiring.closers.append(close)
+    return wiring

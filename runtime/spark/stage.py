@@ -1,0 +1,54 @@
+"""A job launch as one Spark barrier stage of P long-running tasks.
+
+All P tasks start together (barrier mode), learn each other's exchange
+addresses with `BarrierTaskContext.allGather`, and run until the job ends. If
+one fails, Spark fails the whole stage; cancelling the job group interrupts
+every task.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import uuid
+from collections.abc import Iterator
+
+from lockgate.runtime.engine.job_spec import JobSpec
+from lockgate.runtime.engine.remote_task import run_task
+from pyspark import BarrierTaskContext
+from pyspark.sql import SparkSession
+
+BIND_HOST_ENV = "LOCKGATE_EXCHANGE_BIND"
+ADVERTISE_HOST_ENV = "LOCKGATE_EXCHANGE_HOST"
+
+
+def _run_partition(spec: JobSpec, _rows: Iterator[int]) -> Iterator[int]:
+    context = BarrierTaskContext.get()
+    index = context.partitionId()
+    # The executor's address as Spark knows it, unless the pod says otherwise.
+    spark_host = context.getTaskInfos()[index].address.rpartition(":")[0]
+    advertise = os.environ.get(ADVERTISE_HOST_ENV, spark_host)
+    bind = os.environ.get(BIND_HOST_ENV, "0.0.0.0")
+    run_task(spec, index, context.allGather, bind_host=bind, advertise_host=advertise)
+    return iter([index])
+
+
+class BarrierStage:
+    def __init__(self, spark: SparkSession) -> None:
+        self._spark = spark
+        self._group: str | None = None
+
+    def run(self, spec: JobSpec) -> None:
+        context = self._spark.sparkContext
+        group = f"lockgate-{spec.keys.job}-{uuid.uuid4().hex[:8]}"
+        self._group = group
+        # Job groups are per thread (PySpark pins Python threads to JVM threads).
+        context.setJobGroup(group, f"Lockgate job {spec.keys.job}", interruptOnCancel=True)
+        rdd = context.parallelize(range(spec.parallelism), spec.parallelism)
+        finished = rdd.barrier().mapPartitions(functools.partial(_run_partition, spec)).collect()
+        if sorted(finished) != list(range(spec.parallelism)):
+            raise RuntimeError(f"tasks {sorted(finished)} finished, 0..{spec.parallelism - 1} expected")
+
+    def cancel(self) -> None:
+        if self._group is not None:
+            self._spark.sparkContext.cancelJobGroup(self._group)

@@ -1,0 +1,70 @@
+"""Runs a job graph in-process against a real etcd, beside a real coordinator."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from lockgate.runtime.api.graph import JobGraph
+from lockgate.runtime.coordination.coordinator import CheckpointConfig, CheckpointCoordinator
+from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
+from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.restore_point import resolve_restore_point
+from lockgate.runtime.engine.control import CheckpointControl
+from lockgate.runtime.engine.local_runner import run_local
+from lockgate.runtime.engine.plan import job_plan
+from lockgate.runtime.engine.supervision import run_beside_coordinator
+from lockgate.runtime.engine.task import TaskConfig
+from lockgate.runtime.engine.vertex_state import StateConfig
+from lockgate.runtime.snapshot.storage import CheckpointStorage
+
+M = 32
+
+
+@dataclass(frozen=True)
+class Run:
+    parallelism: int
+    backend: Literal["heap", "rocksdb"] = "rocksdb"
+    exchange: Literal["memory", "tcp"] = "memory"
+    interval_s: float = 0.1
+    batch_size: int = 64
+    channel_capacity: int = 16
+    mode: Literal["exactly-once", "at-least-once"] = "exactly-once"
+
+
+async def run_job(etcd_config: EtcdConfig, keys: JobKeys, tmp_path: Path, graph: JobGraph, run: Run) -> int:
+    """Run to the end, restoring from the latest checkpoint if there is one;
+    returns the id restored from (0: none)."""
+    storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
+    async with Etcd(etcd_config) as etcd:
+        config = CheckpointConfig(interval_s=run.interval_s, timeout_s=30, retained=2)
+        plan = job_plan(graph, run.parallelism, M)
+        coordinator = CheckpointCoordinator(etcd, keys, storage, plan, config)
+        await coordinator.start()
+        restore = await resolve_restore_point(coordinator.store)
+        state = StateConfig(run.backend, tmp_path / "local", M)
+        configs = [
+            TaskConfig(i, run.parallelism, state, mode=run.mode, bounded=True, batch_size=run.batch_size)
+            for i in range(run.parallelism)
+        ]
+        cancelled = threading.Event()
+
+        def run_tasks() -> None:
+            run_local(
+                graph,
+                configs,
+                lambda i: CheckpointControl(etcd_config, keys, i),
+                restore,
+                channel_capacity=run.channel_capacity,
+                trigger_revision=coordinator.trigger_revision,
+                cancelled=cancelled,
+                exchange=run.exchange,
+            )
+
+        try:
+            await run_beside_coordinator(coordinator, run_tasks, cancelled.set)
+        finally:
+            await coordinator.close()
+    return 0 if restore is None else restore.metadata.checkpoint_id

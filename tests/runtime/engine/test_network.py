@@ -1,0 +1,129 @@
+"""The TCP exchange: authentication before anything is read, credits, closed peers."""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import socket
+import struct
+import threading
+from pathlib import Path
+
+import pytest
+from lockgate.runtime.engine.events import EndOfStream
+from lockgate.runtime.engine.handshake import MAGIC, NONCE_BYTES, AuthenticationError, ChannelId
+from lockgate.runtime.engine.network import ChannelClosedError, ExchangeServer, RemoteOutputChannel
+
+SECRET = b"s" * 32
+CHANNEL = ChannelId("job", "count", 0, 1)
+
+
+class Exploit:
+    """Unpickling this would create a file: proof that a payload was deserialized."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+@pytest.fixture
+def server():
+    server = ExchangeServer(SECRET)
+    yield server
+    server.close()
+
+
+def _poll_until(channel, wakeup: threading.Event):
+    while (element := channel.poll()) is None:
+        assert wakeup.wait(10), "nothing arrived within 10 s"
+        wakeup.clear()
+    return element
+
+
+def test_records_and_end_of_stream_arrive_in_order(server) -> None:
+    wakeup = threading.Event()
+    inbound = server.expect(CHANNEL, 4, wakeup)
+    server.start()
+    outbound = RemoteOutputChannel(server.address, CHANNEL, SECRET, threading.Event())
+    outbound.connect()
+    for batch in range(10):
+        outbound.send([("k", batch)])
+        assert _poll_until(inbound, wakeup) == [("k", batch)]
+    outbound.send(EndOfStream())
+    assert _poll_until(inbound, wakeup) == EndOfStream()
+
+
+def test_peer_without_the_secret_is_refused_and_nothing_it_sent_is_deserialized(
+    server, tmp_path: Path, caplog
+) -> None:
+    wakeup = threading.Event()
+    inbound = server.expect(CHANNEL, 4, wakeup)
+    server.start()
+    marker = tmp_path / "deserialized"
+    payload = pickle.dumps([Exploit(str(marker))])
+    with caplog.at_level(logging.WARNING), socket.create_connection(server.address) as attacker:
+        greeting = attacker.recv(len(MAGIC) + NONCE_BYTES)
+        assert greeting.startswith(MAGIC)
+        channel = CHANNEL.encode()
+        forged = struct.pack(">H", len(channel)) + channel + b"\0" * 32
+        attacker.sendall(forged + struct.pack(">I", len(payload)) + payload)
+        try:
+            granted = attacker.recv(4)
+        except ConnectionResetError:  # closed with our payload unread: a reset
+            granted = b""
+        assert granted == b"", "the server hangs up without granting credit"
+    assert server.refused == 1
+    assert "refused exchange connection from 127.0.0.1" in caplog.text
+    assert "MAC does not match" in caplog.text
+    assert inbound.poll() is None
+    assert not marker.exists()
+    assert not inbound.attached.is_set()
+
+
+def test_a_wrong_secret_names_the_likely_cause(server) -> None:
+    server.expect(CHANNEL, 4, threading.Event())
+    server.start()
+    outbound = RemoteOutputChannel(server.address, CHANNEL, b"other" * 8, threading.Event())
+    with pytest.raises(AuthenticationError, match="same job secret"):
+        outbound.connect()
+
+
+def test_a_sender_without_credit_blocks_until_the_receiver_consumes(server) -> None:
+    wakeup = threading.Event()
+    inbound = server.expect(CHANNEL, 3, wakeup)
+    server.start()
+    outbound = RemoteOutputChannel(server.address, CHANNEL, SECRET, threading.Event())
+    outbound.connect()
+    for batch in range(3):
+        outbound.send([batch])
+    fourth_sent = threading.Event()
+    sender = threading.Thread(target=lambda: (outbound.send([3]), fourth_sent.set()))
+    sender.start()
+    assert not fourth_sent.wait(0.3), "a fourth frame went out with only three credits"
+    assert _poll_until(inbound, wakeup) == [0]
+    assert fourth_sent.wait(10), "the returned credit released the sender"
+    sender.join()
+    assert [_poll_until(inbound, wakeup) for _ in range(3)] == [[1], [2], [3]]
+
+
+def test_a_peer_lost_mid_stream_fails_the_receiving_task(server) -> None:
+    wakeup = threading.Event()
+    inbound = server.expect(CHANNEL, 4, wakeup)
+    server.start()
+    outbound = RemoteOutputChannel(server.address, CHANNEL, SECRET, threading.Event())
+    outbound.connect()
+    outbound.send([1])
+    outbound.close()
+    assert _poll_until(inbound, wakeup) == [1]
+    with pytest.raises(ChannelClosedError, match="closed before the end of its stream"):
+        _poll_until(inbound, wakeup)
+
+
+def test_a_channel_nobody_expects_is_refused(server, caplog) -> None:
+    server.start()
+    outbound = RemoteOutputChannel(server.address, CHANNEL, SECRET, threading.Event())
+    with caplog.at_level(logging.WARNING), pytest.raises(AuthenticationError):
+        outbound.connect()
+    assert "no such channel here" in caplog.text

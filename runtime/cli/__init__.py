@@ -6,9 +6,11 @@ import argparse
 import logging
 import sys
 
-from lockgate.runtime.cli import checkpoints, savepoint
-from lockgate.runtime.coordination.errors import CoordinatorConflictError
+from lockgate.runtime.api.validation import JobDefinitionError
+from lockgate.runtime.cli import checkpoints, run, savepoint
+from lockgate.runtime.coordination.errors import CoordinatorConflictError, JobFailedError
 from lockgate.runtime.coordination.etcd import EtcdConfigError, EtcdUnavailableError
+from lockgate.runtime.coordination.etcd_server import EtcdServerError
 
 
 class CommandError(RuntimeError):
@@ -22,6 +24,7 @@ def parser() -> argparse.ArgumentParser:
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
     checkpoints.register(commands)
     savepoint.register(commands)
+    run.register(commands)
     return root
 
 
@@ -35,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
         EtcdUnavailableError,
         EtcdConfigError,
         CoordinatorConflictError,
+        JobDefinitionError,
+        JobFailedError,
+        EtcdServerError,
         ValueError,
     ) as error:
         print(f"lockgate {arguments.command}: {error}", file=sys.stderr)

@@ -52,6 +52,14 @@ class JobKeys:
         return self._key("status")
 
     @property
+    def progress(self) -> bytes:
+        """Per task: records read and written so far, for progress displays."""
+        return self._key("tasks/progress/")
+
+    def progress_of(self, task: int) -> bytes:
+        return self._key(f"tasks/progress/{task}")
+
+    @property
     def trigger(self) -> bytes:
         return self._key("checkpoints/trigger")
 

@@ -8,10 +8,12 @@ and completions to the chain threads through queues.
 from __future__ import annotations
 
 import asyncio
+import json
 import queue
 import threading
 from collections.abc import Coroutine
 from concurrent.futures import Future
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
@@ -19,6 +21,15 @@ from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.participant import CheckpointParticipant
 from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger
 from lockgate.runtime.snapshot.metadata import SubtaskState
+
+
+@dataclass(frozen=True)
+class TaskProgress:
+    """Records the task's sources read and its sinks wrote, since it started."""
+
+    read: int
+    written: int
+    at_ms: int
 
 
 class CheckpointControl:
@@ -75,6 +86,11 @@ class CheckpointControl:
     def decline(self, vertex: str, trigger: Trigger, reason: str) -> None:
         participant = CheckpointParticipant(self._etcd, self._keys, vertex, self._subtask)
         self._call(participant.decline(trigger, reason))
+
+    def report_progress(self, progress: TaskProgress) -> None:
+        self._call(
+            self._etcd.put(self._keys.progress_of(self._subtask), json.dumps(asdict(progress)).encode())
+        )
 
     def close(self) -> None:
         for watch in self._watches:

@@ -175,11 +175,13 @@ class SinkOperator:
         self.writer = writer
         self._snapshot = snapshot
         self.ended = False
+        self.written = 0
 
     def push(self, records: list[Any]) -> None:
         write = self.writer.write
         for record in records:
             write(record)
+        self.written += len(records)
 
     def barrier(self, barrier: Barrier) -> None:
         self._snapshot(self.name, barrier)

@@ -11,6 +11,7 @@ import copy
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger
 from lockgate.runtime.coordination.restore_point import RestorePoint
 from lockgate.runtime.engine.alignment import InputGate, Mode
 from lockgate.runtime.engine.channels import InputChannel, OutputChannel, TaskCancelledError
-from lockgate.runtime.engine.control import CheckpointControl
+from lockgate.runtime.engine.control import CheckpointControl, TaskProgress
 from lockgate.runtime.engine.events import Barrier
 from lockgate.runtime.engine.operators import (
     FanOut,
@@ -39,6 +40,7 @@ from lockgate.runtime.snapshot.subtask import PendingSubtaskSnapshot
 log = logging.getLogger(__name__)
 
 IDLE_WAIT_S = 0.005
+PROGRESS_INTERVAL_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -173,16 +175,38 @@ class Task:
 
     # -- running ---------------------------------------------------------------------
 
+    def progress(self) -> TaskProgress:
+        read = sum(c.records_read for c in self.chains)
+        written = sum(sink.written for sink in self._sinks.values())
+        return TaskProgress(read, written, time.time_ns() // 1_000_000)
+
+    def _report_progress(self, done: threading.Event) -> None:
+        """Publishes progress every second, and once more at the end."""
+        while True:
+            finished = done.wait(PROGRESS_INTERVAL_S)
+            try:
+                self._control.report_progress(self.progress())
+            except Exception:
+                log.warning("could not report progress of task %s", self.config.index, exc_info=True)
+            if finished:
+                return
+
     def run(self) -> None:
         """Run every chain to its end; re-raises the first chain failure."""
+        done = threading.Event()
+        reporter = threading.Thread(target=self._report_progress, args=(done,), daemon=True, name="progress")
         try:
             self._wiring.connect()
             threads = [threading.Thread(target=c.run_guarded, name=c.name) for c in self.chains]
             for thread in threads:
                 thread.start()
+            reporter.start()
             for thread in threads:
                 thread.join()
         finally:
+            done.set()
+            if reporter.is_alive():
+                reporter.join()
             self._uploads.shutdown(wait=True)
             for state in self.states.values():
                 state.close()
@@ -208,6 +232,7 @@ class ChainRunner:
         self.name = f"{head.name}-{task.config.index}"
         self.vertices = self._vertices_from(head)
         self.failure: BaseException | None = None
+        self.records_read = 0
         self._completions = task._control.subscribe_completions()
         self._triggers: queue.Queue[Trigger] | None = None
         if head.kind == "source":
@@ -276,6 +301,7 @@ class ChainRunner:
                 continue
             records = [] if ended or drained else reader.poll(config.batch_size)
             if records:
+                self.records_read += len(records)
                 self.output.push(records)
             elif not ended:
                 drained = config.bounded and reader.reached_end()

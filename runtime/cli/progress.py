@@ -1,0 +1,80 @@
+"""A one-line progress display of a running job, read from etcd.
+
+Tasks publish how many records they read and wrote; the coordinator publishes
+completed checkpoints. On a terminal the line is redrawn in place; into a file
+or pipe it is printed every `quiet_every` updates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from dataclasses import dataclass
+from typing import TextIO
+
+from lockgate.runtime.coordination.completed_store import CompletedCheckpointStore
+from lockgate.runtime.coordination.etcd import Etcd
+from lockgate.runtime.coordination.keys import JobKeys
+
+
+@dataclass
+class Totals:
+    read: int = 0
+    written: int = 0
+    checkpoints: int = 0
+    last_checkpoint: str = "none yet"
+
+
+async def read_totals(etcd: Etcd, keys: JobKeys, store: CompletedCheckpointStore) -> Totals:
+    totals = Totals()
+    for _, value in await etcd.get_prefix(keys.progress):
+        progress = json.loads(value)
+        totals.read += int(progress["read"])
+        totals.written += int(progress["written"])
+    completed = [c for c in await store.all() if c.kind == "checkpoint"]
+    if completed:
+        last = completed[-1]
+        totals.checkpoints = last.checkpoint_id
+        totals.last_checkpoint = f"#{last.checkpoint_id} in {last.duration_ms} ms, {last.bytes / 1e6:.1f} MB"
+    return totals
+
+
+def render(totals: Totals, rate: float, elapsed_s: float) -> str:
+    return (
+        f"{elapsed_s:6.0f} s | read {totals.read:,} ({rate:,.0f} rec/s) | written {totals.written:,} "
+        f"| checkpoint {totals.last_checkpoint}"
+    )
+
+
+async def show_progress(
+    etcd: Etcd,
+    keys: JobKeys,
+    store: CompletedCheckpointStore,
+    out: TextIO = sys.stderr,
+    interval_s: float = 1.0,
+) -> None:
+    """Runs until cancelled."""
+    tty = out.isatty()
+    started = last_time = time.monotonic()
+    last_read = 0
+    updates = 0
+    try:
+        while True:
+            await asyncio.sleep(interval_s)  # the display's refresh period, not a synchronisation
+            totals = await read_totals(etcd, keys, store)
+            now = time.monotonic()
+            rate = (totals.read - last_read) / max(now - last_time, 1e-9)
+            last_read, last_time = totals.read, now
+            line = render(totals, rate, now - started)
+            updates += 1
+            if tty:
+                out.write("\r\033[K" + line)
+                out.flush()
+            elif updates % 5 == 0:
+                print(line, file=out, flush=True)
+    finally:
+        if tty:
+            out.write("\n")
+            out.flush()

@@ -1,0 +1,66 @@
+"""`lockgate run JOB --bounded`, as a user runs it: Spark local mode, embedded etcd."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from lockgate.runtime import read_committed
+
+from tests.runtime.engine.test_local_engine import _write_lines
+
+LOCKGATE = str(Path(sys.executable).parent / "lockgate")
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _lockgate(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [LOCKGATE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=240, check=False
+    )
+
+
+def test_bounded_word_count_at_parallelism_3_is_exact(tmp_path: Path) -> None:
+    words = _write_lines(tmp_path / "lines", partitions=3, lines=400)
+    result = _lockgate(
+        tmp_path,
+        "run",
+        "tests.jobs.configurable:word_count",
+        "--parallelism",
+        "3",
+        "--bounded",
+        "--checkpoint-interval",
+        "0.5",
+        "--arg",
+        f"input=file://{tmp_path}/lines",
+        "--arg",
+        f"output=file://{tmp_path}/out",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "at parallelism 3 on local[3]" in result.stdout
+    assert f"finished: read {400 * 3:,} records, wrote {len(words):,}" in result.stdout
+    output = read_committed(f"file://{tmp_path}/out")
+    expected = Counter(words)
+    assert Counter((r["word"], r["count"]) for r in output) == Counter(
+        (w, k) for w, n in expected.items() for k in range(1, n + 1)
+    )
+    # The embedded etcd kept its data under .lockgate/, and the checkpoints are there too.
+    assert (tmp_path / ".lockgate" / "etcd").is_dir()
+    assert list((tmp_path / ".lockgate" / "checkpoints" / "configurable").glob("chk-*/_metadata"))
+    assert not (tmp_path / ".lockgate" / "run.json").exists(), "the run's record is removed at its end"
+
+
+def test_a_job_that_does_not_resolve_is_named(tmp_path: Path) -> None:
+    result = _lockgate(tmp_path, "run", "tests.jobs.configurable:nothing_here", "--bounded")
+    assert result.returncode == 1
+    assert "module 'tests.jobs.configurable' has no 'nothing_here'" in result.stderr
+    assert "it defines: running_sum, word_count" in result.stderr
+
+
+def test_a_job_argument_without_a_value_is_named(tmp_path: Path) -> None:
+    result = _lockgate(tmp_path, "run", "tests.jobs.configurable:word_count", "--arg", "input")
+    assert result.returncode == 1
+    assert "--arg 'input' must be KEY=VALUE" in result.stderr

@@ -127,6 +127,7 @@ class CheckpointCoordinator:
         self.stopped_with: str | None = None
         # A bounded job's final checkpoint completed: nothing more to do.
         self.finished = False
+        self._sources_drained = False
         # Every completed checkpoint, after its retention ran: for the driver's
         # status and metrics.
         self.completed: asyncio.Queue[CompletedCheckpoint] = asyncio.Queue()
@@ -152,11 +153,14 @@ class CheckpointCoordinator:
         trigger = await self._etcd.get(self._keys.trigger)
         last_triggered = decode(Trigger, trigger).checkpoint_id if trigger else 0
         self._next_id = max(latest, last_triggered) + 1
-        # Acks of an earlier coordinator belong to checkpoints nobody will complete.
+        # Acks of an earlier coordinator belong to checkpoints nobody will complete,
+        # and sources restored by this run report being drained anew.
         _, revision = await self._etcd.get_prefix_at(self._keys.acks)
         await self._etcd.delete_prefix(self._keys.acks)
+        await self._etcd.delete_prefix(self._keys.drained)
         self._tasks = [
             asyncio.create_task(self._watch_acks(revision + 1), name="acks"),
+            asyncio.create_task(self._watch_drained(revision + 1), name="drained"),
             asyncio.create_task(self._publish(), name="triggers"),
             asyncio.create_task(self.savepoints.run(), name="savepoints"),
         ]
@@ -208,10 +212,12 @@ class CheckpointCoordinator:
     # -- triggering ----------------------------------------------------------------
 
     def _periodic_due(self) -> bool:
+        checkpoints = [p for p in self.pending.values() if p.trigger.kind == "checkpoint"]
+        if self._sources_drained and not checkpoints:
+            return True  # the final checkpoint of a bounded job: no reason to wait
         interval = self.config.interval_s
         if interval is None:
             return False
-        checkpoints = [p for p in self.pending.values() if p.trigger.kind == "checkpoint"]
         if len(checkpoints) >= self.config.max_concurrent:
             return False
         now = time.monotonic()
@@ -277,6 +283,19 @@ class CheckpointCoordinator:
                 pending.drained.add((vertex, subtask))
             if set(pending.acks) >= self._plan.subtasks:
                 await self._complete(pending)
+
+    async def _watch_drained(self, start_revision: int) -> None:
+        """When every source is drained, checkpoint at once instead of at the next
+        interval: that checkpoint is the bounded job's final one."""
+        drained: set[tuple[str, int]] = set()
+        async for event in self._etcd.watch_prefix(self._keys.drained, start_revision):
+            if event.deleted:
+                continue
+            vertex, subtask = event.key[len(self._keys.drained) :].decode().rsplit("/", 1)
+            drained.add((vertex, int(subtask)))
+            if drained >= self._plan.source_subtasks:
+                self._sources_drained = True
+                self._wake.set()
 
     async def _complete(self, pending: PendingCheckpoint) -> None:
         pending.status = "completing"

@@ -60,6 +60,14 @@ class JobKeys:
         return self._key(f"tasks/progress/{task}")
 
     @property
+    def drained(self) -> bytes:
+        """Bounded source subtasks that reached the end of their input."""
+        return self._key("sources/drained/")
+
+    def drained_of(self, vertex: str, subtask: int) -> bytes:
+        return self._key(f"sources/drained/{vertex}/{subtask}")
+
+    @property
     def trigger(self) -> bytes:
         return self._key("checkpoints/trigger")
 

@@ -92,6 +92,9 @@ class CheckpointControl:
             self._etcd.put(self._keys.progress_of(self._subtask), json.dumps(asdict(progress)).encode())
         )
 
+    def report_drained(self, vertex: str) -> None:
+        self._call(self._etcd.put(self._keys.drained_of(vertex, self._subtask), b"1"))
+
     def close(self) -> None:
         for watch in self._watches:
             watch.cancel()

@@ -303,9 +303,11 @@ class ChainRunner:
             if records:
                 self.records_read += len(records)
                 self.output.push(records)
-            elif not ended:
-                drained = config.bounded and reader.reached_end()
+            elif not ended and not drained:
                 self.output.flush()
+                if config.bounded and reader.reached_end():
+                    drained = True
+                    self.task._control.report_drained(self.head.name)
             # Between batches, triggers are checked without waiting: a busy source
             # must not starve checkpoints.
             trigger = self._next_trigger(wait=not records)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from collections import Counter
@@ -78,3 +79,13 @@ async def test_a_slow_sink_backpressures_the_sources_and_memory_stays_bounded(
     bound = parallelism * parallelism * (capacity + 1) * batch + 2 * parallelism * batch
     assert tracker.peak <= bound, f"{tracker.peak} records in flight, more than {bound}"
     assert tracker.peak < count / 4
+
+
+async def test_a_bounded_job_ends_when_drained_without_waiting_for_the_interval(
+    etcd_config, keys, tmp_path: Path
+) -> None:
+    env = StreamEnvironment("sum")
+    running_sum(env, GeneratorSource(2000, keys=7, partitions=3), f"file://{tmp_path}/out")
+    run = Run(2, exchange="tcp", interval_s=3600)
+    await asyncio.wait_for(run_job(etcd_config, keys, tmp_path, env.graph(), run), 60)
+    assert sorted(r["n"] for r in read_committed(f"file://{tmp_path}/out")) == list(range(2000))

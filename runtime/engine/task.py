@@ -207,6 +207,11 @@ class Task:
             done.set()
             if reporter.is_alive():
                 reporter.join()
+            for sink in self._sinks.values():
+                try:
+                    sink.writer.close()  # an open transaction stays hidden, never committed
+                except Exception:
+                    log.exception("closing sink %s/%s failed", sink.name, self.config.index)
             self._uploads.shutdown(wait=True)
             for state in self.states.values():
                 state.close()

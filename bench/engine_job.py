@@ -1,0 +1,95 @@
+"""The job the engine benchmark runs: a keyed running sum over generated records,
+each stamped at the source so the sink can measure how long it took to arrive."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from lockgate.runtime import (
+    Context,
+    FileSink,
+    GeneratorSource,
+    KeyedProcessFunction,
+    RuntimeContext,
+    Sink,
+    SinkWriter,
+    StreamEnvironment,
+    ValueStateDescriptor,
+)
+
+SAMPLE_EVERY = 50
+
+
+class Sum(KeyedProcessFunction):
+    def open(self, ctx: RuntimeContext) -> None:
+        self.total = ctx.state(ValueStateDescriptor("total", default=0))
+
+    def process(self, value: Any, ctx: Context) -> Iterator[Any]:
+        total = self.total.value() + value["n"]
+        self.total.update(total)
+        yield {"key": value["key"], "sum": total, "t": value["t"]}
+
+
+def stamp(record: dict[str, Any]) -> dict[str, Any]:
+    record["t"] = time.time()
+    return record
+
+
+class _MeasuringWriter(SinkWriter):
+    def __init__(self, inner: SinkWriter, samples: str, subtask: int) -> None:
+        self.inner = inner
+        self.path = os.path.join(samples, f"subtask-{subtask}-{os.getpid()}.json")
+        self.latencies: list[float] = []
+        self.count = 0
+        self.first = self.last = 0.0
+
+    def write(self, record: Any) -> None:
+        now = time.time()
+        if self.count == 0:
+            self.first = record["t"]
+        self.count += 1
+        self.last = now
+        if self.count % SAMPLE_EVERY == 0:
+            self.latencies.append(now - record["t"])
+        self.inner.write(record)
+
+    def pre_commit(self, checkpoint_id: int) -> list[Any]:
+        return self.inner.pre_commit(checkpoint_id)
+
+    def commit(self, committables: list[Any]) -> None:
+        self.inner.commit(committables)
+
+    def recover(self, committables: list[Any]) -> None:
+        self.inner.recover(committables)
+
+    def close(self) -> None:
+        self.inner.close()
+        with open(self.path, "w") as out:
+            json.dump(
+                {"count": self.count, "first": self.first, "last": self.last, "latencies": self.latencies},
+                out,
+            )
+
+
+class MeasuringSink(Sink):
+    def __init__(self, url: str, samples: str) -> None:
+        self.inner = FileSink(url)
+        self.samples = samples
+
+    def create_writer(self, subtask: int, parallelism: int) -> SinkWriter:
+        return _MeasuringWriter(self.inner.create_writer(subtask, parallelism), self.samples, subtask)
+
+
+def build(env: StreamEnvironment) -> None:
+    source = GeneratorSource(int(env.args["count"]), keys=int(env.args["keys"]), partitions=8)
+    (
+        env.source(source, name="numbers")
+        .map(stamp, name="stamp")
+        .key_by(lambda record: record["key"])
+        .process(Sum(), name="sum")
+        .sink(MeasuringSink(env.args["output"], env.args["samples"]), name="out")
+    )

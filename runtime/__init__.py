@@ -9,6 +9,7 @@ from lockgate.runtime.api.graph import JobGraph
 from lockgate.runtime.api.stream import DataStream, KeyedStream, StreamEnvironment
 from lockgate.runtime.api.validation import JobDefinitionError
 from lockgate.runtime.clock import Clock, ManualClock, SystemClock
+from lockgate.runtime.connectors.collect_sink import CollectSink
 from lockgate.runtime.connectors.file_sink import FileSink, read_committed
 from lockgate.runtime.connectors.generator_source import GeneratorSource
 from lockgate.runtime.connectors.log_source import LogSource, MalformedRecordError
@@ -42,6 +43,7 @@ __all__ = [
     "AggregatingState",
     "AggregatingStateDescriptor",
     "Clock",
+    "CollectSink",
     "Context",
     "DataStream",
     "FileSink",

@@ -85,7 +85,8 @@ class MeasuringSink(Sink):
 
 
 def build(env: StreamEnvironment) -> None:
-    source = GeneratorSource(int(env.args["count"]), keys=int(env.args["keys"]), partitions=8)
+    rate = float(env.args["rate"]) if env.args.get("rate") else None
+    source = GeneratorSource(int(env.args["count"]), keys=int(env.args["keys"]), partitions=8, rate=rate)
     (
         env.source(source, name="numbers")
         .map(stamp, name="stamp")

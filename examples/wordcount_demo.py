@@ -9,6 +9,7 @@ output against a plain Counter: every word's counts 1..n, each exactly once.
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -50,7 +51,9 @@ def main() -> int:
             f"output=file://{work}/out",
         ]
         print("$", " ".join(command[1:]), flush=True)
-        subprocess.run(command, cwd=ROOT, check=True)
+        # The run keeps its etcd and checkpoints under .lockgate/ in its directory.
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        subprocess.run(command, cwd=work, env=env, check=True)
         output = read_committed(f"file://{work}/out")
         counts = Counter((r["word"], r["count"]) for r in output)
         reference = Counter((w, k) for w, n in expected.items() for k in range(1, n + 1))

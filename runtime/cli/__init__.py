@@ -11,6 +11,7 @@ from lockgate.runtime.cli import checkpoints, run, savepoint
 from lockgate.runtime.coordination.errors import CoordinatorConflictError, JobFailedError
 from lockgate.runtime.coordination.etcd import EtcdConfigError, EtcdUnavailableError
 from lockgate.runtime.coordination.etcd_server import EtcdServerError
+from lockgate.runtime.engine.job_master import EarlierRunError
 
 
 class CommandError(RuntimeError):
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         CoordinatorConflictError,
         JobDefinitionError,
         JobFailedError,
+        EarlierRunError,
         EtcdServerError,
         ValueError,
     ) as error:

@@ -21,7 +21,7 @@ from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.coordination.keys import JobKeys
-from lockgate.runtime.engine.job_master import RunResult, run_once
+from lockgate.runtime.engine.job_master import EarlierCheckpoints, RunResult, run_once
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.keygroups import default_max_parallelism
@@ -45,7 +45,14 @@ def register(commands: Any) -> None:
     command.add_argument("--savepoint-dir", help="where savepoints go (default: .lockgate/savepoints)")
     command.add_argument("--state-backend", choices=["rocksdb", "heap"], default="rocksdb")
     command.add_argument("--mode", choices=["exactly-once", "at-least-once"], default="exactly-once")
-    command.add_argument("--from-savepoint", metavar="PATH", help="restore from this savepoint")
+    command.add_argument(
+        "--from-savepoint", metavar="PATH", help="restore from this savepoint or retained checkpoint"
+    )
+    command.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start from empty state, deleting the checkpoints of an earlier run of this job id",
+    )
     command.add_argument("--job-id", help="the job's id in etcd and storage (default: the job's name)")
     command.add_argument("--namespace", default="default", help="the job's namespace (default: default)")
     command.add_argument(
@@ -115,9 +122,7 @@ def run_command(arguments: argparse.Namespace) -> int:
         spark.sparkContext.setLogLevel("ERROR")
         try:
             print(f"running {arguments.job} as {keys.namespace}/{keys.job} at parallelism {p} on local[{p}]")
-            storage = CheckpointStorage(checkpoint_dir)
-            savepoints = arguments.savepoint_dir or f"file://{work}/savepoints"
-            result = asyncio.run(_run(spec, storage, config, savepoints, arguments.from_savepoint))
+            result = asyncio.run(_run(spec, CheckpointStorage(checkpoint_dir), config, arguments))
         finally:
             spark.stop()
             RUN_FILE.unlink(missing_ok=True)
@@ -131,10 +136,12 @@ async def _run(
     spec: JobSpec,
     storage: CheckpointStorage,
     config: CheckpointConfig,
-    savepoints: str,
-    from_savepoint: str | None,
+    arguments: argparse.Namespace,
 ) -> RunResult:
     spark = local_session(spec.parallelism)
+    savepoints = arguments.savepoint_dir or f"file://{WORK_DIR.resolve()}/savepoints"
+    # A new run does not silently continue an earlier one's state.
+    earlier: EarlierCheckpoints = "discard" if arguments.fresh else "refuse"
     async with Etcd(spec.etcd) as etcd:
         store = CompletedCheckpointStore(etcd, spec.keys, storage, config.retained)
         display = asyncio.create_task(show_progress(etcd, spec.keys, store))
@@ -145,7 +152,8 @@ async def _run(
                 storage,
                 config,
                 savepoint_dir=savepoints,
-                from_savepoint=from_savepoint,
+                from_savepoint=arguments.from_savepoint,
+                earlier_checkpoints=earlier,
             )
         finally:
             display.cancel()

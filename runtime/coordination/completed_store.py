@@ -76,3 +76,19 @@ class CompletedCheckpointStore:
             )
             log.info("retention discarded checkpoints %s and %d shared files", discarded, len(deleted))
         return discarded
+
+    async def discard_all(self) -> list[int]:
+        """Forget every completed checkpoint and savepoint of the job and delete the
+        checkpoints' files, shared ones included (savepoint files are the user's).
+        For starting a job over from empty state."""
+        completed = await self.all()
+        for summary in completed:
+            await self._etcd.delete(self._keys.completed_of(summary.checkpoint_id))
+            if summary.kind == "checkpoint":
+                directory = self._storage.checkpoint_dir(self._keys.job, summary.checkpoint_id)
+                await asyncio.to_thread(self._storage.delete, directory, True)
+        await self._etcd.delete(self._keys.latest)
+        shared = self._storage.shared_dir(self._keys.job)
+        if await asyncio.to_thread(self._storage.exists, shared):
+            await asyncio.to_thread(self._storage.delete, shared, True)
+        return [c.checkpoint_id for c in completed]

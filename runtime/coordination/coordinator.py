@@ -137,6 +137,10 @@ class CheckpointCoordinator:
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
+    def keys(self) -> JobKeys:
+        return self._keys
+
+    @property
     def epoch(self) -> str:
         return self.leadership.record.coordinator_id
 

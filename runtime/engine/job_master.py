@@ -4,7 +4,7 @@ checkpoint coordinator, restored from a savepoint or the latest checkpoint."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from lockgate.runtime.coordination.coordinator import CheckpointConfig, CheckpointCoordinator
 from lockgate.runtime.coordination.etcd import Etcd
@@ -25,6 +25,16 @@ class Stage(Protocol):
     def cancel(self) -> None:
         """Tear the running tasks down (from another thread)."""
         ...
+
+
+EarlierCheckpoints = Literal["resume", "refuse", "discard"]
+"""What a run does when the job id already has completed checkpoints: restore from
+the latest (a restart, the operator's last-state upgrade), refuse to start (a new
+`lockgate run`), or delete them and start from empty state (`--fresh`)."""
+
+
+class EarlierRunError(RuntimeError):
+    """The job id has checkpoints of an earlier run and nobody said what to do with them."""
 
 
 class MaxParallelismMismatchError(ValueError):
@@ -56,6 +66,7 @@ async def run_once(
     *,
     savepoint_dir: str | None = None,
     from_savepoint: str | None = None,
+    earlier_checkpoints: EarlierCheckpoints = "resume",
 ) -> RunResult:
     graph = spec.graph()  # imported and validated here before any task starts
     plan = job_plan(graph, spec.parallelism, spec.state.max_parallelism)
@@ -65,6 +76,8 @@ async def run_once(
         )
         await coordinator.start()
         try:
+            if from_savepoint is None and earlier_checkpoints != "resume":
+                await _handle_earlier_checkpoints(coordinator, earlier_checkpoints)
             restore = await resolve_restore_point(coordinator.store, from_savepoint)
             if restore is not None:
                 check_restorable(restore, spec)
@@ -73,3 +86,18 @@ async def run_once(
         finally:
             await coordinator.close()
     return RunResult(None if restore is None else restore.url, savepoint)
+
+
+async def _handle_earlier_checkpoints(coordinator: CheckpointCoordinator, policy: EarlierCheckpoints) -> None:
+    completed = await coordinator.store.all()
+    if not completed:
+        return
+    if policy == "discard":
+        await coordinator.store.discard_all()
+        return
+    latest, keys = completed[-1], coordinator.keys
+    raise EarlierRunError(
+        f"job {keys.namespace}/{keys.job} has {len(completed)} completed checkpoint(s) "
+        f"of an earlier run (latest: {latest.path}). Resume from it with --from-savepoint {latest.path}, "
+        "start over from empty state with --fresh (deletes them), or choose another --job-id."
+    )

@@ -20,15 +20,7 @@ from lockgate.runtime import (
     ValueStateDescriptor,
 )
 
-
-class RunningCount(KeyedProcessFunction):
-    def open(self, ctx: RuntimeContext) -> None:
-        self.count = ctx.state(ValueStateDescriptor("count", default=0))
-
-    def process(self, value: Any, ctx: Context) -> Iterator[dict[str, Any]]:
-        n = self.count.value() + 1
-        self.count.update(n)
-        yield {"word": ctx.current_key, "count": n}
+from examples.wordcount import CountWords
 
 
 class RunningSum(KeyedProcessFunction):
@@ -46,7 +38,7 @@ def word_count(env: StreamEnvironment, source: Source, out: str) -> None:
         env.source(source, name="lines")
         .flat_map(lambda line: line["text"].split(), name="words")
         .key_by(lambda word: word)
-        .process(RunningCount(), name="count")
+        .process(CountWords(), name="count")
         .sink(FileSink(out), name="out")
     )
 

@@ -2,28 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from lockgate.runtime import FileSink, LogSource, StreamEnvironment
 
-from lockgate.runtime import (
-    Context,
-    FileSink,
-    KeyedProcessFunction,
-    LogSource,
-    RuntimeContext,
-    StreamEnvironment,
-    ValueStateDescriptor,
-)
-
-
-class CountWords(KeyedProcessFunction):
-    def open(self, ctx: RuntimeContext) -> None:
-        self.count = ctx.state(ValueStateDescriptor("count", default=0))
-
-    def process(self, value: Any, ctx: Context) -> Iterator[dict[str, Any]]:
-        n = self.count.value() + 1
-        self.count.update(n)
-        yield {"word": ctx.current_key, "count": n}
+from examples.wordcount import CountWords
 
 
 def build(env: StreamEnvironment) -> None:

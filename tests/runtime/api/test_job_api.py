@@ -115,7 +115,7 @@ def test_invalid_vertex_names() -> None:
     [
         ("tests.jobs.wordcount", r"must be module:function"),
         ("no.such.module:build", r"cannot import module 'no.such.module'"),
-        ("tests.jobs.wordcount:missing", r"has no 'missing'; it defines: CountWords, build$"),
+        ("tests.jobs.wordcount:missing", r"has no 'missing'; it defines: build$"),
         ("tests.jobs.wordcount:NOT_CALLABLE", r"is a int, not a function"),
     ],
 )

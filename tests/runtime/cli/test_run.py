@@ -23,9 +23,8 @@ def _lockgate(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_bounded_word_count_at_parallelism_3_is_exact(tmp_path: Path) -> None:
-    words = _write_lines(tmp_path / "lines", partitions=3, lines=400)
-    result = _lockgate(
+def _word_count(tmp_path: Path, out: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    return _lockgate(
         tmp_path,
         "run",
         "tests.jobs.configurable:word_count",
@@ -37,16 +36,25 @@ def test_bounded_word_count_at_parallelism_3_is_exact(tmp_path: Path) -> None:
         "--arg",
         f"input=file://{tmp_path}/lines",
         "--arg",
-        f"output=file://{tmp_path}/out",
+        f"output=file://{tmp_path}/{out}",
+        *flags,
     )
+
+
+def _assert_exact(url: str, words: list[str]) -> None:
+    expected = Counter(words)
+    assert Counter((r["word"], r["count"]) for r in read_committed(url)) == Counter(
+        (w, k) for w, n in expected.items() for k in range(1, n + 1)
+    )
+
+
+def test_bounded_word_count_at_parallelism_3_is_exact(tmp_path: Path) -> None:
+    words = _write_lines(tmp_path / "lines", partitions=3, lines=400)
+    result = _word_count(tmp_path, "out")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "at parallelism 3 on local[3]" in result.stdout
     assert f"finished: read {400 * 3:,} records, wrote {len(words):,}" in result.stdout
-    output = read_committed(f"file://{tmp_path}/out")
-    expected = Counter(words)
-    assert Counter((r["word"], r["count"]) for r in output) == Counter(
-        (w, k) for w, n in expected.items() for k in range(1, n + 1)
-    )
+    _assert_exact(f"file://{tmp_path}/out", words)
     # The embedded etcd kept its data under .lockgate/, and the checkpoints are there too.
     assert (tmp_path / ".lockgate" / "etcd").is_dir()
     assert list((tmp_path / ".lockgate" / "checkpoints" / "configurable").glob("chk-*/_metadata"))
@@ -64,3 +72,18 @@ def test_a_job_argument_without_a_value_is_named(tmp_path: Path) -> None:
     result = _lockgate(tmp_path, "run", "tests.jobs.configurable:word_count", "--arg", "input")
     assert result.returncode == 1
     assert "--arg 'input' must be KEY=VALUE" in result.stderr
+
+
+def test_a_second_run_never_silently_continues_the_first(tmp_path: Path) -> None:
+    words = _write_lines(tmp_path / "lines", partitions=2, lines=200)
+    assert _word_count(tmp_path, "first").returncode == 0
+
+    refused = _word_count(tmp_path, "second")
+    assert refused.returncode == 1
+    assert "has 1 completed checkpoint(s) of an earlier run" in refused.stderr
+    assert "--from-savepoint file://" in refused.stderr
+    assert "--fresh" in refused.stderr
+
+    fresh = _word_count(tmp_path, "second", "--fresh")
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    _assert_exact(f"file://{tmp_path}/second", words)

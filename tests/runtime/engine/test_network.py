@@ -35,6 +35,16 @@ def server():
     server.close()
 
 
+def _connected(server, capacity: int):
+    """A started server with one expected channel, and its connected sending end."""
+    wakeup = threading.Event()
+    inbound = server.expect(CHANNEL, capacity, wakeup)
+    server.start()
+    outbound = RemoteOutputChannel(server.address, CHANNEL, SECRET, threading.Event())
+    outbound.connect()
+    return inbound, outbound, wakeup
+
+
 def _poll_until(channel, wakeup: threading.Event):
     while (element := channel.poll()) is None:
         assert wakeup.wait(10), "nothing arrived within 10 s"
@@ -43,11 +53,7 @@ def _poll_until(channel, wakeup: threading.Event):
 
 
 def test_records_and_end_of_stream_arrive_in_order(server) -> None:
-    wakeup = threading.Event()
-    inbound = server.expect(CHANNEL, 4, wakeup)
-    server.start()
-    outbound = RemoteOutputChannel(server.address, CHANNEL, SECRET, threading.Event())
-    outbound.connect()
+    inbound, outbound, wakeup = _connected(server, 4)
     for batch in range(10):
         outbound.send([("k", batch)])
         assert _poll_until(inbound, wakeup) == [("k", batch)]
@@ -91,11 +97,7 @@ def test_a_wrong_secret_names_the_likely_cause(server) -> None:
 
 
 def test_a_sender_without_credit_blocks_until_the_receiver_consumes(server) -> None:
-    wakeup = threading.Event()
-    inbound = server.expect(CHANNEL, 3, wakeup)
-    server.start()
-    outbound = RemoteOutputChannel(server.address, CHANNEL, SECRET, threading.Event())
-    outbound.connect()
+    inbound, outbound, wakeup = _connected(server, 3)
     for batch in range(3):
         outbound.send([batch])
     fourth_sent = threading.Event()
@@ -109,11 +111,7 @@ def test_a_sender_without_credit_blocks_until_the_receiver_consumes(server) -> N
 
 
 def test_a_peer_lost_mid_stream_fails_the_receiving_task(server) -> None:
-    wakeup = threading.Event()
-    inbound = server.expect(CHANNEL, 4, wakeup)
-    server.start()
-    outbound = RemoteOutputChannel(server.address, CHANNEL, SECRET, threading.Event())
-    outbound.connect()
+    inbound, outbound, wakeup = _connected(server, 4)
     outbound.send([1])
     outbound.close()
     assert _poll_until(inbound, wakeup) == [1]

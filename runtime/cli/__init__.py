@@ -8,6 +8,7 @@ import sys
 
 from lockgate.runtime.api.validation import JobDefinitionError
 from lockgate.runtime.cli import checkpoints, run, savepoint
+from lockgate.runtime.cli.manifest import ManifestError
 from lockgate.runtime.coordination.errors import CoordinatorConflictError, JobFailedError
 from lockgate.runtime.coordination.etcd import EtcdConfigError, EtcdUnavailableError
 from lockgate.runtime.coordination.etcd_server import EtcdServerError
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         JobDefinitionError,
         JobFailedError,
         EarlierRunError,
+        ManifestError,
         EtcdServerError,
         ValueError,
     ) as error:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lockgate.runtime.api.entrypoint import build_graph
+from lockgate.runtime.cli.manifest import load_manifest
 from lockgate.runtime.cli.progress import read_totals, show_progress
 from lockgate.runtime.coordination.completed_store import CompletedCheckpointStore
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
@@ -35,16 +36,18 @@ RUN_FILE = WORK_DIR / "run.json"
 
 def register(commands: Any) -> None:
     command = commands.add_parser("run", help="run a job locally on Spark")
-    command.add_argument("job", metavar="JOB", help="the job's entrypoint, module:function")
-    command.add_argument("--parallelism", "-p", type=int, default=2, help="subtasks per vertex (default 2)")
+    command.add_argument(
+        "job", metavar="JOB", help="the job's entrypoint, module:function, or a StreamingJob manifest file"
+    )
+    command.add_argument("--parallelism", "-p", type=int, help="subtasks per vertex (default 2)")
     command.add_argument("--max-parallelism", type=int, help="key groups (default: Flink's rule from P)")
-    command.add_argument("--checkpoint-interval", type=float, default=5.0, help="seconds (default 5)")
+    command.add_argument("--checkpoint-interval", type=float, help="seconds (default 5)")
     command.add_argument("--checkpoint-timeout", type=float, default=600.0, help="seconds (default 600)")
     command.add_argument("--checkpoint-dir", help="checkpoint storage URL (default: .lockgate/checkpoints)")
     command.add_argument("--retained", type=int, default=2, help="completed checkpoints kept (default 2)")
     command.add_argument("--savepoint-dir", help="where savepoints go (default: .lockgate/savepoints)")
-    command.add_argument("--state-backend", choices=["rocksdb", "heap"], default="rocksdb")
-    command.add_argument("--mode", choices=["exactly-once", "at-least-once"], default="exactly-once")
+    command.add_argument("--state-backend", choices=["rocksdb", "heap"], help="default: rocksdb")
+    command.add_argument("--mode", choices=["exactly-once", "at-least-once"], help="default: exactly-once")
     command.add_argument(
         "--from-savepoint", metavar="PATH", help="restore from this savepoint or retained checkpoint"
     )
@@ -54,7 +57,7 @@ def register(commands: Any) -> None:
         help="start from empty state, deleting the checkpoints of an earlier run of this job id",
     )
     command.add_argument("--job-id", help="the job's id in etcd and storage (default: the job's name)")
-    command.add_argument("--namespace", default="default", help="the job's namespace (default: default)")
+    command.add_argument("--namespace", help="the job's namespace (default: default)")
     command.add_argument(
         "--bounded",
         action="store_true",
@@ -88,10 +91,46 @@ def _etcd(arguments: argparse.Namespace) -> Iterator[EtcdConfig]:
         server.stop()
 
 
+DEFAULTS: dict[str, object] = {
+    "parallelism": 2,
+    "checkpoint_interval": 5.0,
+    "state_backend": "rocksdb",
+    "mode": "exactly-once",
+    "namespace": "default",
+}
+
+
+def _resolve(arguments: argparse.Namespace) -> dict[str, str]:
+    """Fill unset options from the manifest (when JOB is one), then the defaults;
+    returns the job's args (the manifest's, overridden by --arg)."""
+    args: dict[str, str] = {}
+    if arguments.job.endswith((".yaml", ".yml")) or Path(arguments.job).is_file():
+        manifest = load_manifest(Path(arguments.job))
+        arguments.job = manifest.entrypoint
+        args.update(manifest.args)
+        from_manifest = {
+            "parallelism": manifest.replicas,
+            "max_parallelism": manifest.max_parallelism,
+            "checkpoint_interval": manifest.interval_s,
+            "state_backend": manifest.state_backend,
+            "mode": manifest.mode,
+            "namespace": manifest.namespace,
+            "job_id": manifest.name,
+        }
+        for name, value in from_manifest.items():
+            if getattr(arguments, name) is None and value is not None:
+                setattr(arguments, name, value)
+    for name, default in DEFAULTS.items():
+        if getattr(arguments, name) is None:
+            setattr(arguments, name, default)
+    args.update(_job_args(arguments.arg))
+    return args
+
+
 def run_command(arguments: argparse.Namespace) -> int:
     # Job modules are found from the current directory, as `python -m` would.
     sys.path.insert(0, os.getcwd())
-    args = _job_args(arguments.arg)
+    args = _resolve(arguments)
     graph = build_graph(arguments.job, arguments.job_id, args)  # fails fast on a bad job
     keys = JobKeys(arguments.namespace, arguments.job_id or graph.name)
     p = arguments.parallelism

@@ -12,6 +12,7 @@ from typing import Any
 from lockgate.runtime import (
     Context,
     FileSink,
+    ForwardingSinkWriter,
     GeneratorSource,
     KeyedProcessFunction,
     RuntimeContext,
@@ -39,9 +40,9 @@ def stamp(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-class _MeasuringWriter(SinkWriter):
+class _MeasuringWriter(ForwardingSinkWriter):
     def __init__(self, inner: SinkWriter, samples: str, subtask: int) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.path = os.path.join(samples, f"subtask-{subtask}-{os.getpid()}.json")
         self.latencies: list[float] = []
         self.count = 0
@@ -56,15 +57,6 @@ class _MeasuringWriter(SinkWriter):
         if self.count % SAMPLE_EVERY == 0:
             self.latencies.append(now - record["t"])
         self.inner.write(record)
-
-    def pre_commit(self, checkpoint_id: int) -> list[Any]:
-        return self.inner.pre_commit(checkpoint_id)
-
-    def commit(self, committables: list[Any]) -> None:
-        self.inner.commit(committables)
-
-    def recover(self, committables: list[Any]) -> None:
-        self.inner.recover(committables)
 
     def close(self) -> None:
         self.inner.close()

@@ -3,7 +3,7 @@
 Job code imports what it needs from here; these names are public API.
 """
 
-from lockgate.runtime.api.connectors import Sink, SinkWriter, Source, SourceReader
+from lockgate.runtime.api.connectors import ForwardingSinkWriter, Sink, SinkWriter, Source, SourceReader
 from lockgate.runtime.api.functions import Context, KeyedProcessFunction, RuntimeContext
 from lockgate.runtime.api.graph import JobGraph
 from lockgate.runtime.api.stream import DataStream, KeyedStream, StreamEnvironment
@@ -47,6 +47,7 @@ __all__ = [
     "Context",
     "DataStream",
     "FileSink",
+    "ForwardingSinkWriter",
     "GeneratorSource",
     "JobDefinitionError",
     "JobGraph",

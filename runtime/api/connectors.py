@@ -63,6 +63,29 @@ class SinkWriter(ABC):
         """Release files and connections (an open transaction is not committed)."""
 
 
+class ForwardingSinkWriter(SinkWriter):
+    """Hands every call to `inner`: subclass it to wrap a sink's writes (to measure,
+    throttle or enrich them) while its transactions stay the inner sink's."""
+
+    def __init__(self, inner: SinkWriter) -> None:
+        self.inner = inner
+
+    def write(self, record: Any) -> None:
+        self.inner.write(record)
+
+    def pre_commit(self, checkpoint_id: int) -> list[Any]:
+        return self.inner.pre_commit(checkpoint_id)
+
+    def commit(self, committables: list[Any]) -> None:
+        self.inner.commit(committables)
+
+    def recover(self, committables: list[Any]) -> None:
+        self.inner.recover(committables)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 class Sink(ABC):
     @abstractmethod
     def create_writer(self, subtask: int, parallelism: int) -> SinkWriter: ...

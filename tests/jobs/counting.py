@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from lockgate.runtime import (
     Context,
     FileSink,
+    ForwardingSinkWriter,
     KeyedProcessFunction,
     RuntimeContext,
     Sink,
@@ -121,9 +122,9 @@ class CountEmitted:
         return record
 
 
-class _SlowWriter(SinkWriter):
+class _SlowWriter(ForwardingSinkWriter):
     def __init__(self, inner: SinkWriter, tracker: str, delay_s: float) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.tracker = tracker
         self.delay_s = delay_s
 
@@ -131,18 +132,6 @@ class _SlowWriter(SinkWriter):
         time.sleep(self.delay_s)  # the slow external system this sink stands for
         self.inner.write(record)
         InFlight.registry[self.tracker].on_written()
-
-    def pre_commit(self, checkpoint_id: int) -> list[Any]:
-        return self.inner.pre_commit(checkpoint_id)
-
-    def commit(self, committables: list[Any]) -> None:
-        self.inner.commit(committables)
-
-    def recover(self, committables: list[Any]) -> None:
-        self.inner.recover(committables)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 class SlowSink(Sink):

@@ -23,10 +23,10 @@ from tests.runtime.engine.test_local_engine import _write_lines
 M = 32
 
 
-def _spec(etcd_config, keys, tmp_path: Path, entrypoint: str, parallelism: int, **args: str) -> JobSpec:
+def _spec(etcd_config, job_keys, tmp_path: Path, entrypoint: str, parallelism: int, **args: str) -> JobSpec:
     return JobSpec(
         entrypoint=entrypoint,
-        keys=keys,
+        keys=job_keys,
         parallelism=parallelism,
         state=StateConfig("rocksdb", tmp_path / "local", M),
         etcd=etcd_config,
@@ -81,3 +81,30 @@ async def test_a_failing_coordinator_cancels_the_spark_stage(
         await asyncio.wait_for(run_once(spec, BarrierStage(spark), storage, config), 120)
     # The unbounded tasks were interrupted: the slots are free for the next stage.
     assert spark.sparkContext.statusTracker().getActiveStageIds() == []
+
+
+@pytest.mark.parametrize("parallelism", [1, 2, 3])
+async def test_keyed_running_sum_on_spark_is_exact(
+    spark, etcd_config, keys, tmp_path: Path, parallelism
+) -> None:
+    count, key_count = 6000, 37
+    spec = _spec(
+        etcd_config,
+        keys,
+        tmp_path,
+        "tests.jobs.configurable:running_sum",
+        parallelism,
+        count=str(count),
+        keys=str(key_count),
+        partitions="5",
+        output=f"file://{tmp_path}/out",
+    )
+    storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
+    await run_once(spec, BarrierStage(spark), storage, CheckpointConfig(interval_s=0.2, timeout_s=60))
+
+    output = read_committed(f"file://{tmp_path}/out")
+    assert sorted(r["n"] for r in output) == list(range(count)), "nothing lost, nothing twice"
+    finals: dict[int, int] = {}
+    for record in output:
+        finals[record["key"]] = max(finals.get(record["key"], 0), record["sum"])
+    assert finals == {k: sum(range(k, count, key_count)) for k in range(key_count)}

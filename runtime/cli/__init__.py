@@ -8,11 +8,11 @@ import sys
 
 from lockgate.runtime.api.validation import JobDefinitionError
 from lockgate.runtime.cli import checkpoints, run, savepoint
-from lockgate.runtime.cli.manifest import ManifestError
 from lockgate.runtime.coordination.errors import CoordinatorConflictError, JobFailedError
 from lockgate.runtime.coordination.etcd import EtcdConfigError, EtcdUnavailableError
 from lockgate.runtime.coordination.etcd_server import EtcdServerError
-from lockgate.runtime.engine.job_master import EarlierRunError
+from lockgate.runtime.driver.manifest import ManifestError
+from lockgate.runtime.engine.job_master import EarlierRunError, JobGaveUpError
 
 
 class CommandError(RuntimeError):
@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         JobFailedError,
         EarlierRunError,
         ManifestError,
+        JobGaveUpError,
         EtcdServerError,
         ValueError,
     ) as error:

@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
+from pathlib import Path
+from typing import Any
 
 from lockgate.runtime.coordination.etcd import EtcdConfig
 from lockgate.runtime.coordination.keys import JobKeys
+
+WORK_DIR = Path(".lockgate")
+RUN_FILE = WORK_DIR / "run.json"
+"""Where `lockgate run` records its etcd, so other commands in its directory find it."""
+
+
+def local_run() -> dict[str, Any] | None:
+    """The record of the `lockgate run` going on in this directory, if any."""
+    return json.loads(RUN_FILE.read_text()) if RUN_FILE.exists() else None
 
 
 def add(command: argparse.ArgumentParser) -> None:
@@ -15,9 +27,10 @@ def add(command: argparse.ArgumentParser) -> None:
     etcd.add_argument(
         "--etcd",
         default=os.environ.get("LOCKGATE_ETCD"),
-        help="comma-separated etcd endpoints, http(s)://host:port (default: $LOCKGATE_ETCD)",
+        help="comma-separated etcd endpoints, http(s)://host:port (default: $LOCKGATE_ETCD, else "
+        "the etcd of the `lockgate run` going on in this directory)",
     )
-    etcd.add_argument("--namespace", default="default", help="the job's namespace (default: default)")
+    etcd.add_argument("--namespace", help="the job's namespace (default: default)")
     etcd.add_argument("--etcd-ca", help="CA certificate file for https endpoints")
     etcd.add_argument("--etcd-cert", help="client certificate file")
     etcd.add_argument("--etcd-key", help="client key file")
@@ -25,10 +38,17 @@ def add(command: argparse.ArgumentParser) -> None:
 
 
 def config(arguments: argparse.Namespace) -> EtcdConfig:
-    if not arguments.etcd:
-        raise ValueError("no etcd given: pass --etcd http://host:port or set LOCKGATE_ETCD")
+    endpoints = arguments.etcd
+    if not endpoints:
+        run = local_run()
+        if run is None:
+            raise ValueError(
+                "no etcd given: pass --etcd http://host:port, set LOCKGATE_ETCD, "
+                "or run this in the directory of a `lockgate run`"
+            )
+        endpoints = run["etcd"]
     return EtcdConfig.from_url(
-        arguments.etcd,
+        endpoints,
         ca_file=arguments.etcd_ca,
         cert_file=arguments.etcd_cert,
         key_file=arguments.etcd_key,
@@ -38,4 +58,8 @@ def config(arguments: argparse.Namespace) -> EtcdConfig:
 
 
 def job_keys(arguments: argparse.Namespace) -> JobKeys:
-    return JobKeys(arguments.namespace, arguments.job_id)
+    namespace = arguments.namespace
+    if namespace is None:
+        run = local_run() if not arguments.etcd else None
+        namespace = run["namespace"] if run is not None and run["job_id"] == arguments.job_id else "default"
+    return JobKeys(namespace, arguments.job_id)

@@ -137,6 +137,10 @@ class CheckpointCoordinator:
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
+    def next_checkpoint_id(self) -> int:
+        return self._next_id
+
+    @property
     def keys(self) -> JobKeys:
         return self._keys
 

@@ -38,12 +38,14 @@ def verify(url: str) -> RestorePoint:
 
 
 async def resolve_restore_point(
-    store: CompletedCheckpointStore, savepoint_url: str | None = None
+    store: CompletedCheckpointStore, savepoint_url: str | None = None, min_id: int = 0
 ) -> RestorePoint | None:
+    """The explicit savepoint, else the newest intact completed checkpoint numbered
+    `min_id` or higher, else None."""
     if savepoint_url is not None:
         # The user named it: no silent fallback to something else.
         return await asyncio.to_thread(verify, savepoint_url)
-    for summary in reversed(await store.all()):
+    for summary in reversed([c for c in await store.all() if c.checkpoint_id >= min_id]):
         try:
             return await asyncio.to_thread(verify, summary.path)
         except SnapshotCorruptError as error:

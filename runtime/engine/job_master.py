@@ -3,16 +3,24 @@ checkpoint coordinator, restored from a savepoint or the latest checkpoint."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from lockgate.runtime.api.validation import JobDefinitionError
 from lockgate.runtime.coordination.coordinator import CheckpointConfig, CheckpointCoordinator
+from lockgate.runtime.coordination.errors import CoordinatorConflictError, CoordinatorFencedError
 from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.restore_point import RestorePoint, resolve_restore_point
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.plan import job_plan
+from lockgate.runtime.engine.restart import NoRestart, RestartStrategy
 from lockgate.runtime.engine.supervision import run_beside_coordinator
-from lockgate.runtime.snapshot.storage import CheckpointStorage
+from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError
+
+log = logging.getLogger(__name__)
 
 
 class Stage(Protocol):
@@ -44,8 +52,25 @@ class MaxParallelismMismatchError(ValueError):
 @dataclass(frozen=True)
 class RunResult:
     restored_from: str | None
+    """What the first launch restored (None: empty state)."""
     savepoint: str | None
     """Set when the run ended by a stop-with-savepoint."""
+    restarts: int = 0
+
+
+class JobGaveUpError(RuntimeError):
+    """The restart strategy gave up; the message holds the last failure."""
+
+
+# Failures a restart cannot cure: the job, its options or its restore point are wrong.
+PERMANENT_FAILURES: tuple[type[BaseException], ...] = (
+    JobDefinitionError,
+    MaxParallelismMismatchError,
+    EarlierRunError,
+    CoordinatorConflictError,
+    CoordinatorFencedError,
+    SnapshotCorruptError,
+)
 
 
 def check_restorable(restore: RestorePoint, spec: JobSpec) -> None:
@@ -58,6 +83,88 @@ def check_restorable(restore: RestorePoint, spec: JobSpec) -> None:
             )
 
 
+class JobMaster:
+    """Runs a job to its end: launches its tasks beside a coordinator and, when a
+    launch fails, relaunches them by the restart strategy from the latest
+    checkpoint of this run (or what the first launch restored, if none completed)."""
+
+    def __init__(
+        self,
+        spec: JobSpec,
+        stage: Stage,
+        storage: CheckpointStorage,
+        config: CheckpointConfig,
+        *,
+        savepoint_dir: str | None = None,
+    ) -> None:
+        self.spec = spec
+        self._stage = stage
+        self._storage = storage
+        self._config = config
+        self._savepoint_dir = savepoint_dir
+        self.restarts = 0
+        self._launched = False
+        self._first_restore: RestorePoint | None = None
+        self._first_id = 0
+
+    async def run(
+        self,
+        strategy: RestartStrategy,
+        *,
+        from_savepoint: str | None = None,
+        earlier_checkpoints: EarlierCheckpoints = "resume",
+    ) -> RunResult:
+        while True:
+            try:
+                savepoint = await self._launch(from_savepoint, earlier_checkpoints)
+            except PERMANENT_FAILURES:
+                raise
+            except Exception as failure:
+                delay = strategy.next_delay(time.monotonic())
+                if delay is None:
+                    raise JobGaveUpError(
+                        f"gave up after {self.restarts} restart(s) ({strategy.describe()}); "
+                        f"last failure: {type(failure).__name__}: {failure}"
+                    ) from failure
+                self.restarts += 1
+                log.warning("job failed (%s); restart %s in %.1f s", failure, self.restarts, delay)
+                await asyncio.sleep(delay)  # the strategy's delay, nothing to wait for
+                continue
+            restored = None if self._first_restore is None else self._first_restore.url
+            return RunResult(restored, savepoint, self.restarts)
+
+    async def _launch(self, from_savepoint: str | None, earlier: EarlierCheckpoints) -> str | None:
+        graph = self.spec.graph()  # imported and validated here before any task starts
+        plan = job_plan(graph, self.spec.parallelism, self.spec.state.max_parallelism)
+        async with Etcd(self.spec.etcd) as etcd:
+            coordinator = CheckpointCoordinator(
+                etcd, self.spec.keys, self._storage, plan, self._config, savepoint_dir=self._savepoint_dir
+            )
+            await coordinator.start()
+            try:
+                restore = await self._restore_point(coordinator, from_savepoint, earlier)
+                if restore is not None:
+                    check_restorable(restore, self.spec)
+                launch = self.spec.launch(restore, coordinator.trigger_revision)
+                stage = self._stage
+                return await run_beside_coordinator(coordinator, lambda: stage.run(launch), stage.cancel)
+            finally:
+                await coordinator.close()
+
+    async def _restore_point(
+        self, coordinator: CheckpointCoordinator, from_savepoint: str | None, earlier: EarlierCheckpoints
+    ) -> RestorePoint | None:
+        if self._launched:
+            latest = await resolve_restore_point(coordinator.store, min_id=self._first_id)
+            return latest or self._first_restore
+        if from_savepoint is None and earlier != "resume":
+            await _handle_earlier_checkpoints(coordinator, earlier)
+        self._first_restore = await resolve_restore_point(coordinator.store, from_savepoint)
+        self._first_id = coordinator.next_checkpoint_id
+        self._launched = True
+        return self._first_restore
+
+
 async def run_once(
     spec: JobSpec,
     stage: Stage,
@@ -68,24 +175,11 @@ async def run_once(
     from_savepoint: str | None = None,
     earlier_checkpoints: EarlierCheckpoints = "resume",
 ) -> RunResult:
-    graph = spec.graph()  # imported and validated here before any task starts
-    plan = job_plan(graph, spec.parallelism, spec.state.max_parallelism)
-    async with Etcd(spec.etcd) as etcd:
-        coordinator = CheckpointCoordinator(
-            etcd, spec.keys, storage, plan, config, savepoint_dir=savepoint_dir
-        )
-        await coordinator.start()
-        try:
-            if from_savepoint is None and earlier_checkpoints != "resume":
-                await _handle_earlier_checkpoints(coordinator, earlier_checkpoints)
-            restore = await resolve_restore_point(coordinator.store, from_savepoint)
-            if restore is not None:
-                check_restorable(restore, spec)
-            launch = spec.launch(restore, coordinator.trigger_revision)
-            savepoint = await run_beside_coordinator(coordinator, lambda: stage.run(launch), stage.cancel)
-        finally:
-            await coordinator.close()
-    return RunResult(None if restore is None else restore.url, savepoint)
+    """One launch, no restarts."""
+    master = JobMaster(spec, stage, storage, config, savepoint_dir=savepoint_dir)
+    return await master.run(
+        NoRestart(), from_savepoint=from_savepoint, earlier_checkpoints=earlier_checkpoints
+    )
 
 
 async def _handle_earlier_checkpoints(coordinator: CheckpointCoordinator, policy: EarlierCheckpoints) -> None:

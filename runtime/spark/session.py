@@ -1,4 +1,4 @@
-"""Spark sessions for local runs."""
+"""Spark sessions set up for Lockgate's long-running barrier stages."""
 
 from __future__ import annotations
 
@@ -8,6 +8,37 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
+LOCKGATE_CONF = {
+    # A failed task must fail the stage at once: the job master relaunches it
+    # from the latest checkpoint. A Spark-side retry would relaunch it from the
+    # restore point of the failed launch and replay what was already committed.
+    "spark.task.maxFailures": "1",
+    "spark.stage.maxConsecutiveAttempts": "1",
+    # After an executor is lost, wait for replacements (up to a minute) before
+    # launching a barrier stage that needs all of its slots.
+    "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": "1s",
+    "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "60",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.python.worker.faulthandler.enabled": "true",
+}
+
+
+def spark_session(
+    master: str | None = None, app_name: str = "lockgate", conf: Mapping[str, str] | None = None
+) -> SparkSession:
+    """A session with Lockgate's settings; `master` None keeps spark-submit's."""
+    # Python workers run this interpreter, with the driver's import path, so
+    # that job modules importable here are importable in the tasks.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    paths = [p for p in sys.path if p] + [os.environ.get("PYTHONPATH", "")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    for key, value in {**LOCKGATE_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
 
 def local_session(
     slots: int, app_name: str = "lockgate", conf: Mapping[str, str] | None = None
@@ -15,18 +46,4 @@ def local_session(
     """A `local[slots]` session. A barrier stage needs all P slots at once, so
     `slots` must be at least the parallelism (more slots than cores is fine:
     Lockgate's tasks are long-running threads, not CPU-bound batch tasks)."""
-    # Python workers run this interpreter, with the driver's import path, so
-    # that job modules importable here are importable in the tasks.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    paths = [p for p in sys.path if p] + [os.environ.get("PYTHONPATH", "")]
-    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
-    builder = (
-        SparkSession.builder.master(f"local[{slots}]")
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.python.worker.faulthandler.enabled", "true")
-    )
-    for key, value in (conf or {}).items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+    return spark_session(f"local[{slots}]", app_name, {"spark.ui.enabled": "false", **(conf or {})})

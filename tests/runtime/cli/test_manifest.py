@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from lockgate.runtime.cli.manifest import ManifestError, duration_s, load_manifest
+from lockgate.runtime.driver.manifest import ManifestError, duration_s, load_manifest
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("30", 30.0), ("30s", 30.0), ("500ms", 0.5), ("2m", 120.0)])

@@ -1,0 +1,56 @@
+"""`spark-submit … -m lockgate.runtime.driver JOB --etcd URL [options]`: the driver of
+one job on the cluster spark-submit names. Exit 0 when the job finished or was
+stopped with a savepoint (its path is the last line printed), 1 when it failed
+(the cause on stderr), 2 on bad options or a job that does not resolve."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+
+from lockgate.runtime.api.validation import JobDefinitionError
+from lockgate.runtime.coordination.etcd import EtcdConfig
+from lockgate.runtime.driver.drive import drive
+from lockgate.runtime.driver.manifest import ManifestError
+from lockgate.runtime.driver.options import add_job_options, settings_from
+from lockgate.runtime.spark import BarrierStage, spark_session
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    parser = argparse.ArgumentParser(prog="python -m lockgate.runtime.driver", description=__doc__)
+    add_job_options(parser)
+    parser.add_argument(
+        "--etcd", default=os.environ.get("LOCKGATE_ETCD"), help="etcd endpoints ($LOCKGATE_ETCD)"
+    )
+    parser.add_argument("--work-dir", default=".lockgate", help="local working files (default .lockgate)")
+    arguments = parser.parse_args(argv)
+    if not arguments.etcd:
+        parser.error("--etcd (or $LOCKGATE_ETCD) is required")
+    try:
+        settings = settings_from(arguments, Path(arguments.work_dir), fresh_by_default=False)
+    except (JobDefinitionError, ManifestError, ValueError) as error:
+        print(f"lockgate driver: {error}", file=sys.stderr)
+        return 2
+    spark = spark_session(None, f"lockgate-{settings.keys.job}")
+    try:
+        result, totals = asyncio.run(
+            drive(settings, EtcdConfig.from_url(arguments.etcd), BarrierStage(spark))
+        )
+    except Exception as error:  # noqa: BLE001 - the cause is the driver's exit message
+        print(f"lockgate driver: job {settings.keys.job} failed: {error}", file=sys.stderr)
+        return 1
+    finally:
+        spark.stop()
+    print(f"job {settings.keys.job}: read {totals.read:,} records, wrote {totals.written:,}")
+    if result.savepoint is not None:
+        print(result.savepoint)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Running a job with its settings: the job master, a progress display, and the
+job's final status in etcd (for the operator and the CLI)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import time
+from typing import Literal, TextIO
+
+from lockgate.runtime.coordination.completed_store import CompletedCheckpointStore
+from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
+from lockgate.runtime.driver.options import JobSettings
+from lockgate.runtime.driver.progress import Totals, read_totals, show_progress
+from lockgate.runtime.engine.job_master import JobMaster, RunResult, Stage
+from lockgate.runtime.engine.job_spec import JobSpec
+from lockgate.runtime.engine.vertex_state import StateConfig
+from lockgate.runtime.snapshot.storage import CheckpointStorage
+
+JobState = Literal["running", "finished", "stopped", "failed"]
+
+
+def job_spec(settings: JobSettings, etcd: EtcdConfig) -> JobSpec:
+    return JobSpec(
+        entrypoint=settings.entrypoint,
+        keys=settings.keys,
+        parallelism=settings.parallelism,
+        state=StateConfig(settings.state_backend, settings.local_dir, settings.max_parallelism),  # type: ignore[arg-type]
+        etcd=etcd,
+        secret=secrets.token_bytes(32),
+        args=tuple(settings.args.items()),
+        mode=settings.mode,  # type: ignore[arg-type]
+        bounded=settings.bounded,
+    )
+
+
+async def _record_status(etcd: Etcd, settings: JobSettings, state: JobState, **details: object) -> None:
+    status = {"state": state, "at_ms": time.time_ns() // 1_000_000, **details}
+    await etcd.put(settings.keys.status, json.dumps(status).encode())
+
+
+async def drive(
+    settings: JobSettings, etcd_config: EtcdConfig, stage: Stage, progress: TextIO | None = None
+) -> tuple[RunResult, Totals]:
+    """Run the job to its end; raises what ended it otherwise (after recording it)."""
+    storage = CheckpointStorage(settings.checkpoint_dir)
+    spec = job_spec(settings, etcd_config)
+    master = JobMaster(spec, stage, storage, settings.checkpoint, savepoint_dir=settings.savepoint_dir)
+    async with Etcd(etcd_config) as etcd:
+        store = CompletedCheckpointStore(etcd, settings.keys, storage, settings.checkpoint.retained)
+        await _record_status(etcd, settings, "running", parallelism=settings.parallelism)
+        display = (
+            None
+            if progress is None
+            else asyncio.create_task(show_progress(etcd, settings.keys, store, progress))
+        )
+        try:
+            result = await master.run(
+                settings.restart_strategy(),
+                from_savepoint=settings.from_savepoint,
+                earlier_checkpoints=settings.earlier_checkpoints,
+            )
+        except Exception as error:
+            await _record_status(etcd, settings, "failed", message=str(error), restarts=master.restarts)
+            raise
+        finally:
+            if display is not None:
+                display.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await display
+        state: JobState = "finished" if result.savepoint is None else "stopped"
+        await _record_status(etcd, settings, state, savepoint=result.savepoint, restarts=result.restarts)
+        return result, await read_totals(etcd, settings.keys, store)

@@ -16,13 +16,17 @@ from lockgate.runtime.cli.etcd_options import RUN_FILE, WORK_DIR
 from lockgate.runtime.coordination.etcd import EtcdConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.driver import add_job_options, drive, settings_from
-from lockgate.runtime.spark import BarrierStage, local_session
+from lockgate.runtime.spark import BarrierStage, spark_session
 
 
 def register(commands: Any) -> None:
     command = commands.add_parser("run", help="run a job locally on Spark")
     add_job_options(command)
     command.add_argument("--etcd", help="etcd endpoints (default: start an embedded etcd)")
+    command.add_argument(
+        "--master",
+        help="Spark master (default: local[P]); e.g. local-cluster[2,1,1024] for executors in their own JVMs",
+    )
     command.set_defaults(handler=run_command)
 
 
@@ -48,10 +52,11 @@ def run_command(arguments: argparse.Namespace) -> int:
     with _etcd(arguments) as etcd_config:
         record = {"etcd": ",".join(etcd_config.endpoints), "namespace": keys.namespace, "job_id": keys.job}
         RUN_FILE.write_text(json.dumps({**record, "pid": os.getpid()}))
-        spark = local_session(p, f"lockgate-{keys.job}")
+        master = arguments.master or f"local[{p}]"
+        spark = spark_session(master, f"lockgate-{keys.job}", {"spark.ui.enabled": "false"})
         spark.sparkContext.setLogLevel("ERROR")
         try:
-            where = f"{keys.namespace}/{keys.job} at parallelism {p} on local[{p}]"
+            where = f"{keys.namespace}/{keys.job} at parallelism {p} on {master}"
             print(f"running {settings.entrypoint} as {where}", flush=True)
             result, totals = asyncio.run(
                 drive(settings, etcd_config, BarrierStage(spark), progress=sys.stderr)

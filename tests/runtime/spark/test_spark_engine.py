@@ -76,7 +76,9 @@ async def test_a_failing_coordinator_cancels_the_spark_stage(
     (tmp_path / "checkpoints" / keys.job).touch()
     storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
     config = CheckpointConfig(interval_s=0.2, timeout_s=60, tolerable_failures=1)
-    with pytest.raises(JobGaveUpError, match=r"no restarts.*JobFailedError: 2 consecutive checkpoints failed"):
+    with pytest.raises(
+        JobGaveUpError, match=r"no restarts.*JobFailedError: 2 consecutive checkpoints failed"
+    ):
         await asyncio.wait_for(run_once(spec, BarrierStage(spark), storage, config), 120)
     # The unbounded tasks were interrupted: the slots are free for the next stage.
     assert spark.sparkContext.statusTracker().getActiveStageIds() == []

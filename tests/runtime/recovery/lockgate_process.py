@@ -1,0 +1,81 @@
+"""`lockgate` commands run as a user runs them, in a directory of their own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lockgate.runtime import read_committed
+
+LOCKGATE = str(Path(sys.executable).parent / "lockgate")
+REPO = Path(__file__).resolve().parents[3]
+
+
+def environment() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def start(cwd: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [LOCKGATE, *args],
+        cwd=cwd,
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def run(cwd: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [LOCKGATE, *args],
+        cwd=cwd,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def wait_for(
+    condition: Callable[[], bool], what: str, process: subprocess.Popen[str], timeout: float = 120
+) -> None:
+    """Poll `condition` until it holds; fail early, with the run's output, if the run ended."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if process.poll() is not None:
+            out, err = process.communicate()
+            raise AssertionError(
+                f"the run ended (exit {process.returncode}) before {what}:\n{out}\n{err[-4000:]}"
+            )
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {timeout} s")
+        time.sleep(0.1)  # polling interval of the condition, not a synchronisation by itself
+
+
+def committed_count(url: str) -> int:
+    try:
+        return len(read_committed(url))
+    except FileNotFoundError:
+        return 0
+
+
+def run_record(cwd: Path) -> dict[str, Any] | None:
+    path = cwd / ".lockgate" / "run.json"
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def finish(process: subprocess.Popen[str], timeout: float = 180) -> tuple[str, str]:
+    out, err = process.communicate(timeout=timeout)
+    assert process.returncode == 0, f"exit {process.returncode}:\n{out}\n{err[-4000:]}"
+    return out, err

@@ -30,3 +30,11 @@ def test_state_demo_restores_every_count_at_another_parallelism() -> None:
 def test_wordcount_demo_runs_on_spark_exactly_once() -> None:
     result = _run_example("wordcount_demo.py")
     assert "each count exactly once" in result.stdout
+
+
+def test_recovery_demo_kills_a_worker_rescales_and_checks_exactly_once() -> None:
+    result = _run_example("recovery_demo.py")
+    assert "killing Python worker" in result.stdout
+    assert "recovered from the latest checkpoint" in result.stdout
+    assert "resuming from the savepoint at parallelism 3" in result.stdout
+    assert "each committed exactly once, every key's sum intact: OK" in result.stdout

@@ -5,33 +5,19 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from lockgate.runtime import (
-    Context,
     FileSink,
     ForwardingSinkWriter,
-    KeyedProcessFunction,
-    RuntimeContext,
     Sink,
     SinkWriter,
     Source,
     StreamEnvironment,
-    ValueStateDescriptor,
 )
 
+from examples.sums import RunningSum
 from examples.wordcount import CountWords
-
-
-class RunningSum(KeyedProcessFunction):
-    def open(self, ctx: RuntimeContext) -> None:
-        self.total = ctx.state(ValueStateDescriptor("total", default=0))
-
-    def process(self, value: Any, ctx: Context) -> Iterator[dict[str, Any]]:
-        total = self.total.value() + value["n"]
-        self.total.update(total)
-        yield {"key": ctx.current_key, "n": value["n"], "sum": total}
 
 
 def word_count(env: StreamEnvironment, source: Source, out: str) -> None:

@@ -1,0 +1,42 @@
+"""The job the recovery benchmark runs: every key holds `value_bytes` of random
+bytes in RocksDB, rewritten at each of its records, so the state size is
+about keys x value_bytes once every key was seen."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+from lockgate.runtime import (
+    Context,
+    FileSink,
+    GeneratorSource,
+    KeyedProcessFunction,
+    RuntimeContext,
+    StreamEnvironment,
+    ValueStateDescriptor,
+)
+
+
+class Blob(KeyedProcessFunction):
+    def __init__(self, value_bytes: int) -> None:
+        self.value_bytes = value_bytes
+
+    def open(self, ctx: RuntimeContext) -> None:
+        self.blob = ctx.state(ValueStateDescriptor("blob"))
+        self.random = random.Random(ctx.subtask_index)
+
+    def process(self, value: Any, ctx: Context) -> Iterator[Any]:
+        self.blob.update(self.random.randbytes(self.value_bytes))  # incompressible, like real state
+        yield {"key": value["key"], "n": value["n"]}
+
+
+def build(env: StreamEnvironment) -> None:
+    source = GeneratorSource(None, keys=int(env.args["keys"]), partitions=8)
+    (
+        env.source(source, name="numbers")
+        .key_by(lambda record: record["key"])
+        .process(Blob(int(env.args["value_bytes"])), name="blob")
+        .sink(FileSink(env.args["output"]), name="out")
+    )

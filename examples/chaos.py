@@ -1,0 +1,51 @@
+"""Finding Spark's processes under a `lockgate run`, to kill them: the demo's and
+the fault-injection tests' chaos monkey."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) of every process we can read."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        table[int(entry.name)] = (parent, cmdline)
+    return table
+
+
+def descendants(root: int) -> dict[int, tuple[int, str]]:
+    table = _processes()
+    found: dict[int, tuple[int, str]] = {}
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, cmdline) in table.items():
+            if ppid == parent and pid not in found:
+                found[pid] = (ppid, cmdline)
+                frontier.append(pid)
+    return found
+
+
+def python_task_workers(root: int) -> list[int]:
+    """Python workers running tasks: forked by a pyspark daemon, under `root`."""
+    tree = descendants(root)
+    return [
+        pid
+        for pid, (ppid, cmdline) in tree.items()
+        if "pyspark.daemon" in cmdline and ppid in tree and "pyspark.daemon" in tree[ppid][1]
+    ]
+
+
+def executor_jvms(root: int) -> list[int]:
+    return [
+        pid for pid, (_, cmdline) in descendants(root).items() if "CoarseGrainedExecutorBackend" in cmdline
+    ]

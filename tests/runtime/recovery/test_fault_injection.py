@@ -1,0 +1,99 @@
+"""kill -9 on Spark `local-cluster` (executors in their own JVMs): a Python worker
+mid-stream, an executor JVM mid-checkpoint, a worker again, all in one run.
+The driver restarts from the latest checkpoint each time; the committed output
+equals the reference exactly."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+from lockgate.runtime import read_committed
+from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
+from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.records import Trigger, decode
+
+from examples.chaos import executor_jvms, python_task_workers
+from tests.runtime.recovery.lockgate_process import committed_count, finish, run_record, start, wait_for
+
+COUNT, KEYS = 40_000, 31
+KEYS_IN_ETCD = JobKeys("default", "chaos")
+
+
+def _checkpoint_in_flight(cwd: Path) -> bool:
+    record = run_record(cwd)
+    if record is None:
+        return False
+
+    async def read() -> bool:
+        async with Etcd(EtcdConfig.from_url(record["etcd"])) as etcd:
+            trigger = await etcd.get(KEYS_IN_ETCD.trigger)
+            latest = await etcd.get(KEYS_IN_ETCD.latest)
+        return trigger is not None and decode(Trigger, trigger).checkpoint_id > int(latest or 0)
+
+    return asyncio.run(read())
+
+
+def test_killed_workers_and_executors_lose_nothing_and_duplicate_nothing(tmp_path: Path) -> None:
+    out = f"file://{tmp_path}/out"
+    process = start(
+        tmp_path,
+        "run",
+        "tests.jobs.configurable:running_sum",
+        "--job-id",
+        "chaos",
+        "--master",
+        "local-cluster[2,1,1024]",
+        "-p",
+        "2",
+        "--bounded",
+        "--checkpoint-interval",
+        "0.3",
+        "--restart-strategy",
+        "fixed-delay",
+        "--restart-attempts",
+        "5",
+        "--restart-delay",
+        "0.5",
+        "--arg",
+        f"count={COUNT}",
+        "--arg",
+        f"keys={KEYS}",
+        "--arg",
+        "rate=2500",
+        "--arg",
+        f"output={out}",
+    )
+
+    def kill(pids: list[int], what: str) -> None:
+        assert pids, f"no {what} to kill"
+        os.kill(pids[0], signal.SIGKILL)
+
+    def progress_after(count: int) -> None:
+        wait_for(
+            lambda: committed_count(out) > count, "committed output after a restart", process, timeout=180
+        )
+
+    wait_for(lambda: committed_count(out) > 0, "committed output", process)
+    wait_for(lambda: len(python_task_workers(process.pid)) >= 2, "two task workers", process)
+    kill(python_task_workers(process.pid), "Python worker")  # mid-stream
+    progress_after(committed_count(out))
+
+    wait_for(lambda: _checkpoint_in_flight(tmp_path), "a checkpoint in flight", process)
+    kill(executor_jvms(process.pid), "executor JVM")  # mid-checkpoint
+    progress_after(committed_count(out))
+
+    wait_for(lambda: _checkpoint_in_flight(tmp_path), "a checkpoint in flight", process)
+    wait_for(lambda: bool(python_task_workers(process.pid)), "a task worker", process)
+    kill(python_task_workers(process.pid), "Python worker")  # mid-checkpoint
+    stdout, _ = finish(process, timeout=300)
+
+    assert "3 restart(s)" in stdout
+    output = read_committed(out)
+    assert sorted(r["n"] for r in output) == list(range(COUNT)), "nothing lost, nothing twice"
+    finals: dict[int, int] = {}
+    for record in output:
+        finals[record["key"]] = max(finals.get(record["key"], 0), record["sum"])
+    assert finals == {k: sum(range(k, COUNT, KEYS)) for k in range(KEYS)}

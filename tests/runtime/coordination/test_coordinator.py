@@ -13,6 +13,7 @@ from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex
 from lockgate.runtime.snapshot.metadata import read_metadata
 from lockgate.runtime.state.heap import HeapKeyedStateBackend
 
+from tests.polling import eventually
 from tests.runtime.coordination.conftest import COUNT, Job
 
 MANUAL = CheckpointConfig(interval_s=None, timeout_s=30)
@@ -76,21 +77,18 @@ async def test_min_pause_and_max_concurrent_hold_back_triggers(job: Job) -> None
     await coordinator.start()
     runner = asyncio.create_task(coordinator.run())
     try:
-        while not coordinator.pending:
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.2)
+        await eventually(lambda: bool(coordinator.pending), "the first checkpoint is triggered")
+        await asyncio.sleep(0.2)  # a window in which max_concurrent must hold further triggers back
         assert list(coordinator.pending) == [1], "max_concurrent=1 allows one at a time"
-        first = coordinator.pending[1].done
         for subtask in job.subtasks:
             subtask.gate.set()
-        completed = await asyncio.wait_for(first, 10)
-        while 2 not in coordinator.pending:
-            await asyncio.sleep(0.01)  # polls for the coordinator's own next trigger
-        trigger_2 = coordinator.pending[2].trigger.timestamp_ms
-        assert trigger_2 - completed.completed_ms >= 300 - 5
+        first = await asyncio.wait_for(coordinator.completed.get(), 10)
+        second = await asyncio.wait_for(coordinator.completed.get(), 10)
     finally:
         runner.cancel()
         await coordinator.close()
+    assert (first.checkpoint_id, second.checkpoint_id) == (1, 2)
+    assert second.trigger_ms - first.completed_ms >= 300 - 5, "min_pause separates completion and trigger"
 
 
 async def test_ack_after_timeout_is_ignored(job: Job) -> None:
@@ -104,8 +102,7 @@ async def test_ack_after_timeout_is_ignored(job: Job) -> None:
             await asyncio.wait_for(coordinator.trigger(), 10)
         assert not job.storage.exists(job.storage.checkpoint_dir(job.keys.job, 1))
         slow.gate.set()  # the late acknowledgement arrives now
-        while 1 not in slow.answered:
-            await asyncio.sleep(0.01)
+        await eventually(lambda: 1 in slow.answered, "the late acknowledgement is sent")
         second = await asyncio.wait_for(coordinator.trigger(), 10)
     finally:
         runner.cancel()

@@ -17,6 +17,7 @@ from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.coordination.keys import JobKeys
 
+from tests.polling import eventually
 from tests.runtime.coordination.conftest import Job
 
 MANUAL = CheckpointConfig(interval_s=None, timeout_s=60)
@@ -45,8 +46,7 @@ async def test_etcd_restarted_mid_checkpoint(tmp_path: Path, keys: JobKeys) -> N
             await coordinator.start()
             try:
                 done = coordinator.trigger()
-                while len(coordinator.pending[1].acks) < 2:
-                    await asyncio.sleep(0.01)  # until the first two acks are in
+                await eventually(lambda: len(coordinator.pending[1].acks) >= 2, "the first two acks are in")
                 await asyncio.to_thread(server.restart)
                 for subtask in held:
                     subtask.gate.set()

@@ -13,6 +13,7 @@ from lockgate.runtime.snapshot.native import NativeSnapshotStrategy
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
 
+from tests.polling import eventually
 from tests.runtime.coordination.conftest import Job
 
 MANUAL = CheckpointConfig(interval_s=None, timeout_s=30)
@@ -65,8 +66,7 @@ async def test_a_second_request_waits_its_turn(job: Job) -> None:
     try:
         await request_savepoint(job.etcd, job.keys, request_id="first")
         await request_savepoint(job.etcd, job.keys, request_id="second")
-        while not coordinator.pending:
-            await asyncio.sleep(0.01)  # until the first savepoint is triggered
+        await eventually(lambda: bool(coordinator.pending), "the first savepoint is triggered")
         await asyncio.sleep(0.1)
         assert [p.trigger.target.rsplit("/", 1)[1] for p in coordinator.pending.values()] == [
             "savepoint-first"

@@ -4,6 +4,7 @@ records over authenticated TCP, checkpoints through a real etcd."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import secrets
 from collections import Counter
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 from lockgate.runtime import read_committed
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
-from lockgate.runtime.engine.job_master import JobGaveUpError, run_once
+from lockgate.runtime.engine.job_master import JobGaveUpError, MaxParallelismMismatchError, run_once
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.snapshot.storage import CheckpointStorage
@@ -109,3 +110,25 @@ async def test_keyed_running_sum_on_spark_is_exact(
     for record in output:
         finals[record["key"]] = max(finals.get(record["key"], 0), record["sum"])
     assert finals == {k: sum(range(k, count, key_count)) for k in range(key_count)}
+
+
+async def test_a_savepoint_of_another_max_parallelism_is_refused_before_launch(
+    spark, etcd_config, keys, tmp_path: Path
+) -> None:
+    spec = _spec(
+        etcd_config,
+        keys,
+        tmp_path,
+        "tests.jobs.configurable:running_sum",
+        2,
+        count="500",
+        output=f"file://{tmp_path}/o",
+    )
+    storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
+    config = CheckpointConfig(interval_s=0.2, timeout_s=60)
+    await run_once(spec, BarrierStage(spark), storage, config)
+    taken = next(Path(tmp_path, "checkpoints", keys.job).glob("chk-*/_metadata")).parent
+
+    wider = dataclasses.replace(spec, state=StateConfig("rocksdb", tmp_path / "local", 2 * M))
+    with pytest.raises(MaxParallelismMismatchError, match=rf"max parallelism {M} .* this run has {2 * M}"):
+        await run_once(wider, BarrierStage(spark), storage, config, from_savepoint=f"file://{taken}")

@@ -1,5 +1,5 @@
 """kill -9 on Spark `local-cluster` (executors in their own JVMs): a Python worker
-mid-stream, an executor JVM mid-checkpoint, a worker again, all in one run.
+and an executor JVM, each mid-stream and mid-checkpoint, all in one run.
 The driver restarts from the latest checkpoint each time; the committed output
 equals the reference exactly."""
 
@@ -18,7 +18,7 @@ from lockgate.runtime.coordination.records import Trigger, decode
 from examples.chaos import executor_jvms, python_task_workers
 from tests.runtime.recovery.lockgate_process import committed_count, finish, run_record, start, wait_for
 
-COUNT, KEYS = 40_000, 31
+COUNT, KEYS = 50_000, 31
 KEYS_IN_ETCD = JobKeys("default", "chaos")
 
 
@@ -81,6 +81,10 @@ def test_killed_workers_and_executors_lose_nothing_and_duplicate_nothing(tmp_pat
     kill(python_task_workers(process.pid), "Python worker")  # mid-stream
     progress_after(committed_count(out))
 
+    wait_for(lambda: len(python_task_workers(process.pid)) >= 2, "two task workers", process)
+    kill(executor_jvms(process.pid), "executor JVM")  # mid-stream
+    progress_after(committed_count(out))
+
     wait_for(lambda: _checkpoint_in_flight(tmp_path), "a checkpoint in flight", process)
     kill(executor_jvms(process.pid), "executor JVM")  # mid-checkpoint
     progress_after(committed_count(out))
@@ -90,7 +94,7 @@ def test_killed_workers_and_executors_lose_nothing_and_duplicate_nothing(tmp_pat
     kill(python_task_workers(process.pid), "Python worker")  # mid-checkpoint
     stdout, _ = finish(process, timeout=300)
 
-    assert "3 restart(s)" in stdout
+    assert "4 restart(s)" in stdout
     output = read_committed(out)
     assert sorted(r["n"] for r in output) == list(range(COUNT)), "nothing lost, nothing twice"
     finals: dict[int, int] = {}

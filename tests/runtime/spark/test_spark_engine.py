@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import secrets
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,31 +24,39 @@ from tests.runtime.engine.test_local_engine import _write_lines
 M = 32
 
 
-def _spec(etcd_config, job_keys, tmp_path: Path, entrypoint: str, parallelism: int, **args: str) -> JobSpec:
-    return JobSpec(
-        entrypoint=entrypoint,
-        keys=job_keys,
-        parallelism=parallelism,
-        state=StateConfig("rocksdb", tmp_path / "local", M),
-        etcd=etcd_config,
-        secret=secrets.token_bytes(32),
-        args=tuple(args.items()),
-        bounded=True,
-        batch_size=64,
-    )
+SpecFactory = Callable[..., JobSpec]
+
+
+@pytest.fixture
+def make_spec(etcd_config, keys, tmp_path: Path) -> SpecFactory:
+    """A bounded job of `entrypoint` at `parallelism`, writing to `tmp_path/out` unless told."""
+
+    def make(entrypoint: str, parallelism: int, **args: str) -> JobSpec:
+        args = {"output": f"file://{tmp_path}/out", **args}
+        return JobSpec(
+            entrypoint=entrypoint,
+            keys=keys,
+            parallelism=parallelism,
+            state=StateConfig("rocksdb", tmp_path / "local", M),
+            etcd=etcd_config,
+            secret=secrets.token_bytes(32),
+            args=tuple(args.items()),
+            bounded=True,
+            batch_size=64,
+        )
+
+    return make
 
 
 @pytest.mark.parametrize("parallelism", [1, 2, 3])
-async def test_word_count_on_spark_is_exact(spark, etcd_config, keys, tmp_path: Path, parallelism) -> None:
+async def test_word_count_on_spark_is_exact(
+    spark, make_spec: SpecFactory, keys, tmp_path: Path, parallelism
+) -> None:
     words = _write_lines(tmp_path / "lines", partitions=4, lines=300)
-    spec = _spec(
-        etcd_config,
-        keys,
-        tmp_path,
+    spec = make_spec(
         "tests.jobs.configurable:word_count",
         parallelism,
         input=f"file://{tmp_path}/lines",
-        output=f"file://{tmp_path}/out",
     )
     storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
     await run_once(spec, BarrierStage(spark), storage, CheckpointConfig(interval_s=0.2, timeout_s=60))
@@ -60,17 +69,13 @@ async def test_word_count_on_spark_is_exact(spark, etcd_config, keys, tmp_path: 
 
 
 async def test_a_failing_coordinator_cancels_the_spark_stage(
-    spark, etcd_config, keys, tmp_path: Path
+    spark, make_spec: SpecFactory, keys, tmp_path: Path
 ) -> None:
-    spec = _spec(
-        etcd_config,
-        keys,
-        tmp_path,
+    spec = make_spec(
         "tests.jobs.configurable:running_sum",
         2,
         count="unbounded",
         rate="2000",
-        output=f"file://{tmp_path}/out",
     )
     # Checkpoint storage where a file blocks the job's directory: every checkpoint fails.
     (tmp_path / "checkpoints").mkdir()
@@ -87,19 +92,15 @@ async def test_a_failing_coordinator_cancels_the_spark_stage(
 
 @pytest.mark.parametrize("parallelism", [1, 2, 3])
 async def test_keyed_running_sum_on_spark_is_exact(
-    spark, etcd_config, keys, tmp_path: Path, parallelism
+    spark, make_spec: SpecFactory, keys, tmp_path: Path, parallelism
 ) -> None:
     count, key_count = 6000, 37
-    spec = _spec(
-        etcd_config,
-        keys,
-        tmp_path,
+    spec = make_spec(
         "tests.jobs.configurable:running_sum",
         parallelism,
         count=str(count),
         keys=str(key_count),
         partitions="5",
-        output=f"file://{tmp_path}/out",
     )
     storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
     await run_once(spec, BarrierStage(spark), storage, CheckpointConfig(interval_s=0.2, timeout_s=60))
@@ -113,16 +114,12 @@ async def test_keyed_running_sum_on_spark_is_exact(
 
 
 async def test_a_savepoint_of_another_max_parallelism_is_refused_before_launch(
-    spark, etcd_config, keys, tmp_path: Path
+    spark, make_spec: SpecFactory, keys, tmp_path: Path
 ) -> None:
-    spec = _spec(
-        etcd_config,
-        keys,
-        tmp_path,
+    spec = make_spec(
         "tests.jobs.configurable:running_sum",
         2,
         count="500",
-        output=f"file://{tmp_path}/o",
     )
     storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
     config = CheckpointConfig(interval_s=0.2, timeout_s=60)

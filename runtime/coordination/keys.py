@@ -7,7 +7,10 @@
 /lockgate/<namespace>/<job>/checkpoints/latest          n
 /lockgate/<namespace>/<job>/savepoints/requests/<id>    {stop, dir}
 /lockgate/<namespace>/<job>/savepoints/results/<id>     {status, path, error}
-/lockgate/<namespace>/<job>/status                      lease-bound heartbeat of the running job
+/lockgate/<namespace>/<job>/status                      lease-bound heartbeat of the running job,
+                                                        then its outcome, kept (JobStatus)
+/lockgate/<namespace>/<job>/sources/drained/<subtask>   a bounded source subtask reached its end
+/lockgate/<namespace>/<job>/tasks/progress/<subtask>    records read and written, every second
 """
 
 from __future__ import annotations

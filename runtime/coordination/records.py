@@ -117,3 +117,19 @@ class SavepointResult:
     path: str | None = None
     error: str | None = None
     checkpoint_id: int | None = None
+
+
+JobState = Literal["running", "finished", "stopped", "failed"]
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """What the driver says of its job under `status`: while `running`, a heartbeat
+    bound to the driver's lease (`at_ms` advances); at the end, the outcome, kept."""
+
+    state: JobState
+    at_ms: int
+    parallelism: int
+    restarts: int = 0
+    savepoint: str | None = None  # where a stop with savepoint left the state
+    message: str | None = None  # why the job failed

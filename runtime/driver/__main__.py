@@ -1,4 +1,5 @@
-"""`spark-submit … -m lockgate.runtime.driver JOB --etcd URL [options]`: the driver of
+"""`spark-submit … path/to/lockgate/runtime/driver/__main__.py JOB --etcd URL [options]`
+(or `python -m lockgate.runtime.driver`): the driver of
 one job on the cluster spark-submit names. Exit 0 when the job finished or was
 stopped with a savepoint (its path is the last line printed), 1 when it failed
 (the cause on stderr), 2 on bad options or a job that does not resolve."""
@@ -22,6 +23,9 @@ from lockgate.runtime.spark import BarrierStage, spark_session
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # spark-submit merges a Python driver's stderr into its stdout; py4j's INFO lines
+    # at exit would come after the savepoint path, which must be the last line.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     parser = argparse.ArgumentParser(prog="python -m lockgate.runtime.driver", description=__doc__)
     add_job_options(parser)
     parser.add_argument(

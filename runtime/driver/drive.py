@@ -5,21 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import secrets
-import time
-from typing import Literal, TextIO
+from typing import TextIO
 
 from lockgate.runtime.coordination.completed_store import CompletedCheckpointStore
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
+from lockgate.runtime.coordination.job_status import StatusHeartbeat
 from lockgate.runtime.driver.options import JobSettings
 from lockgate.runtime.driver.progress import Totals, read_totals, show_progress
 from lockgate.runtime.engine.job_master import JobMaster, RunResult, Stage
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.snapshot.storage import CheckpointStorage
-
-JobState = Literal["running", "finished", "stopped", "failed"]
 
 
 def job_spec(settings: JobSettings, etcd: EtcdConfig) -> JobSpec:
@@ -36,11 +33,6 @@ def job_spec(settings: JobSettings, etcd: EtcdConfig) -> JobSpec:
     )
 
 
-async def _record_status(etcd: Etcd, settings: JobSettings, state: JobState, **details: object) -> None:
-    status = {"state": state, "at_ms": time.time_ns() // 1_000_000, **details}
-    await etcd.put(settings.keys.status, json.dumps(status).encode())
-
-
 async def drive(
     settings: JobSettings, etcd_config: EtcdConfig, stage: Stage, progress: TextIO | None = None
 ) -> tuple[RunResult, Totals]:
@@ -50,7 +42,8 @@ async def drive(
     master = JobMaster(spec, stage, storage, settings.checkpoint, savepoint_dir=settings.savepoint_dir)
     async with Etcd(etcd_config) as etcd:
         store = CompletedCheckpointStore(etcd, settings.keys, storage, settings.checkpoint.retained)
-        await _record_status(etcd, settings, "running", parallelism=settings.parallelism)
+        status = StatusHeartbeat(etcd, settings.keys, settings.parallelism, lambda: master.restarts)
+        await status.start()
         display = (
             None
             if progress is None
@@ -63,13 +56,12 @@ async def drive(
                 earlier_checkpoints=settings.earlier_checkpoints,
             )
         except Exception as error:
-            await _record_status(etcd, settings, "failed", message=str(error), restarts=master.restarts)
+            await status.finish("failed", message=str(error))
             raise
         finally:
             if display is not None:
                 display.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await display
-        state: JobState = "finished" if result.savepoint is None else "stopped"
-        await _record_status(etcd, settings, state, savepoint=result.savepoint, restarts=result.restarts)
+        await status.finish("finished" if result.savepoint is None else "stopped", savepoint=result.savepoint)
         return result, await read_totals(etcd, settings.keys, store)

@@ -53,7 +53,7 @@ def wait_for(
         if process.poll() is not None:
             out, err = process.communicate()
             raise AssertionError(
-                f"the run ended (exit {process.returncode}) before {what}:\n{out}\n{err[-4000:]}"
+                f"the run ended (exit {process.returncode}) before {what}:\n{out}\n{(err or '')[-4000:]}"
             )
         if time.monotonic() > deadline:
             raise AssertionError(f"no {what} within {timeout} s")

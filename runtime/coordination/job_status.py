@@ -1,0 +1,93 @@
+"""The driver's side of the `status` key: a heartbeat while the job runs, the
+outcome when it ends.
+
+The heartbeat is bound to a lease, so a driver that dies without a word leaves
+no `running` status behind once its lease expires — an operator tells a live
+job from a lost one without asking Kubernetes. The outcome is written without
+a lease: it must outlive the driver, for whoever restarts or upgrades the job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+
+from lockgate.runtime.coordination.etcd import Etcd, EtcdUnavailableError
+from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.records import JobState, JobStatus, decode, encode
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class StatusHeartbeat:
+    """Publishes `running` every `ttl_s / 3` seconds under a lease of `ttl_s`."""
+
+    def __init__(
+        self, etcd: Etcd, keys: JobKeys, parallelism: int, restarts: Callable[[], int], ttl_s: int = 10
+    ) -> None:
+        self._etcd = etcd
+        self._keys = keys
+        self._status = JobStatus("running", now_ms(), parallelism)
+        self._restarts = restarts
+        self._ttl_s = ttl_s
+        self._lease: int | None = None
+        self._beating: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self._beat()
+        self._beating = asyncio.create_task(self._keep_beating(), name="status-heartbeat")
+
+    async def _beat(self) -> None:
+        if self._lease is None or await self._etcd.refresh_lease(self._lease) <= 0:
+            self._lease = await self._etcd.grant_lease(self._ttl_s)
+        status = dataclasses.replace(self._status, at_ms=now_ms(), restarts=self._restarts())
+        await self._etcd.put(self._keys.status, encode(status), lease=self._lease)
+
+    async def _keep_beating(self) -> None:
+        while True:
+            await asyncio.sleep(self._ttl_s / 3)  # the heartbeat period
+            try:
+                await self._beat()
+            except EtcdUnavailableError as error:
+                # The job goes on without etcd for a while; the status shows it lost once the lease lapses.
+                log.warning("job status heartbeat missed: %s", error)
+
+    def abandon(self) -> None:
+        """Stop beating without a word, as a driver that was killed would."""
+        if self._beating is not None:
+            self._beating.cancel()
+
+    async def finish(
+        self, state: JobState, *, savepoint: str | None = None, message: str | None = None
+    ) -> None:
+        """Stop the heartbeat and record the outcome, without a lease."""
+        if self._beating is not None:
+            self._beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._beating
+        outcome = dataclasses.replace(
+            self._status,
+            state=state,
+            at_ms=now_ms(),
+            restarts=self._restarts(),
+            savepoint=savepoint,
+            message=message,
+        )
+        await self._etcd.put(self._keys.status, encode(outcome))
+        if self._lease is not None:
+            with contextlib.suppress(EtcdUnavailableError):
+                await self._etcd.revoke_lease(self._lease)
+
+
+async def read_status(etcd: Etcd, keys: JobKeys) -> JobStatus | None:
+    """The job's status; None when no driver ever reported, or a running one was lost."""
+    data = await etcd.get(keys.status)
+    return None if data is None else decode(JobStatus, data)

@@ -1,0 +1,137 @@
+"""The driver as the operator starts it: `spark-submit DRIVER JOB --etcd URL`, a
+shared etcd, storage URLs given. Stop it with a savepoint through etcd, resume
+at P = 3 from that savepoint; the status in etcd tells how each run ended, and
+the output is exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from lockgate.runtime import read_committed
+from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
+from lockgate.runtime.coordination.job_status import read_status
+from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.records import JobStatus
+
+from tests.runtime.recovery.lockgate_process import committed_count, environment, run, wait_for
+
+COUNT, KEYS = 20_000, 23
+SPARK_SUBMIT = str(Path(sys.executable).parent / "spark-submit")
+DRIVER = getattr(importlib.util.find_spec("lockgate.runtime.driver.__main__"), "origin", None)
+assert DRIVER is not None, "spark-submit takes a Python driver as a file"
+
+
+def _submit(tmp_path: Path, etcd: str, job: JobKeys, parallelism: int, *flags: str) -> subprocess.Popen[str]:
+    command = [
+        SPARK_SUBMIT,
+        "--master",
+        f"local[{parallelism}]",
+        DRIVER,
+        "tests.jobs.configurable:running_sum",
+    ]
+    command += ["--etcd", etcd, "--namespace", job.namespace, "--job-id", job.job, "-p", str(parallelism)]
+    command += ["--checkpoint-interval", "0.3", "--checkpoint-dir", f"file://{tmp_path}/checkpoints"]
+    command += ["--savepoint-dir", f"file://{tmp_path}/savepoints", "--work-dir", str(tmp_path / "work")]
+    job_args = {"count": COUNT, "keys": KEYS, "rate": 4000, "output": f"file://{tmp_path}/out"}
+    command += [x for key, value in job_args.items() for x in ("--arg", f"{key}={value}")]
+    log = (tmp_path / f"driver-p{parallelism}.log").open("w")  # Spark's logs, read on failure
+    # spark-submit finds its siblings (find-spark-home, spark-class) on the PATH.
+    env = {**environment(), "PATH": os.pathsep.join([str(Path(SPARK_SUBMIT).parent), os.environ["PATH"]])}
+    return subprocess.Popen(
+        [*command, *flags], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=log, text=True
+    )
+
+
+def _status(etcd: str, job: JobKeys) -> JobStatus | None:
+    async def read() -> JobStatus | None:
+        async with Etcd(EtcdConfig.from_url(etcd)) as client:
+            return await read_status(client, job)
+
+    return asyncio.run(read())
+
+
+def _ended(driver: subprocess.Popen[str], tmp_path: Path, parallelism: int) -> list[str]:
+    out, _ = driver.communicate(timeout=180)
+    log = (tmp_path / f"driver-p{parallelism}.log").read_text()
+    assert driver.returncode == 0, f"exit {driver.returncode}:\n{out}\n{log[-4000:]}"
+    return out.strip().splitlines()
+
+
+def test_submitted_driver_stops_with_a_savepoint_and_resumes_at_3(
+    tmp_path: Path, etcd_server, keys: JobKeys
+) -> None:
+    etcd, out = etcd_server.endpoint, f"file://{tmp_path}/out"
+    first = _submit(tmp_path, etcd, keys, 2)
+    wait_for(lambda: committed_count(out) > 0, "committed output at P = 2", first)
+    running = _status(etcd, keys)
+    assert running is not None
+    assert (running.state, running.parallelism) == ("running", 2)
+
+    stop = run(tmp_path, "savepoint", keys.job, "--stop", "--etcd", etcd, "--namespace", keys.namespace)
+    assert stop.returncode == 0, stop.stderr
+    savepoint = stop.stdout.strip().splitlines()[-1]
+    assert savepoint.startswith(f"file://{tmp_path}/savepoints/savepoint-")
+    assert _ended(first, tmp_path, 2)[-1] == savepoint, "the driver prints the savepoint path last"
+    stopped = _status(etcd, keys)
+    assert stopped is not None
+    assert (stopped.state, stopped.savepoint) == ("stopped", savepoint)
+    assert committed_count(out) < COUNT, "the job was stopped mid-stream"
+
+    second = _submit(tmp_path, etcd, keys, 3, "--from-savepoint", savepoint, "--bounded")
+    lines = _ended(second, tmp_path, 3)
+    assert lines[-1].startswith(f"job {keys.job}: read "), "a finished run ends with its totals"
+    finished = _status(etcd, keys)
+    assert finished is not None
+    assert (finished.state, finished.parallelism, finished.savepoint) == ("finished", 3, None)
+
+    output = read_committed(out)
+    assert sorted(r["n"] for r in output) == list(range(COUNT)), "nothing lost, nothing twice"
+    finals: dict[int, int] = {}
+    for record in output:
+        finals[record["key"]] = max(finals.get(record["key"], 0), record["sum"])
+    assert finals == {k: sum(range(k, COUNT, KEYS)) for k in range(KEYS)}, "keyed state intact at P = 3"
+
+
+def test_a_driver_that_gives_up_exits_1_with_the_cause_in_etcd(
+    tmp_path: Path, etcd_server, keys: JobKeys
+) -> None:
+    etcd = etcd_server.endpoint
+    # Checkpoint storage where a file blocks the job's directory: the first checkpoint fails the job.
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / keys.job).touch()
+    driver = _submit(tmp_path, etcd, keys, 1, "--restart-strategy", "none")
+    out, _ = driver.communicate(timeout=180)
+    assert driver.returncode == 1, out
+    assert f"lockgate driver: job {keys.job} failed: " in out  # spark-submit merges stderr into stdout
+    failed = _status(etcd, keys)
+    assert failed is not None
+    assert failed.state == "failed"
+    assert failed.message is not None
+    assert "no restarts" in failed.message
+    assert "consecutive checkpoints failed" in failed.message, failed.message
+
+
+def test_a_job_that_does_not_resolve_exits_2_before_spark_starts(tmp_path: Path, etcd_server) -> None:
+    driver = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lockgate.runtime.driver",
+            "no_such_module:build",
+            "--etcd",
+            etcd_server.endpoint,
+        ],
+        cwd=tmp_path,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert driver.returncode == 2
+    assert "no_such_module" in driver.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import sys
 
@@ -12,6 +13,7 @@ from lockgate.runtime.coordination.errors import CoordinatorConflictError, JobFa
 from lockgate.runtime.coordination.etcd import EtcdConfigError, EtcdUnavailableError
 from lockgate.runtime.coordination.etcd_server import EtcdServerError
 from lockgate.runtime.driver.manifest import ManifestError
+from lockgate.runtime.driver.termination import EXIT_INTERRUPTED
 from lockgate.runtime.engine.job_master import EarlierRunError, JobGaveUpError
 
 
@@ -35,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     arguments = parser().parse_args(argv)
     try:
         status: int = arguments.handler(arguments)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        print(f"lockgate {arguments.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (
         CommandError,
         EtcdUnavailableError,

@@ -16,6 +16,7 @@ from lockgate.runtime.cli.etcd_options import RUN_FILE, WORK_DIR
 from lockgate.runtime.coordination.etcd import EtcdConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.driver import add_job_options, drive, settings_from
+from lockgate.runtime.driver.termination import until_terminated
 from lockgate.runtime.spark import BarrierStage, spark_session
 
 
@@ -59,7 +60,7 @@ def run_command(arguments: argparse.Namespace) -> int:
             where = f"{keys.namespace}/{keys.job} at parallelism {p} on {master}"
             print(f"running {settings.entrypoint} as {where}", flush=True)
             result, totals = asyncio.run(
-                drive(settings, etcd_config, BarrierStage(spark), progress=sys.stderr)
+                until_terminated(drive(settings, etcd_config, BarrierStage(spark), progress=sys.stderr))
             )
         finally:
             spark.stop()

@@ -2,7 +2,8 @@
 (or `python -m lockgate.runtime.driver`): the driver of
 one job on the cluster spark-submit names. Exit 0 when the job finished or was
 stopped with a savepoint (its path is the last line printed), 1 when it failed
-(the cause on stderr), 2 on bad options or a job that does not resolve."""
+(the cause on stderr), 2 on bad options or a job that does not resolve, 130 when
+interrupted (SIGINT or SIGTERM)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from lockgate.runtime.coordination.etcd import EtcdConfig
 from lockgate.runtime.driver.drive import drive
 from lockgate.runtime.driver.manifest import ManifestError
 from lockgate.runtime.driver.options import add_job_options, settings_from
+from lockgate.runtime.driver.termination import EXIT_INTERRUPTED, until_terminated
 from lockgate.runtime.spark import BarrierStage, spark_session
 
 
@@ -43,8 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     spark = spark_session(None, f"lockgate-{settings.keys.job}")
     try:
         result, totals = asyncio.run(
-            drive(settings, EtcdConfig.from_url(arguments.etcd), BarrierStage(spark))
+            until_terminated(drive(settings, EtcdConfig.from_url(arguments.etcd), BarrierStage(spark)))
         )
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        print(f"lockgate driver: job {settings.keys.job} interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as error:  # noqa: BLE001 - the cause is the driver's exit message
         print(f"lockgate driver: job {settings.keys.job} failed: {error}", file=sys.stderr)
         return 1

@@ -35,6 +35,12 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--tolerable-failures", type=int, default=0, help="failed checkpoints in a row (default 0)"
     )
+    command.add_argument(
+        "--min-pause", type=float, default=0.0, help="seconds between a checkpoint's end and the next (0)"
+    )
+    command.add_argument(
+        "--max-concurrent", type=int, default=1, help="checkpoints in flight at once (default 1)"
+    )
     command.add_argument("--checkpoint-dir", help="checkpoint storage URL (default: .lockgate/checkpoints)")
     command.add_argument("--retained", type=int, default=2, help="completed checkpoints kept (default 2)")
     command.add_argument("--savepoint-dir", help="where savepoints go (default: .lockgate/savepoints)")
@@ -157,6 +163,8 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
         checkpoint=CheckpointConfig(
             interval_s=arguments.checkpoint_interval,
             timeout_s=arguments.checkpoint_timeout,
+            min_pause_s=arguments.min_pause,
+            max_concurrent=arguments.max_concurrent,
             tolerable_failures=arguments.tolerable_failures,
             retained=arguments.retained,
         ),

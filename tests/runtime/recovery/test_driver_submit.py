@@ -1,4 +1,5 @@
-"""The driver as the operator starts it: `spark-submit DRIVER JOB --etcd URL`, a
+"""The driver as the operator starts it: `python -m lockgate.runtime.spark.submit
+[spark-submit options] -- JOB --etcd URL [driver options]`, a
 shared etcd, storage URLs given. Stop it with a savepoint through etcd, resume
 at P = 3 from that savepoint; the status in etcd tells how each run ended, and
 the output is exactly once."""
@@ -6,8 +7,6 @@ the output is exactly once."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,29 +20,27 @@ from lockgate.runtime.coordination.records import JobStatus
 from tests.runtime.recovery.lockgate_process import committed_count, environment, run, wait_for
 
 COUNT, KEYS = 20_000, 23
-SPARK_SUBMIT = str(Path(sys.executable).parent / "spark-submit")
-DRIVER = getattr(importlib.util.find_spec("lockgate.runtime.driver.__main__"), "origin", None)
-assert DRIVER is not None, "spark-submit takes a Python driver as a file"
 
 
 def _submit(tmp_path: Path, etcd: str, job: JobKeys, parallelism: int, *flags: str) -> subprocess.Popen[str]:
+    """The command the operator's driver pods run, with local[P] for the cluster."""
     command = [
-        SPARK_SUBMIT,
+        sys.executable,
+        "-m",
+        "lockgate.runtime.spark.submit",
         "--master",
         f"local[{parallelism}]",
-        DRIVER,
-        "tests.jobs.configurable:running_sum",
+        "--",
     ]
+    command += ["tests.jobs.configurable:running_sum"]
     command += ["--etcd", etcd, "--namespace", job.namespace, "--job-id", job.job, "-p", str(parallelism)]
     command += ["--checkpoint-interval", "0.3", "--checkpoint-dir", f"file://{tmp_path}/checkpoints"]
     command += ["--savepoint-dir", f"file://{tmp_path}/savepoints", "--work-dir", str(tmp_path / "work")]
     job_args = {"count": COUNT, "keys": KEYS, "rate": 4000, "output": f"file://{tmp_path}/out"}
     command += [x for key, value in job_args.items() for x in ("--arg", f"{key}={value}")]
     log = (tmp_path / f"driver-p{parallelism}.log").open("w")  # Spark's logs, read on failure
-    # spark-submit finds its siblings (find-spark-home, spark-class) on the PATH.
-    env = {**environment(), "PATH": os.pathsep.join([str(Path(SPARK_SUBMIT).parent), os.environ["PATH"]])}
     return subprocess.Popen(
-        [*command, *flags], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=log, text=True
+        [*command, *flags], cwd=tmp_path, env=environment(), stdout=subprocess.PIPE, stderr=log, text=True
     )
 
 

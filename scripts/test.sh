@@ -9,7 +9,7 @@ echo "== ruff"
 .venv/bin/ruff check "${sources[@]}"
 .venv/bin/ruff format --check "${sources[@]}"
 echo "== mypy --strict"
-.venv/bin/mypy -p lockgate.runtime
+.venv/bin/mypy -p lockgate.runtime -p lockgate.operator
 echo "== import layers"
 .venv/bin/lint-imports
 echo "== pytest"

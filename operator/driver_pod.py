@@ -1,0 +1,190 @@
+"""The driver Pod of one launch of a job: `spark-submit` in client mode against the
+Kubernetes API, executors owned by the driver pod (they go when it goes).
+
+Every value the operator decides — parallelism, max parallelism, where to
+restore from — is an explicit flag, so `kubectl get pod -o yaml` shows what
+runs; the job's own settings come from the StreamingJob manifest in the job's
+ConfigMap, mounted at /etc/lockgate.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from lockgate.operator.naming import JobNames
+from lockgate.operator.spec import Resources, SpecError, StreamingJobSpec
+
+CONFIG_DIR = "/etc/lockgate"
+MANIFEST_FILE = "job.yaml"
+DRIVER_PORT, BLOCK_MANAGER_PORT, UI_PORT = 7078, 7079, 4040
+API_SERVER = "k8s://https://kubernetes.default.svc"
+# spark-submit options the operator derives from the spec; a sparkConf entry may not override them.
+OWNED_CONF_PREFIXES = (
+    "spark.executor.instances",
+    "spark.executor.cores",
+    "spark.kubernetes.namespace",
+    "spark.kubernetes.container.image",
+    "spark.kubernetes.driver.pod.name",
+    "spark.kubernetes.executor.label.",
+    "spark.driver.host",
+    "spark.driver.port",
+    "spark.driver.blockManager.port",
+    "spark.dynamicAllocation.enabled",
+)
+
+Restore = Literal["savepoint", "latest", "empty"]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One start of the job's driver: its number and what state it starts from."""
+
+    number: int
+    max_parallelism: int
+    restore: Restore
+    savepoint: str | None = None  # with restore == "savepoint"
+
+    def __post_init__(self) -> None:
+        if (self.restore == "savepoint") != (self.savepoint is not None):
+            raise ValueError("a savepoint path goes with restore='savepoint', and only with it")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """What the operator knows beyond the spec: etcd and default storage."""
+
+    etcd_endpoints: str
+    checkpoint_storage: str | None = None
+
+
+_QUANTITY = re.compile(r"^(\d+)(Ki|Mi|Gi|Ti|k|M|G|T)?$")
+_SPARK_UNIT = {None: "b", "Ki": "k", "k": "k", "Mi": "m", "M": "m", "Gi": "g", "G": "g", "Ti": "t", "T": "t"}
+
+
+def spark_memory(quantity: str, where: str) -> str:
+    """A Kubernetes memory quantity (`2Gi`) as Spark's size string (`2g`)."""
+    match = _QUANTITY.match(quantity)
+    if match is None:
+        raise SpecError(f"{where}: {quantity!r} is not a memory quantity like 512Mi or 2Gi")
+    return f"{match[1]}{_SPARK_UNIT[match[2]]}"
+
+
+def _executor_conf(resources: Resources) -> dict[str, str]:
+    conf = {}
+    memory = resources.requests.get("memory") or resources.limits.get("memory")
+    if memory is not None:
+        conf["spark.executor.memory"] = spark_memory(memory, "spec.executor.resources memory")
+    if "cpu" in resources.requests:
+        conf["spark.kubernetes.executor.request.cores"] = resources.requests["cpu"]
+    if "cpu" in resources.limits:
+        conf["spark.kubernetes.executor.limit.cores"] = resources.limits["cpu"]
+    return conf
+
+
+def spark_conf(names: JobNames, spec: StreamingJobSpec, launch: Launch) -> dict[str, str]:
+    for key in spec.spark_conf:
+        if key.startswith(OWNED_CONF_PREFIXES):
+            raise SpecError(f"spec.sparkConf[{key!r}] is set by the operator from the spec; remove it")
+    conf = {
+        "spark.executor.instances": str(spec.replicas),
+        # One slot per executor: a barrier stage of P tasks gets P executor pods.
+        "spark.executor.cores": "1",
+        "spark.dynamicAllocation.enabled": "false",
+        "spark.kubernetes.namespace": names.namespace,
+        "spark.kubernetes.container.image": spec.image,
+        "spark.kubernetes.container.image.pullPolicy": spec.image_pull_policy,
+        "spark.kubernetes.driver.pod.name": names.driver_pod(launch.number),
+        "spark.kubernetes.executor.podNamePrefix": f"{names.name}-{launch.number}",
+        "spark.driver.host": f"{names.service}.{names.namespace}.svc",
+        "spark.driver.bindAddress": "0.0.0.0",
+        "spark.driver.port": str(DRIVER_PORT),
+        "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
+    }
+    for key, value in names.labels("executor").items():
+        conf[f"spark.kubernetes.executor.label.{key}"] = value
+    return {**conf, **_executor_conf(spec.executor_resources), **spec.spark_conf}
+
+
+def _restart_flags(spec: StreamingJobSpec) -> list[str]:
+    strategy = spec.restart_strategy
+    flags = ["--restart-strategy", strategy.type]
+    optional = {
+        "--restart-attempts": strategy.attempts,
+        "--restart-delay": strategy.delay_s,
+        "--restart-max-delay": strategy.max_delay_s,
+        "--restart-failure-interval": strategy.failure_interval_s,
+    }
+    return flags + [x for flag, value in optional.items() if value is not None for x in (flag, str(value))]
+
+
+def driver_arguments(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster: Cluster) -> list[str]:
+    """The driver's own options (after spark-submit's `--`)."""
+    storage = spec.checkpointing.storage or cluster.checkpoint_storage
+    if storage is None:
+        raise SpecError(
+            "spec.checkpointing.storage is required: the operator has no default checkpoint storage"
+        )
+    savepoints = spec.savepoints.dir or f"{storage.rstrip('/')}/savepoints"
+    c = spec.checkpointing
+    flags = [f"{CONFIG_DIR}/{MANIFEST_FILE}", "--namespace", names.namespace, "--job-id", names.name]
+    flags += ["--parallelism", str(spec.replicas), "--max-parallelism", str(launch.max_parallelism)]
+    flags += ["--state-backend", spec.state_backend, "--mode", c.mode]
+    flags += ["--checkpoint-interval", str(c.interval_s), "--checkpoint-timeout", str(c.timeout_s)]
+    flags += ["--min-pause", str(c.min_pause_s), "--max-concurrent", str(c.max_concurrent)]
+    flags += ["--tolerable-failures", str(c.tolerable_failures), "--retained", str(c.retained)]
+    flags += ["--checkpoint-dir", storage, "--savepoint-dir", savepoints, "--work-dir", "/tmp/lockgate"]
+    flags += _restart_flags(spec)
+    if launch.restore == "savepoint":
+        flags += ["--from-savepoint", str(launch.savepoint)]
+    elif launch.restore == "empty":
+        flags += ["--fresh"]
+    return flags
+
+
+def _resources(resources: Resources) -> dict[str, Any]:
+    return {k: v for k, v in {"requests": resources.requests, "limits": resources.limits}.items() if v}
+
+
+def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster: Cluster) -> dict[str, Any]:
+    conf = spark_conf(names, spec, launch)
+    spark_options = ["--master", API_SERVER, "--deploy-mode", "client", "--name", names.name]
+    spark_options += [x for key, value in conf.items() for x in ("--conf", f"{key}={value}")]
+    container = {
+        "name": "driver",
+        "image": spec.image,
+        "imagePullPolicy": spec.image_pull_policy,
+        "command": ["python", "-m", "lockgate.runtime.spark.submit"],
+        "args": [*spark_options, "--", *driver_arguments(names, spec, launch, cluster)],
+        "env": [
+            {"name": "LOCKGATE_ETCD", "value": spec.etcd_endpoints or cluster.etcd_endpoints},
+        ],
+        "ports": [
+            {"name": "driver-rpc", "containerPort": DRIVER_PORT},
+            {"name": "blockmanager", "containerPort": BLOCK_MANAGER_PORT},
+            {"name": "spark-ui", "containerPort": UI_PORT},
+        ],
+        "resources": _resources(spec.driver_resources),
+        "volumeMounts": [{"name": "job", "mountPath": CONFIG_DIR, "readOnly": True}],
+    }
+    template = spec.pod_template
+    metadata = template.get("metadata", {}) if isinstance(template.get("metadata"), dict) else {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": names.driver_pod(launch.number),
+            "namespace": names.namespace,
+            "labels": {**metadata.get("labels", {}), **names.labels("driver")},
+            "annotations": {**metadata.get("annotations", {}), "lockgate.dev/launch": str(launch.number)},
+        },
+        "spec": {
+            **{k: v for k, v in template.get("spec", {}).items() if k not in ("containers", "volumes")},
+            "serviceAccountName": spec.service_account_name or names.service_account,
+            # The operator restarts a failed driver (with the job's restart strategy and backoff).
+            "restartPolicy": "Never",
+            "containers": [container],
+            "volumes": [{"name": "job", "configMap": {"name": names.config_map}}],
+        },
+    }

@@ -1,0 +1,92 @@
+"""The objects a job owns besides its driver pod: the job's ConfigMap, the
+driver's headless Service, and the RBAC that lets the driver manage its
+executor pods (nothing more: least privilege)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from lockgate.operator.driver_pod import BLOCK_MANAGER_PORT, DRIVER_PORT, MANIFEST_FILE, UI_PORT
+from lockgate.operator.naming import API_VERSION, KIND, JobNames
+
+
+def _metadata(names: JobNames, name: str, component: str) -> dict[str, Any]:
+    return {"name": name, "namespace": names.namespace, "labels": names.labels(component)}
+
+
+def config_map(names: JobNames, spec: dict[str, Any]) -> dict[str, Any]:
+    """The StreamingJob as a manifest the driver reads (`lockgate run` takes the same file)."""
+    manifest = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": names.name, "namespace": names.namespace},
+        "spec": spec,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(names, names.config_map, "config"),
+        "data": {MANIFEST_FILE: yaml.safe_dump(manifest, sort_keys=False)},
+    }
+
+
+def driver_service(names: JobNames) -> dict[str, Any]:
+    """Headless: executors resolve the driver's pod address by the Service's name."""
+    ports = {"driver-rpc": DRIVER_PORT, "blockmanager": BLOCK_MANAGER_PORT, "spark-ui": UI_PORT}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(names, names.service, "driver"),
+        "spec": {
+            "clusterIP": "None",
+            "selector": {"lockgate.dev/job": names.name, "app.kubernetes.io/component": "driver"},
+            "ports": [{"name": n, "port": p, "targetPort": p} for n, p in ports.items()],
+            # Executors connect while the driver starts, before it is Ready.
+            "publishNotReadyAddresses": True,
+        },
+    }
+
+
+def service_account(names: JobNames) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _metadata(names, names.service_account, "driver"),
+    }
+
+
+def role(names: JobNames) -> dict[str, Any]:
+    """What Spark's driver does in client mode: manage its executor pods, the
+    ConfigMaps and claims it mounts into them, and its services."""
+    verbs = ["get", "list", "watch", "create", "delete", "deletecollection", "patch", "update"]
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _metadata(names, names.role, "driver"),
+        "rules": [
+            {
+                "apiGroups": [""],
+                "resources": ["pods", "configmaps", "services", "persistentvolumeclaims"],
+                "verbs": verbs,
+            },
+        ],
+    }
+
+
+def role_binding(names: JobNames) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _metadata(names, names.role, "driver"),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": names.role},
+        "subjects": [{"kind": "ServiceAccount", "name": names.service_account, "namespace": names.namespace}],
+    }
+
+
+def owned_objects(names: JobNames, spec: dict[str, Any], own_service_account: bool) -> list[dict[str, Any]]:
+    """Everything but the driver pod, in the order they must exist."""
+    objects = [config_map(names, spec), driver_service(names)]
+    if own_service_account:
+        objects += [service_account(names), role(names), role_binding(names)]
+    return objects

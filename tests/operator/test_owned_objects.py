@@ -1,0 +1,141 @@
+"""The objects the operator creates for a job: valid Kubernetes objects, a driver
+command that carries the spec, and a ConfigMap the driver reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from lockgate.operator.driver_pod import Cluster, Launch, driver_pod
+from lockgate.operator.naming import JobNames
+from lockgate.operator.owned import owned_objects
+from lockgate.operator.spec import SpecError, parse_spec
+from lockgate.runtime.driver.manifest import load_manifest
+
+from tests.operator.test_crd import KUBERNETES
+
+NAMES = JobNames("streams", "sums")
+CLUSTER = Cluster("http://etcd.lockgate:2379", "s3://bucket/checkpoints")
+SPEC = {
+    "image": "lockgate:1",
+    "job": {"entrypoint": "jobs.sums:build", "args": {"keys": "1000"}},
+    "replicas": 4,
+    "maxParallelism": 128,
+    "executor": {"resources": {"requests": {"cpu": "1", "memory": "2Gi"}}},
+    "sparkConf": {"spark.sql.shuffle.partitions": "4"},
+    "podTemplate": {"metadata": {"labels": {"team": "a"}}, "spec": {"nodeSelector": {"pool": "streams"}}},
+}
+
+
+def _conf(pod: dict[str, Any]) -> dict[str, str]:
+    args = pod["spec"]["containers"][0]["args"]
+    pairs = [args[i + 1] for i, a in enumerate(args[: args.index("--")]) if a == "--conf"]
+    return dict(pair.split("=", 1) for pair in pairs)
+
+
+def _driver_args(pod: dict[str, Any]) -> list[str]:
+    args: list[str] = pod["spec"]["containers"][0]["args"]
+    return args[args.index("--") + 1 :]
+
+
+def test_every_object_is_valid_kubernetes() -> None:
+    spec = parse_spec(SPEC)
+    objects = [*owned_objects(NAMES, SPEC, own_service_account=True)]
+    objects.append(driver_pod(NAMES, spec, Launch(1, 128, "latest"), CLUSTER))
+    for obj in objects:
+        kubernetes_validate.validate(obj, KUBERNETES, strict=True)
+    assert [o["kind"] for o in objects] == [
+        "ConfigMap",
+        "Service",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "Pod",
+    ]
+    for obj in objects:
+        assert obj["metadata"]["namespace"] == "streams"
+        assert obj["metadata"]["labels"]["lockgate.dev/job"] == "sums"
+
+
+def test_the_driver_runs_one_executor_per_subtask_owned_by_its_pod() -> None:
+    pod = driver_pod(NAMES, parse_spec(SPEC), Launch(3, 128, "latest"), CLUSTER)
+    conf = _conf(pod)
+    assert pod["metadata"]["name"] == "sums-driver-3"
+    assert conf["spark.executor.instances"] == "4"
+    assert conf["spark.executor.cores"] == "1"
+    assert conf["spark.kubernetes.driver.pod.name"] == "sums-driver-3", (
+        "executors are owned by the driver pod"
+    )
+    assert conf["spark.driver.host"] == "sums-driver.streams.svc"
+    assert conf["spark.executor.memory"] == "2g"
+    assert conf["spark.kubernetes.executor.label.lockgate.dev/job"] == "sums"
+    assert conf["spark.sql.shuffle.partitions"] == "4"
+    args = pod["spec"]["containers"][0]["args"]
+    assert args[:4] == ["--master", "k8s://https://kubernetes.default.svc", "--deploy-mode", "client"]
+    driver = _driver_args(pod)
+    assert driver[0] == "/etc/lockgate/job.yaml"
+    assert driver[driver.index("--parallelism") + 1] == "4"
+    assert driver[driver.index("--max-parallelism") + 1] == "128"
+    assert driver[driver.index("--checkpoint-dir") + 1] == "s3://bucket/checkpoints"
+    assert "--from-savepoint" not in driver, "last-state resumes the latest checkpoint"
+    assert "--fresh" not in driver
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert env["LOCKGATE_ETCD"] == "http://etcd.lockgate:2379"
+    assert pod["spec"]["nodeSelector"] == {"pool": "streams"}
+    assert pod["metadata"]["labels"]["team"] == "a"
+    assert pod["spec"]["restartPolicy"] == "Never"
+
+
+def test_restore_flags_follow_the_launch() -> None:
+    spec = parse_spec(SPEC)
+    from_savepoint = driver_pod(NAMES, spec, Launch(2, 128, "savepoint", "s3://b/savepoint-1"), CLUSTER)
+    assert _driver_args(from_savepoint)[-2:] == ["--from-savepoint", "s3://b/savepoint-1"]
+    empty = driver_pod(NAMES, spec, Launch(2, 128, "empty"), CLUSTER)
+    assert _driver_args(empty)[-1] == "--fresh"
+    with pytest.raises(ValueError, match="savepoint path goes with"):
+        Launch(2, 128, "latest", "s3://b/savepoint-1")
+
+
+def test_the_config_map_is_the_manifest_the_driver_reads(tmp_path: Path) -> None:
+    config_map = owned_objects(NAMES, SPEC, own_service_account=False)[0]
+    (tmp_path / "job.yaml").write_text(config_map["data"]["job.yaml"])
+    manifest = load_manifest(tmp_path / "job.yaml")
+    assert (manifest.entrypoint, manifest.name, manifest.namespace) == ("jobs.sums:build", "sums", "streams")
+    assert manifest.args == {"keys": "1000"}
+    assert yaml.safe_load(config_map["data"]["job.yaml"])["spec"] == SPEC
+
+
+@pytest.mark.parametrize(
+    ("change", "culprit"),
+    [
+        ({"sparkConf": {"spark.executor.instances": "9"}}, r"spec.sparkConf\['spark.executor.instances'\]"),
+        ({"executor": {"resources": {"requests": {"memory": "lots"}}}}, "spec.executor.resources memory"),
+        ({"checkpointing": {"storage": None}}, "spec.checkpointing.storage is required"),
+    ],
+)
+def test_a_spec_the_driver_cannot_run_names_the_field(change: dict[str, Any], culprit: str) -> None:
+    spec = parse_spec({**SPEC, **change})
+    with pytest.raises(SpecError, match=culprit):
+        driver_pod(NAMES, spec, Launch(1, 128, "latest"), Cluster("http://etcd:2379"))
+
+
+@pytest.mark.parametrize(
+    ("spec", "culprit"),
+    [
+        ({**SPEC, "replicas": 200}, "spec.replicas 200 exceeds spec.maxParallelism 128"),
+        ({**SPEC, "replicas": "4"}, "spec.replicas must be an integer"),
+        ({**SPEC, "job": {"entrypoint": "sums"}}, "spec.job.entrypoint must be module:function"),
+        ({**SPEC, "checkpointing": {"interval": "often"}}, "spec.checkpointing.interval"),
+        (
+            {**SPEC, "upgradeMode": "rolling"},
+            "spec.upgradeMode must be one of savepoint, last-state, stateless",
+        ),
+        ({**SPEC, "restartStrategy": {"type": "forever"}}, "spec.restartStrategy.type must be one of"),
+    ],
+)
+def test_a_bad_spec_names_the_field(spec: dict[str, Any], culprit: str) -> None:
+    with pytest.raises(SpecError, match=culprit):
+        parse_spec(spec)

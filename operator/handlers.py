@@ -1,0 +1,44 @@
+"""Every kopf registration of the operator, and nothing else: the work is in
+`reconcile`. Errors: a bad spec is permanent (kopf stops retrying that
+change); etcd or API trouble is temporary, retried after a delay."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import kopf
+from kubernetes.client import ApiException
+from lockgate.operator import reconcile
+from lockgate.operator.job import Job, OperatorContext
+from lockgate.operator.naming import GROUP, PLURAL, VERSION
+from lockgate.runtime.coordination.etcd import EtcdUnavailableError
+
+RESOURCE = (GROUP, VERSION, PLURAL)
+
+
+async def _guarded(work: Callable[[], Awaitable[None]]) -> None:
+    try:
+        await work()
+    except (EtcdUnavailableError, ApiException) as error:
+        raise kopf.TemporaryError(f"{type(error).__name__}: {error}", delay=5) from error
+
+
+def register(registry: kopf.OperatorRegistry, context: OperatorContext, observe_every_s: float = 5.0) -> None:
+    """Register the StreamingJob handlers on `registry`, working through `context`."""
+
+    @kopf.on.create(*RESOURCE, registry=registry)
+    async def created(body: kopf.Body, **_: Any) -> None:
+        await _guarded(lambda: reconcile.on_create(Job(body, context)))
+
+    @kopf.on.update(*RESOURCE, field="spec", registry=registry)
+    async def changed(body: kopf.Body, old: Any, **_: Any) -> None:
+        await _guarded(lambda: reconcile.on_change(Job(body, context), dict(old or {})))
+
+    @kopf.timer(*RESOURCE, interval=observe_every_s, registry=registry)
+    async def observed(body: kopf.Body, **_: Any) -> None:
+        await _guarded(lambda: reconcile.observe(Job(body, context)))
+
+    @kopf.on.delete(*RESOURCE, registry=registry)
+    async def deleted(body: kopf.Body, **_: Any) -> None:
+        await _guarded(lambda: reconcile.on_delete(Job(body, context)))

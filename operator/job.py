@@ -1,0 +1,64 @@
+"""One StreamingJob as the operator's handlers see it, and what they share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+from lockgate.operator.driver_pod import Cluster
+from lockgate.operator.job_etcd import JobEtcd
+from lockgate.operator.kube import Kube
+from lockgate.operator.naming import JobNames
+from lockgate.operator.spec import StreamingJobSpec, parse_spec
+from lockgate.runtime.coordination.keys import JobKeys
+
+
+@dataclass(frozen=True)
+class OperatorContext:
+    """What every handler needs: Kubernetes, etcd, and the cluster's defaults."""
+
+    kube: Kube
+    etcd: JobEtcd
+    cluster: Cluster
+    driver_exit_timeout_s: float = 120.0
+
+
+@dataclass
+class Job:
+    body: kopf.Body  # the owner of what the job creates, and the subject of its events
+    context: OperatorContext
+    status: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.status = {k: v for k, v in dict(self.body.get("status") or {}).items() if k != "kopf"}
+
+    @property
+    def names(self) -> JobNames:
+        metadata = self.body["metadata"]
+        return JobNames(metadata["namespace"], metadata["name"])
+
+    @property
+    def keys(self) -> JobKeys:
+        return JobKeys(self.names.namespace, self.names.name)
+
+    @property
+    def generation(self) -> int:
+        return int(self.body["metadata"].get("generation", 1))
+
+    @property
+    def raw_spec(self) -> dict[str, Any]:
+        return dict(self.body.get("spec") or {})
+
+    def spec(self) -> StreamingJobSpec:
+        """The parsed spec; raises SpecError naming the field."""
+        return parse_spec(self.raw_spec)
+
+    async def record(self, **fields: Any) -> None:
+        """Write `fields` into the job's status at once (None removes a field)."""
+        for name, value in fields.items():
+            if value is None:
+                self.status.pop(name, None)
+            else:
+                self.status[name] = value
+        await self.context.kube.patch_status(self.names.namespace, self.names.name, fields)

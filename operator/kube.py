@@ -1,0 +1,90 @@
+"""The Kubernetes calls the operator makes beyond kopf's own: the objects it owns
+and its job's status, with the official client (run in threads: it is sync)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, cast
+
+from kubernetes import client
+from lockgate.operator.naming import GROUP, PLURAL, VERSION
+
+MERGE_PATCH = "application/merge-patch+json"
+CONFLICT, NOT_FOUND = 409, 404
+
+
+class Kube:
+    def __init__(self, api: client.ApiClient) -> None:
+        self._api = api
+        self._core = client.CoreV1Api(api)
+        self._rbac = client.RbacAuthorizationV1Api(api)
+        self._custom = client.CustomObjectsApi(api)
+
+    def _calls(self, kind: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        """(create, patch) of a kind the operator owns."""
+        calls: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+            "Pod": (self._core.create_namespaced_pod, self._core.patch_namespaced_pod),
+            "ConfigMap": (self._core.create_namespaced_config_map, self._core.patch_namespaced_config_map),
+            "Service": (self._core.create_namespaced_service, self._core.patch_namespaced_service),
+            "ServiceAccount": (
+                self._core.create_namespaced_service_account,
+                self._core.patch_namespaced_service_account,
+            ),
+            "Role": (self._rbac.create_namespaced_role, self._rbac.patch_namespaced_role),
+            "RoleBinding": (
+                self._rbac.create_namespaced_role_binding,
+                self._rbac.patch_namespaced_role_binding,
+            ),
+        }
+        return calls[kind]
+
+    async def create(self, obj: dict[str, Any]) -> bool:
+        """Create `obj`; False when it exists already (a retried step)."""
+        create, _ = self._calls(obj["kind"])
+        try:
+            await asyncio.to_thread(create, obj["metadata"]["namespace"], obj)
+        except client.ApiException as error:
+            if error.status == CONFLICT:
+                return False
+            raise
+        return True
+
+    async def apply(self, obj: dict[str, Any]) -> None:
+        """Create `obj`, or bring an existing one to it."""
+        if not await self.create(obj):
+            _, patch = self._calls(obj["kind"])
+            metadata = obj["metadata"]
+            await asyncio.to_thread(
+                patch, metadata["name"], metadata["namespace"], obj, _content_type=MERGE_PATCH
+            )
+
+    async def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            pod = await asyncio.to_thread(self._core.read_namespaced_pod, name, namespace)
+        except client.ApiException as error:
+            if error.status == NOT_FOUND:
+                return None
+            raise
+        serialized = self._api.sanitize_for_serialization(pod)  # type: ignore[no-untyped-call]
+        return cast(dict[str, Any], serialized)
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        try:
+            await asyncio.to_thread(self._core.delete_namespaced_pod, name, namespace)
+        except client.ApiException as error:
+            if error.status != NOT_FOUND:
+                raise
+
+    async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """Merge `status` into the StreamingJob's status, now (not when a handler returns)."""
+        await asyncio.to_thread(
+            self._custom.patch_namespaced_custom_object_status,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            {"status": status},
+            _content_type=MERGE_PATCH,
+        )

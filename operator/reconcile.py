@@ -1,0 +1,216 @@
+"""What the operator does for each event of a StreamingJob — plain functions the
+kopf handlers call and the tests call directly."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import kopf
+from lockgate.operator.conditions import set_condition
+from lockgate.operator.job import Job
+from lockgate.operator.spec import SpecError, StreamingJobSpec, parse_spec
+from lockgate.operator.transition import Plan, carry_out, max_parallelism, record_savepoint
+
+
+async def _degraded(job: Job, error: SpecError) -> None:
+    """The last good spec keeps running; the condition and an Event say why the new one is not."""
+    message = f"spec of generation {job.generation} not applied: {error}"
+    conditions = set_condition(
+        job.status.get("conditions"), "Degraded", true=True, reason="InvalidSpec", message=message
+    )
+    await job.record(conditions=conditions, message=message)
+    kopf.warn(job.body, reason="InvalidSpec", message=message)
+
+
+async def _checked_spec(job: Job) -> StreamingJobSpec:
+    try:
+        spec = job.spec()
+        recorded = job.status.get("maxParallelism")
+        if recorded and spec.max_parallelism not in (None, recorded):
+            raise SpecError(
+                f"spec.maxParallelism cannot change from {recorded} to {spec.max_parallelism}: "
+                "the job's state is split into that many key groups"
+            )
+        if spec.replicas > max_parallelism(job):
+            raise SpecError(
+                f"spec.replicas {spec.replicas} exceeds the job's max parallelism {max_parallelism(job)}"
+            )
+    except SpecError as error:
+        await _degraded(job, error)
+        raise kopf.PermanentError(str(error)) from error
+    if any(
+        c.get("type") == "Degraded" and c.get("status") == "True" for c in job.status.get("conditions", [])
+    ):
+        conditions = set_condition(job.status.get("conditions"), "Degraded", true=False, reason="SpecValid")
+        await job.record(conditions=conditions, message=None)
+    return spec
+
+
+def _next_launch(job: Job) -> int:
+    return int(job.status.get("launch", 0)) + 1
+
+
+async def on_create(job: Job) -> None:
+    if "upgrade" in job.status:  # an operator restarted before the first launch completed
+        await carry_out(job, job.status["upgrade"])
+        return
+    spec = await _checked_spec(job)
+    if spec.state == "suspended":
+        await job.record(phase="Suspended", maxParallelism=max_parallelism(job))
+        return
+    await carry_out(
+        job, {"step": "starting", "reason": "created", "launch": _next_launch(job), "restore": "latest"}
+    )
+
+
+def _needs_restart(old: StreamingJobSpec, new: StreamingJobSpec) -> bool:
+    """Whether the running driver must be replaced to apply `new`."""
+    applied_live = dataclasses.replace(
+        old,
+        savepoints=new.savepoints,
+        upgrade_mode=new.upgrade_mode,
+        state=new.state,
+        restart_nonce=new.restart_nonce,
+        restart_strategy=new.restart_strategy,  # the operator's own restarts read it live
+    )
+    return applied_live != new
+
+
+def _upgrade_plan(job: Job, spec: StreamingJobSpec, reason: str, *, suspend: bool = False) -> Plan:
+    plan: Plan = {
+        "reason": reason,
+        "launch": _next_launch(job),
+        "suspend": suspend,
+        "generation": job.generation,
+    }
+    if spec.upgrade_mode == "savepoint":
+        return {**plan, "step": "savepoint", "request": f"{reason}-g{job.generation}-l{plan['launch']}"}
+    return {**plan, "step": "stopping", "restore": "latest" if spec.upgrade_mode == "last-state" else "empty"}
+
+
+async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
+    """A spec change: suspend, resume, upgrade, restart, savepoint — or nothing to restart."""
+    if "upgrade" in job.status:  # resume the step an earlier operator recorded
+        plan = job.status["upgrade"]
+        await carry_out(job, plan)
+        if plan.get("generation") == job.generation:  # that was this very change
+            await job.record(observedGeneration=job.generation)
+            return
+    new = await _checked_spec(job)
+    try:
+        old = parse_spec(old_spec)
+    except SpecError:
+        old = None  # the old spec never ran: anything new needs a (re)start
+    if new.state == "suspended":
+        if job.status.get("phase") != "Suspended":
+            await carry_out(job, _upgrade_plan(job, new, "suspend", suspend=True))
+        return
+    if job.status.get("phase") == "Suspended":
+        suspended_with = job.status.get("suspendedWith")
+        restore = "savepoint" if suspended_with not in (None, "latest") else "latest"
+        plan = {"step": "starting", "reason": "resume", "launch": _next_launch(job), "restore": restore}
+        await carry_out(job, {**plan, "savepoint": suspended_with} if restore == "savepoint" else plan)
+        return
+    if old is None or _needs_restart(old, new):
+        await carry_out(job, _upgrade_plan(job, new, "upgrade"))
+    elif new.restart_nonce != old.restart_nonce:
+        plan = {"step": "stopping", "reason": "restart", "launch": _next_launch(job), "restore": "latest"}
+        await carry_out(job, plan)
+    if old is not None and new.savepoints.trigger_nonce not in (None, old.savepoints.trigger_nonce):
+        await savepoint_now(job, new)
+    await job.record(observedGeneration=job.generation)
+
+
+async def savepoint_now(job: Job, spec: StreamingJobSpec) -> None:
+    """A savepoint without stopping (savepoints.triggerNonce changed)."""
+    nonce = spec.savepoints.trigger_nonce
+    try:
+        result = await job.context.etcd.savepoint(
+            job.keys,
+            request_id=f"nonce-{nonce}",
+            stop=False,
+            directory=spec.savepoints.dir,
+            timeout_s=spec.savepoints.timeout_s,
+        )
+    except TimeoutError as error:
+        raise kopf.TemporaryError(f"no savepoint for trigger nonce {nonce} yet", delay=30) from error
+    if result.status != "completed" or result.path is None:
+        kopf.warn(job.body, reason="SavepointFailed", message=f"trigger nonce {nonce}: {result.error}")
+        return
+    await record_savepoint(job, result.path, f"trigger nonce {nonce}")
+
+
+async def on_delete(job: Job) -> None:
+    """Finalizer: the driver goes (its executors with it), then the job's etcd keys."""
+    launch = int(job.status.get("launch", 0))
+    if launch:
+        await job.context.kube.delete_pod(job.names.namespace, job.names.driver_pod(launch))
+    await job.context.etcd.forget(job.keys)
+
+
+async def observe(job: Job) -> None:
+    """Status from the driver pod and etcd; a lost driver restarted by the job's strategy."""
+    if "upgrade" in job.status or job.status.get("phase") in (None, "Suspended", "Failed", "Finished"):
+        return
+    names, context = job.names, job.context
+    launch = int(job.status.get("launch", 0))
+    pod = await context.kube.pod(names.namespace, names.driver_pod(launch))
+    running = await context.etcd.status(job.keys)
+    latest = await context.etcd.latest_checkpoint(job.keys)
+    if latest is not None:
+        checkpoint: dict[str, Any] = {
+            "id": latest.checkpoint_id,
+            "bytes": latest.bytes,
+            "durationMs": latest.duration_ms,
+        }
+        checkpoint["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(latest.completed_ms / 1000))
+        await job.record(lastCheckpoint=checkpoint)
+    pod_phase = None if pod is None else (pod.get("status") or {}).get("phase")
+    if running is not None and running.state == "finished" and pod_phase in (None, "Succeeded"):
+        await job.record(phase="Finished")
+    elif pod_phase in (None, "Failed") or (running is not None and running.state == "failed"):
+        await _driver_lost(job, pod_phase, running.message if running is not None else None)
+    elif pod_phase == "Running" and running is not None and running.state == "running":
+        conditions = set_condition(job.status.get("conditions"), "Ready", true=True, reason="Running")
+        await job.record(
+            phase="Running",
+            conditions=conditions,
+            restarts=running.restarts + job.status.get("driverRestarts", 0),
+        )
+
+
+async def _driver_lost(job: Job, pod_phase: str | None, cause: str | None) -> None:
+    spec = job.spec()
+    strategy = spec.restart_strategy
+    restarts = int(job.status.get("driverRestarts", 0))
+    why = f"driver {'gone' if pod_phase is None else 'failed'}" + (f": {cause}" if cause else "")
+    limit = (
+        strategy.attempts
+        if strategy.attempts is not None
+        else (None if strategy.type == "exponential-backoff" else 3)
+    )
+    if strategy.type == "none" or (limit is not None and restarts >= limit):
+        conditions = set_condition(
+            job.status.get("conditions"), "Ready", true=False, reason="Failed", message=why
+        )
+        await job.record(
+            phase="Failed", message=f"{why}; gave up after {restarts} restart(s)", conditions=conditions
+        )
+        kopf.warn(job.body, reason="JobFailed", message=why)
+        return
+    delay = strategy.delay_s if strategy.delay_s is not None else 1.0
+    if strategy.type == "exponential-backoff":
+        delay = min(strategy.max_delay_s or 60.0, delay * 2**restarts)
+    restart_at = float(job.status.get("restartAt") or 0)
+    if not restart_at:
+        await job.record(phase="Restarting", restartAt=time.time() + delay, message=why)
+        return
+    if time.time() < restart_at:
+        return
+    await job.record(driverRestarts=restarts + 1, restartAt=None)
+    kopf.info(job.body, reason="Restart", message=f"{why}; restart {restarts + 1} from the latest checkpoint")
+    await carry_out(
+        job, {"step": "stopping", "reason": "driver-lost", "launch": _next_launch(job), "restore": "latest"}
+    )

@@ -1,0 +1,140 @@
+"""Checkpoint-stop-modify-restore, step by step. Each step is written to
+`status.upgrade` before it is taken, so an operator restarted mid-way resumes
+at the recorded step; the new driver is created only once the old one is
+gone, under a launch number fixed in the record, so there are never two.
+
+A plan (the record) has: `step` (savepoint → stopping → starting, or
+suspended at the end of a suspension), `reason`, `launch` (the next driver's
+number), `restore` (savepoint | latest | empty), `savepoint` (path),
+`request` (the savepoint request's id), `suspend` (stop and stay stopped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import kopf
+from lockgate.operator.conditions import now_iso, set_condition
+from lockgate.operator.driver_pod import Launch, driver_pod
+from lockgate.operator.job import Job
+from lockgate.operator.owned import owned_objects
+from lockgate.runtime.keygroups import default_max_parallelism
+
+log = logging.getLogger(__name__)
+Plan = dict[str, Any]
+
+
+def max_parallelism(job: Job) -> int:
+    """Fixed at the first launch: key groups of written state never change."""
+    recorded = job.status.get("maxParallelism")
+    spec = job.spec()
+    return int(recorded or spec.max_parallelism or default_max_parallelism(spec.replicas))
+
+
+async def carry_out(job: Job, plan: Plan) -> None:
+    """Take `plan` from its recorded step to its end."""
+    phase = "Suspending" if plan.get("suspend") else "Upgrading" if job.status.get("launch") else "Deploying"
+    await job.record(upgrade=plan, phase=phase)
+    if plan["step"] == "savepoint":
+        plan = await _take_savepoint(job, plan)
+    if plan["step"] == "stopping":
+        plan = await _stop_driver(job, plan)
+    if plan["step"] == "starting":
+        await _start_driver(job, plan)
+    elif plan["step"] == "suspended":
+        await job.record(upgrade=None, phase="Suspended", suspendedWith=plan.get("savepoint") or "latest")
+
+
+async def _take_savepoint(job: Job, plan: Plan) -> Plan:
+    spec, etcd = job.spec(), job.context.etcd
+    fallback = {**plan, "step": "stopping", "restore": "latest"}
+    # Resumed after the driver answered (and stopped): take that answer.
+    result = await etcd.savepoint_result(job.keys, plan["request"])
+    running = await etcd.status(job.keys)
+    if result is None and (running is None or running.state != "running"):
+        why = "the job is not running, so it cannot take a savepoint; restoring its latest checkpoint"
+        kopf.warn(job.body, reason="SavepointSkipped", message=why)
+        await job.record(upgrade=fallback, message=why)
+        return fallback
+    try:
+        result = result or await etcd.savepoint(
+            job.keys,
+            request_id=plan["request"],
+            stop=True,
+            directory=spec.savepoints.dir,
+            timeout_s=spec.savepoints.timeout_s,
+        )
+    except TimeoutError:
+        why = f"no savepoint within {spec.savepoints.timeout_s:g} s; restoring the latest checkpoint instead"
+        kopf.warn(job.body, reason="SavepointTimedOut", message=why)
+        await job.record(upgrade=fallback, message=why)
+        return fallback
+    if result.status != "completed" or result.path is None:
+        why = f"savepoint failed ({result.error}); restoring the latest checkpoint instead"
+        kopf.warn(job.body, reason="SavepointFailed", message=why)
+        await job.record(upgrade=fallback, message=why)
+        return fallback
+    await record_savepoint(job, result.path, plan["reason"])
+    after = {**plan, "step": "stopping", "restore": "savepoint", "savepoint": result.path}
+    await job.record(upgrade=after)
+    return after
+
+
+async def record_savepoint(job: Job, path: str, reason: str) -> None:
+    entry = {"path": path, "time": now_iso(), "reason": reason}
+    history = [entry, *job.status.get("savepointHistory", [])][: job.spec().savepoints.history_size]
+    await job.record(lastSavepoint=entry, savepointHistory=history)
+    kopf.info(job.body, reason="Savepoint", message=f"savepoint {path} ({reason})")
+
+
+async def _stop_driver(job: Job, plan: Plan) -> Plan:
+    launch = int(job.status.get("launch", 0))
+    if launch:
+        names, kube = job.names, job.context.kube
+        await kube.delete_pod(names.namespace, names.driver_pod(launch))
+        deadline = time.monotonic() + job.context.driver_exit_timeout_s
+        while await kube.pod(names.namespace, names.driver_pod(launch)) is not None:
+            if time.monotonic() > deadline:
+                raise kopf.TemporaryError(
+                    f"driver pod {names.driver_pod(launch)} is still terminating", delay=10
+                )
+            await asyncio.sleep(1)  # polling the API: pod deletion has no event we could await here
+    after = {**plan, "step": "suspended" if plan.get("suspend") else "starting"}
+    await job.record(upgrade=after)
+    return after
+
+
+async def _start_driver(job: Job, plan: Plan) -> None:
+    spec, names, kube = job.spec(), job.names, job.context.kube
+    launch = Launch(int(plan["launch"]), max_parallelism(job), plan["restore"], plan.get("savepoint"))
+    pod = driver_pod(names, spec, launch, job.context.cluster)
+    objects = owned_objects(names, job.raw_spec, own_service_account=spec.service_account_name is None)
+    for obj in [*objects, pod]:
+        kopf.adopt(obj, owner=job.body)
+    for obj in objects:
+        await kube.apply(obj)
+    await kube.create(pod)  # False when a resumed step created it already
+    await job.record(
+        upgrade=None,
+        phase="Deploying",
+        launch=launch.number,
+        maxParallelism=launch.max_parallelism,
+        replicas=spec.replicas,
+        selector=names.executor_selector,
+        jobId=f"{names.namespace}/{names.name}",
+        observedGeneration=job.generation,
+        deployment={"launch": launch.number, "restore": launch.restore, "savepoint": launch.savepoint},
+        suspendedWith=None,
+        conditions=set_condition(
+            job.status.get("conditions"),
+            "Progressing",
+            true=True,
+            reason="DriverStarted",
+            message=f"driver {pod['metadata']['name']} restoring {launch.savepoint or launch.restore}",
+            generation=job.generation,
+        ),
+    )
+    log.info("job %s: launch %s from %s", job.keys.job, launch.number, launch.savepoint or launch.restore)

@@ -1,0 +1,135 @@
+"""Acting on the emulated cluster as kubectl and a driver would."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import kmock
+from kubernetes import client
+from lockgate.operator.naming import API_VERSION, GROUP, KIND, PLURAL, VERSION
+from lockgate.runtime.coordination.etcd import Etcd
+from lockgate.runtime.coordination.job_status import StatusHeartbeat
+from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.records import SavepointRequest, SavepointResult, decode, encode
+
+NAMESPACE = "streams"
+JOBS = f"{GROUP}/{VERSION}/{PLURAL}"
+SPEC: dict[str, Any] = {
+    "image": "lockgate:1",
+    "job": {"entrypoint": "examples.sums:build", "args": {"keys": "100"}},
+    "replicas": 2,
+    "maxParallelism": 64,
+}
+
+
+class Kubectl:
+    def __init__(self, emulator: kmock.KubernetesEmulator, api: client.ApiClient) -> None:
+        self.emulator = emulator
+        self.custom = client.CustomObjectsApi(api)
+
+    async def apply(self, name: str, spec: dict[str, Any]) -> None:
+        body = {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            # The emulator assigns neither uid nor generation: we do, as the API server would.
+            "metadata": {
+                "name": name,
+                "namespace": NAMESPACE,
+                "uid": f"uid-{name}",
+                "generation": 1,
+            },
+            "spec": spec,
+        }
+        await asyncio.to_thread(
+            self.custom.create_namespaced_custom_object, GROUP, VERSION, NAMESPACE, PLURAL, body
+        )
+
+    async def patch_spec(self, name: str, changes: dict[str, Any]) -> None:
+        """What `kubectl scale` / `kubectl patch --type merge` do, with the generation bump."""
+        generation = self.job(name)["metadata"]["generation"] + 1
+        patch = {"metadata": {"generation": generation}, "spec": changes}
+        await asyncio.to_thread(
+            self.custom.patch_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            NAMESPACE,
+            PLURAL,
+            name,
+            patch,
+            _content_type="application/merge-patch+json",
+        )
+
+    async def delete(self, name: str) -> None:
+        await asyncio.to_thread(
+            self.custom.delete_namespaced_custom_object, GROUP, VERSION, NAMESPACE, PLURAL, name
+        )
+
+    def job(self, name: str) -> dict[str, Any]:
+        return self.get(JOBS, name)
+
+    def status(self, name: str) -> dict[str, Any]:
+        return dict(self.job(name).get("status") or {})
+
+    def exists(self, resource: str, name: str) -> bool:
+        try:
+            return not self.emulator.objects[resource, NAMESPACE, name].deleted
+        except KeyError:
+            return False
+
+    def get(self, resource: str, name: str) -> dict[str, Any]:
+        """The stored object as plain JSON data (the emulator keeps its own views of it)."""
+        return dict(json.loads(json.dumps(self.emulator.objects[resource, NAMESPACE, name].raw)))
+
+    async def set_pod_phase(self, name: str, phase: str) -> None:
+        core = client.CoreV1Api(self.custom.api_client)
+        await asyncio.to_thread(
+            core.patch_namespaced_pod_status,
+            name,
+            NAMESPACE,
+            {"status": {"phase": phase}},
+            _content_type="application/merge-patch+json",
+        )
+
+
+class StandInDriver:
+    """Answers through etcd as a running driver does: heartbeat, savepoints."""
+
+    def __init__(self, etcd: Etcd, keys: JobKeys, *, answer: bool = True) -> None:
+        self.etcd, self.keys, self.answer = etcd, keys, answer
+        self.requests: list[tuple[str, SavepointRequest]] = []
+        self.heartbeat = StatusHeartbeat(etcd, keys, parallelism=2, restarts=lambda: 0, ttl_s=5)
+
+    async def _serve(self) -> None:
+        _, revision = await self.etcd.get_prefix_at(self.keys.savepoint_requests)
+        async for event in self.etcd.watch_prefix(self.keys.savepoint_requests, revision + 1):
+            if event.deleted:
+                continue
+            request_id = event.key.decode().rsplit("/", 1)[1]
+            request = decode(SavepointRequest, event.value)
+            self.requests.append((request_id, request))
+            if self.answer:
+                await self.complete(request_id, request)
+
+    async def complete(self, request_id: str, request: SavepointRequest) -> str:
+        path = f"file:///savepoints/savepoint-{request_id}"
+        result = SavepointResult("completed", path)
+        await self.etcd.put(self.keys.savepoint_result(request_id), encode(result))
+        if request.stop:
+            await self.heartbeat.finish("stopped", savepoint=path)
+        return path
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[StandInDriver]:
+        await self.heartbeat.start()
+        serving = asyncio.create_task(self._serve())
+        try:
+            yield self
+        finally:
+            serving.cancel()
+            self.heartbeat.abandon()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving

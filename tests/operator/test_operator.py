@@ -1,0 +1,207 @@
+"""The operator end to end against the emulated API server and a real etcd."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kubernetes_validate
+import pytest
+from lockgate.runtime.coordination.etcd import Etcd
+from lockgate.runtime.coordination.keys import JobKeys
+
+from tests.operator.cluster_helpers import NAMESPACE, SPEC, Kubectl, StandInDriver
+from tests.operator.conftest import Operator
+from tests.operator.test_crd import KUBERNETES
+from tests.polling import eventually
+
+PODS, SERVICES, CONFIG_MAPS = "v1/pods", "v1/services", "v1/configmaps"
+ACCOUNTS, ROLES, BINDINGS = (
+    "v1/serviceaccounts",
+    "rbac.authorization.k8s.io/v1/roles",
+    "rbac.authorization.k8s.io/v1/rolebindings",
+)
+
+
+def _driver_args(pod: dict[str, Any]) -> list[str]:
+    args: list[str] = pod["spec"]["containers"][0]["args"]
+    return args
+
+
+def _conf(pod: dict[str, Any], key: str) -> str:
+    args = _driver_args(pod)
+    return next(a.split("=", 1)[1] for a in args if a.startswith(f"{key}="))
+
+
+@pytest.fixture
+def kubectl(cluster, operator: Operator) -> Kubectl:
+    return Kubectl(cluster[0], operator.api())
+
+
+async def _launched(kubectl: Kubectl, name: str, launch: int) -> dict[str, Any]:
+    """Wait for driver `launch` to be created and recorded in status; its pod."""
+
+    def done() -> bool:
+        status = kubectl.status(name)
+        return status.get("launch") == launch and "upgrade" not in status
+
+    await eventually(done, f"launch {launch} is recorded in status")
+    assert kubectl.exists(PODS, f"{name}-driver-{launch}")
+    return kubectl.get(PODS, f"{name}-driver-{launch}")
+
+
+async def _created(kubectl: Kubectl, name: str) -> dict[str, Any]:
+    await kubectl.apply(name, SPEC)
+    return await _launched(kubectl, name, 1)
+
+
+async def test_create_makes_the_owned_objects(kubectl: Kubectl, job_name: str) -> None:
+    pod = await _created(kubectl, job_name)
+    owned = [
+        kubectl.get(SERVICES, f"{job_name}-driver"),
+        kubectl.get(CONFIG_MAPS, f"{job_name}-lockgate-job"),
+        kubectl.get(ACCOUNTS, f"{job_name}-lockgate"),
+        kubectl.get(ROLES, f"{job_name}-lockgate-driver"),
+        kubectl.get(BINDINGS, f"{job_name}-lockgate-driver"),
+        pod,
+    ]
+    for obj in owned:
+        (owner,) = obj["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"]) == ("StreamingJob", job_name, f"uid-{job_name}")
+        assert owner["controller"] is True
+        kubernetes_validate.validate(obj, KUBERNETES, strict=True)
+    assert _conf(pod, "spark.executor.instances") == "2"
+    assert _conf(pod, "spark.kubernetes.driver.pod.name") == f"{job_name}-driver-1"
+    status = kubectl.status(job_name)
+    assert status["phase"] == "Deploying"
+    assert (status["replicas"], status["maxParallelism"], status["launch"]) == (2, 64, 1)
+    assert status["selector"] == f"lockgate.dev/job={job_name},app.kubernetes.io/component=executor"
+
+
+async def test_running_driver_reported_in_status(kubectl: Kubectl, job_name: str, etcd: Etcd) -> None:
+    await _created(kubectl, job_name)
+    async with StandInDriver(etcd, JobKeys(NAMESPACE, job_name)).running():
+        await kubectl.set_pod_phase(f"{job_name}-driver-1", "Running")
+        await eventually(lambda: kubectl.status(job_name).get("phase") == "Running", "the job is Running")
+    ready = next(c for c in kubectl.status(job_name)["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True"
+
+
+async def test_scale_takes_a_savepoint_and_restarts_from_it(
+    kubectl: Kubectl, job_name: str, etcd: Etcd
+) -> None:
+    await _created(kubectl, job_name)
+    driver = StandInDriver(etcd, JobKeys(NAMESPACE, job_name))
+    async with driver.running():
+        await kubectl.patch_spec(job_name, {"replicas": 4})
+        await _launched(kubectl, job_name, 2)
+    assert not kubectl.exists(PODS, f"{job_name}-driver-1"), "never two drivers"
+    ((request_id, request),) = driver.requests
+    assert request.stop
+    pod = kubectl.get(PODS, f"{job_name}-driver-2")
+    savepoint = f"file:///savepoints/savepoint-{request_id}"
+    args = _driver_args(pod)
+    assert args[args.index("--from-savepoint") + 1] == savepoint
+    assert args[args.index("--parallelism") + 1] == "4"
+    assert _conf(pod, "spark.executor.instances") == "4"
+    status = kubectl.status(job_name)
+    assert (status["replicas"], status["launch"], status["maxParallelism"]) == (4, 2, 64)
+    assert status["lastSavepoint"]["path"] == savepoint
+    assert "upgrade" not in status
+
+
+async def test_a_savepoint_that_times_out_falls_back_to_the_latest_checkpoint(
+    kubectl: Kubectl, job_name: str, etcd: Etcd
+) -> None:
+    await _created(kubectl, job_name)
+    keys = JobKeys(NAMESPACE, job_name)
+    async with StandInDriver(etcd, keys, answer=False).running():
+        await kubectl.patch_spec(job_name, {"replicas": 3, "savepoints": {"timeout": "1s"}})
+        await _launched(kubectl, job_name, 2)
+    args = _driver_args(kubectl.get(PODS, f"{job_name}-driver-2"))
+    assert "--from-savepoint" not in args, "restores the latest checkpoint (the driver's default)"
+    assert "--fresh" not in args
+    assert "no savepoint within 1 s" in kubectl.status(job_name)["message"]
+    assert await etcd.get_prefix(keys.savepoint_requests) == [], "the unanswered request is withdrawn"
+
+
+async def test_an_operator_restarted_mid_upgrade_resumes_it(
+    kubectl: Kubectl, job_name: str, etcd: Etcd, operator: Operator
+) -> None:
+    await _created(kubectl, job_name)
+    driver = StandInDriver(etcd, JobKeys(NAMESPACE, job_name), answer=False)
+    async with driver.running():
+        await kubectl.patch_spec(job_name, {"replicas": 4})
+        await eventually(lambda: bool(driver.requests), "the savepoint is requested")
+        assert kubectl.status(job_name)["upgrade"]["step"] == "savepoint"
+        await operator.stop()
+        ((request_id, request),) = driver.requests
+        savepoint = await driver.complete(request_id, request)  # the driver finishes while no operator runs
+        await operator.start()
+        await _launched(kubectl, job_name, 2)
+    assert len(driver.requests) == 1, "the resumed upgrade reuses the recorded request"
+    args = _driver_args(kubectl.get(PODS, f"{job_name}-driver-2"))
+    assert args[args.index("--from-savepoint") + 1] == savepoint
+    assert not kubectl.exists(PODS, f"{job_name}-driver-1")
+    assert not kubectl.exists(PODS, f"{job_name}-driver-3"), "the change is carried out once"
+
+
+async def test_suspend_and_resume_go_through_a_savepoint(kubectl: Kubectl, job_name: str, etcd: Etcd) -> None:
+    await _created(kubectl, job_name)
+    driver = StandInDriver(etcd, JobKeys(NAMESPACE, job_name))
+    async with driver.running():
+        await kubectl.patch_spec(job_name, {"state": "suspended"})
+        await eventually(lambda: kubectl.status(job_name).get("phase") == "Suspended", "the job is suspended")
+    assert not kubectl.exists(PODS, f"{job_name}-driver-1")
+    ((request_id, _),) = driver.requests
+    await kubectl.patch_spec(job_name, {"state": "running"})
+    await _launched(kubectl, job_name, 2)
+    args = _driver_args(kubectl.get(PODS, f"{job_name}-driver-2"))
+    assert args[args.index("--from-savepoint") + 1] == f"file:///savepoints/savepoint-{request_id}"
+
+
+async def test_a_trigger_nonce_takes_a_savepoint_without_a_restart(
+    kubectl: Kubectl, job_name: str, etcd: Etcd
+) -> None:
+    await _created(kubectl, job_name)
+    driver = StandInDriver(etcd, JobKeys(NAMESPACE, job_name))
+    async with driver.running():
+        await kubectl.patch_spec(job_name, {"savepoints": {"triggerNonce": 7}})
+        await eventually(
+            lambda: bool(kubectl.status(job_name).get("savepointHistory")), "a savepoint in history"
+        )
+    ((request_id, request),) = driver.requests
+    assert (request_id, request.stop) == ("nonce-7", False)
+    (entry,) = kubectl.status(job_name)["savepointHistory"]
+    assert entry["reason"] == "trigger nonce 7"
+    assert not kubectl.exists(PODS, f"{job_name}-driver-2"), "no restart"
+
+
+async def test_an_invalid_change_keeps_the_last_good_spec_running(kubectl: Kubectl, job_name: str) -> None:
+    await _created(kubectl, job_name)
+    await kubectl.patch_spec(job_name, {"replicas": 100})  # above maxParallelism 64
+
+    def degraded() -> bool:
+        return any(
+            c["type"] == "Degraded" and c["status"] == "True"
+            for c in kubectl.status(job_name).get("conditions", [])
+        )
+
+    await eventually(degraded, "the Degraded condition is set")
+    condition = next(c for c in kubectl.status(job_name)["conditions"] if c["type"] == "Degraded")
+    assert "spec.replicas 100 exceeds" in condition["message"]
+    assert kubectl.exists(PODS, f"{job_name}-driver-1")
+    assert not kubectl.exists(PODS, f"{job_name}-driver-2")
+
+
+async def test_deletion_removes_the_driver_and_the_jobs_etcd_keys(
+    kubectl: Kubectl, job_name: str, etcd: Etcd
+) -> None:
+    await _created(kubectl, job_name)
+    keys = JobKeys(NAMESPACE, job_name)
+    await etcd.put(keys.latest, b"3")  # something a driver left behind
+    await kubectl.delete(job_name)
+    await eventually(
+        lambda: not kubectl.exists("lockgate.dev/v1alpha1/streamingjobs", job_name), "the job is gone"
+    )
+    assert not kubectl.exists(PODS, f"{job_name}-driver-1")
+    assert await etcd.get_prefix(keys.root) == []

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import sys
+from importlib.metadata import entry_points
 
 from lockgate.runtime.api.validation import JobDefinitionError
 from lockgate.runtime.cli import checkpoints, run, savepoint
@@ -29,6 +30,8 @@ def parser() -> argparse.ArgumentParser:
     checkpoints.register(commands)
     savepoint.register(commands)
     run.register(commands)
+    for plugin in entry_points(group="lockgate.commands"):
+        plugin.load()(commands)  # e.g. `lockgate operator`, from lockgate.operator
     return root
 
 

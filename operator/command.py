@@ -1,0 +1,83 @@
+"""`lockgate operator`: the Kubernetes operator for StreamingJobs, as a command.
+
+Registered with the `lockgate` command line through the `lockgate.commands`
+entry point, so the runtime's CLI never imports the operator. Kubernetes
+access comes from `KUBECONFIG` (or ~/.kube/config), else the in-cluster
+service account."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+from typing import Any
+
+import kopf
+from kubernetes import client, config
+from lockgate.operator.driver_pod import Cluster
+from lockgate.operator.handlers import register as register_handlers
+from lockgate.operator.job import OperatorContext
+from lockgate.operator.job_etcd import JobEtcd
+from lockgate.operator.kube import Kube
+from lockgate.runtime.coordination.etcd import EtcdConfig
+
+log = logging.getLogger(__name__)
+
+
+def register(commands: Any) -> None:
+    command = commands.add_parser("operator", help="run the Kubernetes operator for StreamingJobs")
+    command.add_argument(
+        "--etcd", default=os.environ.get("LOCKGATE_ETCD"), help="etcd endpoints ($LOCKGATE_ETCD)"
+    )
+    scope = command.add_mutually_exclusive_group()
+    scope.add_argument(
+        "--namespace", "-n", action="append", default=[], help="watch this namespace (repeatable)"
+    )
+    scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch every namespace")
+    command.add_argument("--checkpoint-storage", help="checkpoint storage URL for jobs that name none")
+    command.add_argument(
+        "--observe-interval", type=float, default=5.0, help="seconds between status checks (5)"
+    )
+    command.add_argument("--peering", help="kopf peering name: run several replicas, one active")
+    command.add_argument("--liveness", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    command.set_defaults(handler=run_operator)
+
+
+def _kubernetes() -> client.ApiClient:
+    try:
+        config.load_kube_config()  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    return client.ApiClient()
+
+
+def run_operator(arguments: argparse.Namespace) -> int:
+    if not arguments.etcd:
+        raise ValueError("--etcd (or $LOCKGATE_ETCD) is required: the operator talks to jobs through etcd")
+    if not arguments.namespace and not arguments.all_namespaces:
+        raise ValueError("name the namespaces to watch (--namespace NS, repeatable) or --all-namespaces")
+    logging.getLogger().setLevel(logging.INFO)
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        return kopf.login_via_client(**kwargs)
+
+    etcd = EtcdConfig.from_url(arguments.etcd)
+    context = OperatorContext(
+        Kube(_kubernetes()), JobEtcd(etcd), Cluster(",".join(etcd.endpoints), arguments.checkpoint_storage)
+    )
+    register_handlers(registry, context, observe_every_s=arguments.observe_interval)
+    log.info("lockgate operator: etcd %s, %s", arguments.etcd, arguments.namespace or "all namespaces")
+    asyncio.run(
+        kopf.operator(
+            registry=registry,
+            clusterwide=arguments.all_namespaces,
+            namespaces=arguments.namespace,
+            standalone=arguments.peering is None,
+            peering_name=arguments.peering,
+            liveness_endpoint=arguments.liveness,
+        )
+    )
+    return 0

@@ -20,7 +20,9 @@ from lockgate.operator.handlers import register as register_handlers
 from lockgate.operator.job import OperatorContext
 from lockgate.operator.job_etcd import JobEtcd
 from lockgate.operator.kube import Kube
+from lockgate.operator.metrics import OperatorMetrics
 from lockgate.runtime.coordination.etcd import EtcdConfig
+from prometheus_client import start_http_server
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +42,7 @@ def register(commands: Any) -> None:
         "--observe-interval", type=float, default=5.0, help="seconds between status checks (5)"
     )
     command.add_argument("--peering", help="kopf peering name: run several replicas, one active")
+    command.add_argument("--metrics-port", type=int, default=9090, help="Prometheus metrics port (0: none)")
     command.add_argument("--liveness", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     command.set_defaults(handler=run_operator)
 
@@ -65,9 +68,11 @@ def run_operator(arguments: argparse.Namespace) -> int:
         return kopf.login_via_client(**kwargs)
 
     etcd = EtcdConfig.from_url(arguments.etcd)
-    context = OperatorContext(
-        Kube(_kubernetes()), JobEtcd(etcd), Cluster(",".join(etcd.endpoints), arguments.checkpoint_storage)
-    )
+    metrics = OperatorMetrics()
+    if arguments.metrics_port:
+        start_http_server(arguments.metrics_port, registry=metrics.registry)
+    cluster = Cluster(",".join(etcd.endpoints), arguments.checkpoint_storage)
+    context = OperatorContext(Kube(_kubernetes()), JobEtcd(etcd), cluster, metrics=metrics)
     register_handlers(registry, context, observe_every_s=arguments.observe_interval)
     log.info("lockgate operator: etcd %s, %s", arguments.etcd, arguments.namespace or "all namespaces")
     asyncio.run(

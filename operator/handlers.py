@@ -17,11 +17,24 @@ from lockgate.runtime.coordination.etcd import EtcdUnavailableError
 RESOURCE = (GROUP, VERSION, PLURAL)
 
 
-async def _guarded(work: Callable[[], Awaitable[None]]) -> None:
+async def _guarded(handler: str, context: OperatorContext, work: Callable[[], Awaitable[None]]) -> None:
+    """Run `work`, counting its result; etcd and API trouble become a retry."""
+    count = context.metrics.reconciles
     try:
         await work()
     except (EtcdUnavailableError, ApiException) as error:
+        count.labels(handler, "retry").inc()
         raise kopf.TemporaryError(f"{type(error).__name__}: {error}", delay=5) from error
+    except kopf.TemporaryError:
+        count.labels(handler, "retry").inc()
+        raise
+    except kopf.PermanentError:
+        count.labels(handler, "permanent").inc()
+        raise
+    except Exception:
+        count.labels(handler, "error").inc()
+        raise
+    count.labels(handler, "ok").inc()
 
 
 def register(registry: kopf.OperatorRegistry, context: OperatorContext, observe_every_s: float = 5.0) -> None:
@@ -29,16 +42,16 @@ def register(registry: kopf.OperatorRegistry, context: OperatorContext, observe_
 
     @kopf.on.create(*RESOURCE, registry=registry)
     async def created(body: kopf.Body, **_: Any) -> None:
-        await _guarded(lambda: reconcile.on_create(Job(body, context)))
+        await _guarded("create", context, lambda: reconcile.on_create(Job(body, context)))
 
     @kopf.on.update(*RESOURCE, field="spec", registry=registry)
     async def changed(body: kopf.Body, old: Any, **_: Any) -> None:
-        await _guarded(lambda: reconcile.on_change(Job(body, context), dict(old or {})))
+        await _guarded("change", context, lambda: reconcile.on_change(Job(body, context), dict(old or {})))
 
     @kopf.timer(*RESOURCE, interval=observe_every_s, registry=registry)
     async def observed(body: kopf.Body, **_: Any) -> None:
-        await _guarded(lambda: reconcile.observe(Job(body, context)))
+        await _guarded("observe", context, lambda: reconcile.observe(Job(body, context)))
 
     @kopf.on.delete(*RESOURCE, registry=registry)
     async def deleted(body: kopf.Body, **_: Any) -> None:
-        await _guarded(lambda: reconcile.on_delete(Job(body, context)))
+        await _guarded("delete", context, lambda: reconcile.on_delete(Job(body, context)))

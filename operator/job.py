@@ -9,6 +9,7 @@ import kopf
 from lockgate.operator.driver_pod import Cluster
 from lockgate.operator.job_etcd import JobEtcd
 from lockgate.operator.kube import Kube
+from lockgate.operator.metrics import OperatorMetrics
 from lockgate.operator.naming import JobNames
 from lockgate.operator.spec import StreamingJobSpec, parse_spec
 from lockgate.runtime.coordination.keys import JobKeys
@@ -22,6 +23,7 @@ class OperatorContext:
     etcd: JobEtcd
     cluster: Cluster
     driver_exit_timeout_s: float = 120.0
+    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
 
 
 @dataclass
@@ -62,3 +64,5 @@ class Job:
             else:
                 self.status[name] = value
         await self.context.kube.patch_status(self.names.namespace, self.names.name, fields)
+        if "phase" in fields:
+            self.context.metrics.job_phase(f"{self.names.namespace}/{self.names.name}", fields["phase"])

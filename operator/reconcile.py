@@ -126,6 +126,7 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
 async def savepoint_now(job: Job, spec: StreamingJobSpec) -> None:
     """A savepoint without stopping (savepoints.triggerNonce changed)."""
     nonce = spec.savepoints.trigger_nonce
+    started = time.monotonic()
     try:
         result = await job.context.etcd.savepoint(
             job.keys,
@@ -135,7 +136,9 @@ async def savepoint_now(job: Job, spec: StreamingJobSpec) -> None:
             timeout_s=spec.savepoints.timeout_s,
         )
     except TimeoutError as error:
+        job.context.metrics.savepoint_seconds.labels("timeout").observe(time.monotonic() - started)
         raise kopf.TemporaryError(f"no savepoint for trigger nonce {nonce} yet", delay=30) from error
+    job.context.metrics.savepoint_seconds.labels(result.status).observe(time.monotonic() - started)
     if result.status != "completed" or result.path is None:
         kopf.warn(job.body, reason="SavepointFailed", message=f"trigger nonce {nonce}: {result.error}")
         return
@@ -148,6 +151,7 @@ async def on_delete(job: Job) -> None:
     if launch:
         await job.context.kube.delete_pod(job.names.namespace, job.names.driver_pod(launch))
     await job.context.etcd.forget(job.keys)
+    job.context.metrics.job_phase(f"{job.names.namespace}/{job.names.name}", None)
 
 
 async def observe(job: Job) -> None:

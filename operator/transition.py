@@ -37,6 +37,7 @@ def max_parallelism(job: Job) -> int:
 async def carry_out(job: Job, plan: Plan) -> None:
     """Take `plan` from its recorded step to its end."""
     phase = "Suspending" if plan.get("suspend") else "Upgrading" if job.status.get("launch") else "Deploying"
+    plan = {"startedAt": time.time(), **plan}  # kept across resumes: durations count the whole change
     await job.record(upgrade=plan, phase=phase)
     if plan["step"] == "savepoint":
         plan = await _take_savepoint(job, plan)
@@ -46,6 +47,7 @@ async def carry_out(job: Job, plan: Plan) -> None:
         await _start_driver(job, plan)
     elif plan["step"] == "suspended":
         await job.record(upgrade=None, phase="Suspended", suspendedWith=plan.get("savepoint") or "latest")
+    job.context.metrics.upgrade_seconds.labels(plan["reason"]).observe(time.time() - plan["startedAt"])
 
 
 async def _take_savepoint(job: Job, plan: Plan) -> Plan:
@@ -59,6 +61,7 @@ async def _take_savepoint(job: Job, plan: Plan) -> Plan:
         kopf.warn(job.body, reason="SavepointSkipped", message=why)
         await job.record(upgrade=fallback, message=why)
         return fallback
+    started = time.monotonic()
     try:
         result = result or await etcd.savepoint(
             job.keys,
@@ -68,10 +71,12 @@ async def _take_savepoint(job: Job, plan: Plan) -> Plan:
             timeout_s=spec.savepoints.timeout_s,
         )
     except TimeoutError:
+        job.context.metrics.savepoint_seconds.labels("timeout").observe(time.monotonic() - started)
         why = f"no savepoint within {spec.savepoints.timeout_s:g} s; restoring the latest checkpoint instead"
         kopf.warn(job.body, reason="SavepointTimedOut", message=why)
         await job.record(upgrade=fallback, message=why)
         return fallback
+    job.context.metrics.savepoint_seconds.labels(result.status).observe(time.monotonic() - started)
     if result.status != "completed" or result.path is None:
         why = f"savepoint failed ({result.error}); restoring the latest checkpoint instead"
         kopf.warn(job.body, reason="SavepointFailed", message=why)

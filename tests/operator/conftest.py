@@ -104,6 +104,7 @@ class Operator:
     etcd_config: EtcdConfig
     storage: str
     task: asyncio.Task[None] | None = None
+    context: OperatorContext | None = None
     stop_flag: asyncio.Event = field(default_factory=asyncio.Event)
 
     def api(self) -> client.ApiClient:
@@ -117,7 +118,7 @@ class Operator:
             return kopf.ConnectionInfo(server=self.url)
 
         endpoints = ",".join(self.etcd_config.endpoints)
-        context = OperatorContext(
+        self.context = context = OperatorContext(
             Kube(self.api()),
             JobEtcd(self.etcd_config),
             Cluster(endpoints, self.storage),

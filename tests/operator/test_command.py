@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import kmock
@@ -32,10 +34,22 @@ def _kubeconfig(path: Path, server: str) -> Path:
     return path
 
 
+def _scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return str(response.read().decode())
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 async def test_the_operator_command_reconciles_a_job(
     cluster: tuple[kmock.KubernetesEmulator, str], etcd_server, tmp_path: Path
 ) -> None:
     emulator, url = cluster
+    port = _free_port()
     env = {**os.environ, "KUBECONFIG": str(_kubeconfig(tmp_path / "kubeconfig", url))}
     process = await asyncio.create_subprocess_exec(
         LOCKGATE,
@@ -48,6 +62,8 @@ async def test_the_operator_command_reconciles_a_job(
         f"file://{tmp_path}/checkpoints",
         "--observe-interval",
         "0.5",
+        "--metrics-port",
+        str(port),
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=(tmp_path / "operator.log").open("w"),
@@ -61,6 +77,9 @@ async def test_the_operator_command_reconciles_a_job(
             )
         except AssertionError:
             raise AssertionError((tmp_path / "operator.log").read_text()[-4000:]) from None
+        metrics = await asyncio.to_thread(_scrape, f"http://127.0.0.1:{port}/metrics")
+        assert 'lockgate_operator_reconciles_total{handler="create",result="ok"} 1.0' in metrics
+        assert 'lockgate_operator_jobs{phase="Deploying"} 1.0' in metrics
     finally:
         process.send_signal(signal.SIGTERM)
         await asyncio.wait_for(process.wait(), 30)

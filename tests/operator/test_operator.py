@@ -87,7 +87,7 @@ async def test_running_driver_reported_in_status(kubectl: Kubectl, job_name: str
 
 
 async def test_scale_takes_a_savepoint_and_restarts_from_it(
-    kubectl: Kubectl, job_name: str, etcd: Etcd
+    kubectl: Kubectl, job_name: str, etcd: Etcd, operator: Operator
 ) -> None:
     await _created(kubectl, job_name)
     driver = StandInDriver(etcd, JobKeys(NAMESPACE, job_name))
@@ -107,6 +107,18 @@ async def test_scale_takes_a_savepoint_and_restarts_from_it(
     assert (status["replicas"], status["launch"], status["maxParallelism"]) == (4, 2, 64)
     assert status["lastSavepoint"]["path"] == savepoint
     assert "upgrade" not in status
+    assert operator.context is not None
+    metrics = operator.context.metrics.registry
+    assert (
+        metrics.get_sample_value("lockgate_operator_upgrade_duration_seconds_count", {"reason": "upgrade"})
+        == 1
+    )
+    assert (
+        metrics.get_sample_value(
+            "lockgate_operator_savepoint_duration_seconds_count", {"result": "completed"}
+        )
+        == 1
+    )
 
 
 async def test_a_savepoint_that_times_out_falls_back_to_the_latest_checkpoint(
@@ -205,3 +217,49 @@ async def test_deletion_removes_the_driver_and_the_jobs_etcd_keys(
     )
     assert not kubectl.exists(PODS, f"{job_name}-driver-1")
     assert await etcd.get_prefix(keys.root) == []
+
+
+@pytest.mark.parametrize(("mode", "flag"), [("last-state", None), ("stateless", "--fresh")])
+async def test_other_upgrade_modes_take_no_savepoint(
+    kubectl: Kubectl, job_name: str, etcd: Etcd, mode: str, flag: str | None
+) -> None:
+    await kubectl.apply(job_name, {**SPEC, "upgradeMode": mode})
+    await _launched(kubectl, job_name, 1)
+    driver = StandInDriver(etcd, JobKeys(NAMESPACE, job_name))
+    async with driver.running():
+        await kubectl.patch_spec(job_name, {"replicas": 3})
+        pod = await _launched(kubectl, job_name, 2)
+    assert driver.requests == []
+    args = _driver_args(pod)
+    assert "--from-savepoint" not in args
+    assert (flag in args) if flag else ("--fresh" not in args)
+    assert _conf(pod, "spark.executor.instances") == "3"
+
+
+async def test_a_restart_nonce_restarts_from_the_latest_checkpoint(kubectl: Kubectl, job_name: str) -> None:
+    await _created(kubectl, job_name)
+    await kubectl.patch_spec(job_name, {"restartNonce": 1})
+    pod = await _launched(kubectl, job_name, 2)
+    assert not kubectl.exists(PODS, f"{job_name}-driver-1")
+    assert "--from-savepoint" not in _driver_args(pod)
+    assert _conf(pod, "spark.executor.instances") == "2", "same spec, new driver"
+
+
+async def test_a_lost_driver_is_restarted_then_given_up_on(
+    kubectl: Kubectl, job_name: str, etcd: Etcd
+) -> None:
+    strategy = {"type": "fixed-delay", "attempts": 1, "delay": "100ms"}
+    await kubectl.apply(job_name, {**SPEC, "restartStrategy": strategy})
+    await _launched(kubectl, job_name, 1)
+    async with StandInDriver(etcd, JobKeys(NAMESPACE, job_name)).running():
+        await kubectl.set_pod_phase(f"{job_name}-driver-1", "Running")
+        await eventually(lambda: kubectl.status(job_name).get("phase") == "Running", "the job is Running")
+        await kubectl.set_pod_phase(f"{job_name}-driver-1", "Failed")
+        pod = await _launched(kubectl, job_name, 2)
+    assert "--from-savepoint" not in _driver_args(pod), "restarts from the latest checkpoint"
+    assert kubectl.status(job_name)["driverRestarts"] == 1
+    await kubectl.set_pod_phase(f"{job_name}-driver-2", "Failed")  # and again: the one attempt is used
+    await eventually(lambda: kubectl.status(job_name).get("phase") == "Failed", "the job is Failed")
+    status = kubectl.status(job_name)
+    assert "gave up after 1 restart(s)" in status["message"]
+    assert not kubectl.exists(PODS, f"{job_name}-driver-3")

@@ -1,0 +1,60 @@
+"""The operator's Prometheus metrics (`lockgate_operator_` prefix)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+PHASES = (
+    "Pending",
+    "Deploying",
+    "Running",
+    "Upgrading",
+    "Suspending",
+    "Suspended",
+    "Restarting",
+    "Finished",
+    "Failed",
+)
+DURATION_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
+
+
+@dataclass
+class OperatorMetrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        self.reconciles = Counter(
+            "lockgate_operator_reconciles",
+            "Handler runs by handler and result (ok, retry, permanent, error).",
+            ["handler", "result"],
+            registry=self.registry,
+        )
+        self.jobs = Gauge(
+            "lockgate_operator_jobs", "StreamingJobs by phase.", ["phase"], registry=self.registry
+        )
+        self.upgrade_seconds = Histogram(
+            "lockgate_operator_upgrade_duration_seconds",
+            "From a change's first step to its new driver's creation, by reason.",
+            ["reason"],
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self.savepoint_seconds = Histogram(
+            "lockgate_operator_savepoint_duration_seconds",
+            "From a savepoint request to its result, by result (completed, failed, timeout).",
+            ["result"],
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self._phases: dict[str, str] = {}
+
+    def job_phase(self, job: str, phase: str | None) -> None:
+        """Count `job` under `phase` (None: the job is gone)."""
+        if phase is None:
+            self._phases.pop(job, None)
+        else:
+            self._phases[job] = phase
+        for known in PHASES:
+            self.jobs.labels(known).set(sum(1 for p in self._phases.values() if p == known))

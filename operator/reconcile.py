@@ -3,6 +3,7 @@ kopf handlers call and the tests call directly."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from typing import Any
@@ -12,6 +13,7 @@ from lockgate.operator.conditions import set_condition
 from lockgate.operator.job import Job
 from lockgate.operator.spec import SpecError, StreamingJobSpec, parse_spec
 from lockgate.operator.transition import Plan, carry_out, max_parallelism, record_savepoint
+from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 
 async def _degraded(job: Job, error: SpecError) -> None:
@@ -146,12 +148,51 @@ async def savepoint_now(job: Job, spec: StreamingJobSpec) -> None:
 
 
 async def on_delete(job: Job) -> None:
-    """Finalizer: the driver goes (its executors with it), then the job's etcd keys."""
+    """Finalizer: an optional final savepoint, the driver (its executors go with it),
+    the job's etcd keys, and its checkpoint files if the spec says so."""
+    try:
+        spec = job.spec()
+    except SpecError:
+        spec = None  # a job whose spec never ran: nothing to save, keep the files
     launch = int(job.status.get("launch", 0))
+    if spec is not None and spec.deletion.savepoint and launch:
+        await _final_savepoint(job, spec, launch)
     if launch:
         await job.context.kube.delete_pod(job.names.namespace, job.names.driver_pod(launch))
     await job.context.etcd.forget(job.keys)
+    storage = None if spec is None else spec.checkpointing.storage or job.context.cluster.checkpoint_storage
+    if spec is not None and spec.deletion.checkpoints == "delete" and storage is not None:
+        await asyncio.to_thread(_delete_checkpoints, storage, job.names.name)
     job.context.metrics.job_phase(f"{job.names.namespace}/{job.names.name}", None)
+
+
+async def _final_savepoint(job: Job, spec: StreamingJobSpec, launch: int) -> None:
+    running = await job.context.etcd.status(job.keys)
+    if running is None or running.state != "running":
+        kopf.warn(
+            job.body, reason="SavepointSkipped", message="deleted while not running: no final savepoint"
+        )
+        return
+    try:
+        result = await job.context.etcd.savepoint(
+            job.keys,
+            request_id=f"delete-l{launch}",
+            stop=True,
+            directory=spec.savepoints.dir,
+            timeout_s=spec.savepoints.timeout_s,
+        )
+    except TimeoutError:
+        kopf.warn(job.body, reason="SavepointTimedOut", message="no final savepoint; deleting anyway")
+        return
+    if result.status == "completed" and result.path is not None:
+        await record_savepoint(job, result.path, "deletion")
+
+
+def _delete_checkpoints(storage_url: str, job_id: str) -> None:
+    storage = CheckpointStorage(storage_url)
+    directory = storage.job_dir(job_id)
+    if storage.exists(directory):
+        storage.delete(directory, recursive=True)
 
 
 async def observe(job: Job) -> None:
@@ -171,7 +212,8 @@ async def observe(job: Job) -> None:
         }
         checkpoint["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(latest.completed_ms / 1000))
         await job.record(lastCheckpoint=checkpoint)
-    pod_phase = None if pod is None else (pod.get("status") or {}).get("phase")
+    # A pod the kubelet has not reported on yet is Pending; only a missing or Failed pod is lost.
+    pod_phase = None if pod is None else (pod.get("status") or {}).get("phase") or "Pending"
     if running is not None and running.state == "finished" and pod_phase in (None, "Succeeded"):
         await job.record(phase="Finished")
     elif pod_phase in (None, "Failed") or (running is not None and running.state == "failed"):

@@ -47,6 +47,12 @@ class Savepoints:
 
 
 @dataclass(frozen=True)
+class Deletion:
+    savepoint: bool = False
+    checkpoints: str = "keep"
+
+
+@dataclass(frozen=True)
 class RestartStrategy:
     type: str = "exponential-backoff"
     attempts: int | None = None
@@ -72,6 +78,7 @@ class StreamingJobSpec:
     state_backend: str = "rocksdb"
     checkpointing: Checkpointing = Checkpointing()
     savepoints: Savepoints = Savepoints()
+    deletion: Deletion = Deletion()
     upgrade_mode: UpgradeMode = "savepoint"
     state: DesiredState = "running"
     restart_strategy: RestartStrategy = RestartStrategy()
@@ -222,6 +229,10 @@ def parse_spec(spec: Any) -> StreamingJobSpec:
         state_backend=root.choice("stateBackend", "rocksdb", ("rocksdb", "heap")),
         checkpointing=_checkpointing(root.child("checkpointing")),
         savepoints=_savepoints(root.child("savepoints")),
+        deletion=Deletion(
+            savepoint=root.child("deletion").flag("savepoint", False),
+            checkpoints=root.child("deletion").choice("checkpoints", "keep", ("keep", "delete")),
+        ),
         upgrade_mode=root.choice("upgradeMode", "savepoint", ("savepoint", "last-state", "stateless")),  # type: ignore[arg-type]
         state=root.choice("state", "running", ("running", "suspended")),  # type: ignore[arg-type]
         restart_strategy=_restart_strategy(root.child("restartStrategy")),

@@ -46,7 +46,12 @@ async def carry_out(job: Job, plan: Plan) -> None:
     if plan["step"] == "starting":
         await _start_driver(job, plan)
     elif plan["step"] == "suspended":
+        _observe_duration(job, plan)
         await job.record(upgrade=None, phase="Suspended", suspendedWith=plan.get("savepoint") or "latest")
+
+
+def _observe_duration(job: Job, plan: Plan) -> None:
+    """Counted before the step that clears `status.upgrade` is written."""
     job.context.metrics.upgrade_seconds.labels(plan["reason"]).observe(time.time() - plan["startedAt"])
 
 
@@ -122,6 +127,7 @@ async def _start_driver(job: Job, plan: Plan) -> None:
     for obj in objects:
         await kube.apply(obj)
     await kube.create(pod)  # False when a resumed step created it already
+    _observe_duration(job, plan)
     await job.record(
         upgrade=None,
         phase="Deploying",

@@ -16,7 +16,7 @@ import yaml
 from kubernetes import client
 
 from tests.operator.cluster_helpers import SPEC, Kubectl
-from tests.polling import eventually
+from tests.polling import eventually, eventually_true
 
 LOCKGATE = str(Path(sys.executable).parent / "lockgate")
 
@@ -77,9 +77,15 @@ async def test_the_operator_command_reconciles_a_job(
             )
         except AssertionError:
             raise AssertionError((tmp_path / "operator.log").read_text()[-4000:]) from None
-        metrics = await asyncio.to_thread(_scrape, f"http://127.0.0.1:{port}/metrics")
-        assert 'lockgate_operator_reconciles_total{handler="create",result="ok"} 1.0' in metrics
-        assert 'lockgate_operator_jobs{phase="Deploying"} 1.0' in metrics
+        created = 'lockgate_operator_reconciles_total{handler="create",result="ok"} 1.0'
+        scraped: list[str] = []
+
+        async def counted() -> bool:
+            scraped.append(await asyncio.to_thread(_scrape, f"http://127.0.0.1:{port}/metrics"))
+            return created in scraped[-1]
+
+        await eventually_true(counted, "the create handler is counted in the scraped metrics")
+        assert 'lockgate_operator_jobs{phase="Deploying"} 1.0' in scraped[-1]
     finally:
         process.send_signal(signal.SIGTERM)
         await asyncio.wait_for(process.wait(), 30)

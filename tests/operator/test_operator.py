@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -9,7 +10,7 @@ import pytest
 from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.keys import JobKeys
 
-from tests.operator.cluster_helpers import NAMESPACE, SPEC, Kubectl, StandInDriver
+from tests.operator.cluster_helpers import JOBS, NAMESPACE, SPEC, Kubectl, StandInDriver
 from tests.operator.conftest import Operator
 from tests.operator.test_crd import KUBERNETES
 from tests.polling import eventually
@@ -206,17 +207,34 @@ async def test_an_invalid_change_keeps_the_last_good_spec_running(kubectl: Kubec
 
 
 async def test_deletion_removes_the_driver_and_the_jobs_etcd_keys(
-    kubectl: Kubectl, job_name: str, etcd: Etcd
+    kubectl: Kubectl, job_name: str, etcd: Etcd, tmp_path: Path
 ) -> None:
     await _created(kubectl, job_name)
     keys = JobKeys(NAMESPACE, job_name)
     await etcd.put(keys.latest, b"3")  # something a driver left behind
+    checkpoint = tmp_path / "checkpoints" / job_name / "chk-3"
+    checkpoint.mkdir(parents=True)
     await kubectl.delete(job_name)
-    await eventually(
-        lambda: not kubectl.exists("lockgate.dev/v1alpha1/streamingjobs", job_name), "the job is gone"
-    )
+    await eventually(lambda: not kubectl.exists(JOBS, job_name), "the job is gone")
     assert not kubectl.exists(PODS, f"{job_name}-driver-1")
     assert await etcd.get_prefix(keys.root) == []
+    assert checkpoint.is_dir(), "checkpoint files are kept by default"
+
+
+async def test_deletion_can_take_a_final_savepoint_and_remove_checkpoints(
+    kubectl: Kubectl, job_name: str, etcd: Etcd, tmp_path: Path
+) -> None:
+    await kubectl.apply(job_name, {**SPEC, "deletion": {"savepoint": True, "checkpoints": "delete"}})
+    await _launched(kubectl, job_name, 1)
+    checkpoint = tmp_path / "checkpoints" / job_name / "chk-3"
+    checkpoint.mkdir(parents=True)
+    driver = StandInDriver(etcd, JobKeys(NAMESPACE, job_name))
+    async with driver.running():
+        await kubectl.delete(job_name)
+        await eventually(lambda: not kubectl.exists(JOBS, job_name), "the job is gone")
+    ((request_id, request),) = driver.requests
+    assert (request_id, request.stop) == ("delete-l1", True)
+    assert not checkpoint.parent.exists(), "the job's checkpoint directory is removed"
 
 
 @pytest.mark.parametrize(("mode", "flag"), [("last-state", None), ("stateless", "--fresh")])
@@ -263,3 +281,21 @@ async def test_a_lost_driver_is_restarted_then_given_up_on(
     status = kubectl.status(job_name)
     assert "gave up after 1 restart(s)" in status["message"]
     assert not kubectl.exists(PODS, f"{job_name}-driver-3")
+
+
+async def test_a_pending_driver_is_not_taken_for_lost(
+    kubectl: Kubectl, job_name: str, operator: Operator
+) -> None:
+    await kubectl.apply(job_name, {**SPEC, "restartStrategy": {"type": "fixed-delay", "delay": "100ms"}})
+    await _launched(kubectl, job_name, 1)
+    assert operator.context is not None
+    registry = operator.context.metrics.registry
+
+    def observations() -> float:
+        labels = {"handler": "observe", "result": "ok"}
+        return registry.get_sample_value("lockgate_operator_reconciles_total", labels) or 0.0
+
+    before = observations()
+    await eventually(lambda: observations() >= before + 5, "five observations of the pending driver")
+    assert kubectl.status(job_name)["phase"] == "Deploying"
+    assert not kubectl.exists(PODS, f"{job_name}-driver-2")

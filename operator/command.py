@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import logging
 import os
+import random
 from typing import Any
 
 import kopf
@@ -42,6 +43,11 @@ def register(commands: Any) -> None:
         "--observe-interval", type=float, default=5.0, help="seconds between status checks (5)"
     )
     command.add_argument("--peering", help="kopf peering name: run several replicas, one active")
+    command.add_argument(
+        "--priority",
+        type=int,
+        help="peering priority; the highest is active (default: random: peers of equal priority all pause)",
+    )
     command.add_argument("--metrics-port", type=int, default=9090, help="Prometheus metrics port (0: none)")
     command.add_argument("--liveness", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     command.set_defaults(handler=run_operator)
@@ -82,6 +88,7 @@ def run_operator(arguments: argparse.Namespace) -> int:
             namespaces=arguments.namespace,
             standalone=arguments.peering is None,
             peering_name=arguments.peering,
+            priority=arguments.priority if arguments.priority is not None else random.randrange(1, 2**31),
             liveness_endpoint=arguments.liveness,
         )
     )

@@ -12,7 +12,7 @@ import kopf
 from lockgate.operator.conditions import set_condition
 from lockgate.operator.job import Job
 from lockgate.operator.spec import SpecError, StreamingJobSpec, parse_spec
-from lockgate.operator.transition import Plan, carry_out, max_parallelism, record_savepoint
+from lockgate.operator.transition import Plan, ask_savepoint, carry_out, max_parallelism, record_savepoint
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 
@@ -128,19 +128,9 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
 async def savepoint_now(job: Job, spec: StreamingJobSpec) -> None:
     """A savepoint without stopping (savepoints.triggerNonce changed)."""
     nonce = spec.savepoints.trigger_nonce
-    started = time.monotonic()
-    try:
-        result = await job.context.etcd.savepoint(
-            job.keys,
-            request_id=f"nonce-{nonce}",
-            stop=False,
-            directory=spec.savepoints.dir,
-            timeout_s=spec.savepoints.timeout_s,
-        )
-    except TimeoutError as error:
-        job.context.metrics.savepoint_seconds.labels("timeout").observe(time.monotonic() - started)
-        raise kopf.TemporaryError(f"no savepoint for trigger nonce {nonce} yet", delay=30) from error
-    job.context.metrics.savepoint_seconds.labels(result.status).observe(time.monotonic() - started)
+    result = await ask_savepoint(job, spec, f"nonce-{nonce}", stop=False)
+    if result is None:
+        raise kopf.TemporaryError(f"no savepoint for trigger nonce {nonce} yet", delay=30)
     if result.status != "completed" or result.path is None:
         kopf.warn(job.body, reason="SavepointFailed", message=f"trigger nonce {nonce}: {result.error}")
         return
@@ -173,15 +163,8 @@ async def _final_savepoint(job: Job, spec: StreamingJobSpec, launch: int) -> Non
             job.body, reason="SavepointSkipped", message="deleted while not running: no final savepoint"
         )
         return
-    try:
-        result = await job.context.etcd.savepoint(
-            job.keys,
-            request_id=f"delete-l{launch}",
-            stop=True,
-            directory=spec.savepoints.dir,
-            timeout_s=spec.savepoints.timeout_s,
-        )
-    except TimeoutError:
+    result = await ask_savepoint(job, spec, f"delete-l{launch}", stop=True)
+    if result is None:
         kopf.warn(job.body, reason="SavepointTimedOut", message="no final savepoint; deleting anyway")
         return
     if result.status == "completed" and result.path is not None:

@@ -21,6 +21,8 @@ from lockgate.operator.conditions import now_iso, set_condition
 from lockgate.operator.driver_pod import Launch, driver_pod
 from lockgate.operator.job import Job
 from lockgate.operator.owned import owned_objects
+from lockgate.operator.spec import StreamingJobSpec
+from lockgate.runtime.coordination.records import SavepointResult
 from lockgate.runtime.keygroups import default_max_parallelism
 
 log = logging.getLogger(__name__)
@@ -55,42 +57,52 @@ def _observe_duration(job: Job, plan: Plan) -> None:
     job.context.metrics.upgrade_seconds.labels(plan["reason"]).observe(time.time() - plan["startedAt"])
 
 
+async def _fall_back(job: Job, plan: Plan, reason: str, why: str) -> Plan:
+    """No savepoint to carry state over: the latest completed checkpoint will."""
+    fallback = {**plan, "step": "stopping", "restore": "latest"}
+    kopf.warn(job.body, reason=reason, message=f"{why}; restoring the latest checkpoint instead")
+    await job.record(upgrade=fallback, message=f"{why}; restoring the latest checkpoint instead")
+    return fallback
+
+
 async def _take_savepoint(job: Job, plan: Plan) -> Plan:
     spec, etcd = job.spec(), job.context.etcd
-    fallback = {**plan, "step": "stopping", "restore": "latest"}
     # Resumed after the driver answered (and stopped): take that answer.
     result = await etcd.savepoint_result(job.keys, plan["request"])
     running = await etcd.status(job.keys)
     if result is None and (running is None or running.state != "running"):
-        why = "the job is not running, so it cannot take a savepoint; restoring its latest checkpoint"
-        kopf.warn(job.body, reason="SavepointSkipped", message=why)
-        await job.record(upgrade=fallback, message=why)
-        return fallback
+        return await _fall_back(job, plan, "SavepointSkipped", "the job is not running to take a savepoint")
+    result = result or await ask_savepoint(job, spec, plan["request"], stop=True)
+    if result is None:
+        return await _fall_back(
+            job, plan, "SavepointTimedOut", f"no savepoint within {spec.savepoints.timeout_s:g} s"
+        )
+    if result.status != "completed" or result.path is None:
+        return await _fall_back(job, plan, "SavepointFailed", f"savepoint failed ({result.error})")
+    await record_savepoint(job, result.path, plan["reason"])
+    after = {**plan, "step": "stopping", "restore": "savepoint", "savepoint": result.path}
+    await job.record(upgrade=after)
+    return after
+
+
+async def ask_savepoint(
+    job: Job, spec: StreamingJobSpec, request_id: str, *, stop: bool
+) -> SavepointResult | None:
+    """Request a savepoint and wait up to `savepoints.timeout`; None when none came."""
     started = time.monotonic()
     try:
-        result = result or await etcd.savepoint(
+        result = await job.context.etcd.savepoint(
             job.keys,
-            request_id=plan["request"],
-            stop=True,
+            request_id=request_id,
+            stop=stop,
             directory=spec.savepoints.dir,
             timeout_s=spec.savepoints.timeout_s,
         )
     except TimeoutError:
         job.context.metrics.savepoint_seconds.labels("timeout").observe(time.monotonic() - started)
-        why = f"no savepoint within {spec.savepoints.timeout_s:g} s; restoring the latest checkpoint instead"
-        kopf.warn(job.body, reason="SavepointTimedOut", message=why)
-        await job.record(upgrade=fallback, message=why)
-        return fallback
+        return None
     job.context.metrics.savepoint_seconds.labels(result.status).observe(time.monotonic() - started)
-    if result.status != "completed" or result.path is None:
-        why = f"savepoint failed ({result.error}); restoring the latest checkpoint instead"
-        kopf.warn(job.body, reason="SavepointFailed", message=why)
-        await job.record(upgrade=fallback, message=why)
-        return fallback
-    await record_savepoint(job, result.path, plan["reason"])
-    after = {**plan, "step": "stopping", "restore": "savepoint", "savepoint": result.path}
-    await job.record(upgrade=after)
-    return after
+    return result
 
 
 async def record_savepoint(job: Job, path: str, reason: str) -> None:

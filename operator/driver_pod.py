@@ -18,6 +18,8 @@ from lockgate.operator.spec import Resources, SpecError, StreamingJobSpec
 
 CONFIG_DIR = "/etc/lockgate"
 MANIFEST_FILE = "job.yaml"
+EXECUTOR_TEMPLATE_FILE = "executor-pod-template.yaml"  # Spark merges its executor pods into it
+EXECUTOR_CONTAINER = "executor"  # the template's container Spark fills in
 DRIVER_PORT, BLOCK_MANAGER_PORT, UI_PORT = 7078, 7079, 4040
 API_SERVER = "k8s://https://kubernetes.default.svc"
 # spark-submit options the operator derives from the spec; a sparkConf entry may not override them.
@@ -104,6 +106,9 @@ def spark_conf(names: JobNames, spec: StreamingJobSpec, launch: Launch) -> dict[
     }
     for key, value in names.labels("executor").items():
         conf[f"spark.kubernetes.executor.label.{key}"] = value
+    if spec.pod_template:
+        conf["spark.kubernetes.executor.podTemplateFile"] = f"{CONFIG_DIR}/{EXECUTOR_TEMPLATE_FILE}"
+        conf["spark.kubernetes.executor.podTemplateContainerName"] = EXECUTOR_CONTAINER
     return {**conf, **_executor_conf(spec.executor_resources), **spec.spark_conf}
 
 

@@ -7,7 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from lockgate.operator.driver_pod import BLOCK_MANAGER_PORT, DRIVER_PORT, MANIFEST_FILE, UI_PORT
+from lockgate.operator.driver_pod import (
+    BLOCK_MANAGER_PORT,
+    DRIVER_PORT,
+    EXECUTOR_CONTAINER,
+    EXECUTOR_TEMPLATE_FILE,
+    MANIFEST_FILE,
+    UI_PORT,
+)
 from lockgate.operator.naming import API_VERSION, KIND, JobNames
 
 
@@ -16,18 +23,25 @@ def _metadata(names: JobNames, name: str, component: str) -> dict[str, Any]:
 
 
 def config_map(names: JobNames, spec: dict[str, Any]) -> dict[str, Any]:
-    """The StreamingJob as a manifest the driver reads (`lockgate run` takes the same file)."""
+    """The StreamingJob as a manifest the driver reads (`lockgate run` takes the same
+    file), and the executor pod template when the spec has one."""
     manifest = {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {"name": names.name, "namespace": names.namespace},
         "spec": spec,
     }
+    data = {MANIFEST_FILE: yaml.safe_dump(manifest, sort_keys=False)}
+    template = spec.get("podTemplate")
+    if template:  # what spec.podTemplate overrides in the executor pods Spark creates
+        pod_spec = {"containers": [{"name": EXECUTOR_CONTAINER}], **template.get("spec", {})}
+        pod = {"apiVersion": "v1", "kind": "Pod", **template, "spec": pod_spec}
+        data[EXECUTOR_TEMPLATE_FILE] = yaml.safe_dump(pod, sort_keys=False)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _metadata(names, names.config_map, "config"),
-        "data": {MANIFEST_FILE: yaml.safe_dump(manifest, sort_keys=False)},
+        "data": data,
     }
 
 

@@ -86,6 +86,7 @@ def test_the_driver_runs_one_executor_per_subtask_owned_by_its_pod() -> None:
     assert env["LOCKGATE_ETCD"] == "http://etcd.lockgate:2379"
     assert pod["spec"]["nodeSelector"] == {"pool": "streams"}
     assert pod["metadata"]["labels"]["team"] == "a"
+    assert conf["spark.kubernetes.executor.podTemplateFile"] == "/etc/lockgate/executor-pod-template.yaml"
     assert pod["spec"]["restartPolicy"] == "Never"
 
 
@@ -106,6 +107,9 @@ def test_the_config_map_is_the_manifest_the_driver_reads(tmp_path: Path) -> None
     assert (manifest.entrypoint, manifest.name, manifest.namespace) == ("jobs.sums:build", "sums", "streams")
     assert manifest.args == {"keys": "1000"}
     assert yaml.safe_load(config_map["data"]["job.yaml"])["spec"] == SPEC
+    executor_template = yaml.safe_load(config_map["data"]["executor-pod-template.yaml"])
+    kubernetes_validate.validate(executor_template, KUBERNETES, strict=True)
+    assert executor_template["spec"]["nodeSelector"] == {"pool": "streams"}, "executors get the overrides too"
 
 
 @pytest.mark.parametrize(

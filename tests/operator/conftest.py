@@ -41,6 +41,7 @@ RESOURCES = {
     "rbac.authorization.k8s.io/v1/roles": ("Role", True, set()),
     "rbac.authorization.k8s.io/v1/rolebindings": ("RoleBinding", True, set()),
     "apiextensions.k8s.io/v1/customresourcedefinitions": ("CustomResourceDefinition", False, set()),
+    "kopf.dev/v1/clusterkopfpeerings": ("ClusterKopfPeering", False, {"status"}),
 }
 
 
@@ -103,6 +104,8 @@ class Operator:
     url: str
     etcd_config: EtcdConfig
     storage: str
+    peering: str | None = None  # None: standalone
+    priority: int = 0
     task: asyncio.Task[None] | None = None
     context: OperatorContext | None = None
     stop_flag: asyncio.Event = field(default_factory=asyncio.Event)
@@ -128,6 +131,8 @@ class Operator:
         settings = kopf.OperatorSettings()
         settings.watching.reconnect_backoff = 0.1
         settings.posting.level = 0
+        # A paused peer sleeps until the active one's lease would expire; keep that short.
+        settings.peering.lifetime = 5
         self.stop_flag = asyncio.Event()
         ready = asyncio.Event()
         self.task = asyncio.create_task(
@@ -135,7 +140,9 @@ class Operator:
                 registry=registry,
                 settings=settings,
                 clusterwide=True,
-                standalone=True,
+                standalone=self.peering is None,
+                peering_name=self.peering,
+                priority=self.priority,
                 stop_flag=self.stop_flag,
                 ready_flag=ready,
             )

@@ -139,6 +139,7 @@ def driver_arguments(names: JobNames, spec: StreamingJobSpec, launch: Launch, cl
     flags += ["--checkpoint-interval", str(c.interval_s), "--checkpoint-timeout", str(c.timeout_s)]
     flags += ["--min-pause", str(c.min_pause_s), "--max-concurrent", str(c.max_concurrent)]
     flags += ["--tolerable-failures", str(c.tolerable_failures), "--retained", str(c.retained)]
+    flags += ["--incremental" if c.incremental else "--no-incremental"]
     flags += ["--checkpoint-dir", storage, "--savepoint-dir", savepoints, "--work-dir", "/tmp/lockgate"]
     flags += _restart_flags(spec)
     if launch.restore == "savepoint":

@@ -35,6 +35,7 @@ class Checkpointing:
     max_concurrent: int = 1
     tolerable_failures: int = 0
     retained: int = 2
+    incremental: bool = True
     storage: str | None = None
 
 
@@ -174,6 +175,7 @@ def _checkpointing(reader: _Reader) -> Checkpointing:
         max_concurrent=reader.integer("maxConcurrent", d.max_concurrent, low=1),
         tolerable_failures=reader.integer("tolerableFailures", d.tolerable_failures),
         retained=reader.integer("retained", d.retained, low=1),
+        incremental=reader.flag("incremental", d.incremental),
         storage=reader.optional_text("storage"),
     )
 

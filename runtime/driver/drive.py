@@ -24,7 +24,12 @@ def job_spec(settings: JobSettings, etcd: EtcdConfig) -> JobSpec:
         entrypoint=settings.entrypoint,
         keys=settings.keys,
         parallelism=settings.parallelism,
-        state=StateConfig(settings.state_backend, settings.local_dir, settings.max_parallelism),  # type: ignore[arg-type]
+        state=StateConfig(
+            settings.state_backend,  # type: ignore[arg-type]
+            settings.local_dir,
+            settings.max_parallelism,
+            incremental=settings.incremental,
+        ),
         etcd=etcd,
         secret=secrets.token_bytes(32),
         args=tuple(settings.args.items()),

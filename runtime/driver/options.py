@@ -41,6 +41,12 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--max-concurrent", type=int, default=1, help="checkpoints in flight at once (default 1)"
     )
+    command.add_argument(
+        "--incremental",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="RocksDB checkpoints upload only new SST files (default); --no-incremental: full snapshots",
+    )
     command.add_argument("--checkpoint-dir", help="checkpoint storage URL (default: .lockgate/checkpoints)")
     command.add_argument("--retained", type=int, default=2, help="completed checkpoints kept (default 2)")
     command.add_argument("--savepoint-dir", help="where savepoints go (default: .lockgate/savepoints)")
@@ -81,6 +87,7 @@ class JobSettings:
     keys: JobKeys
     parallelism: int
     max_parallelism: int
+    incremental: bool
     state_backend: str
     mode: str
     bounded: bool
@@ -157,6 +164,7 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
         keys=keys,
         parallelism=p,
         max_parallelism=arguments.max_parallelism or default_max_parallelism(p),
+        incremental=arguments.incremental,
         state_backend=arguments.state_backend,
         mode=arguments.mode,
         bounded=arguments.bounded,

@@ -9,6 +9,7 @@ import kubernetes_validate
 import pytest
 from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.records import CompletedCheckpoint, encode
 
 from tests.operator.cluster_helpers import JOBS, NAMESPACE, SPEC, Kubectl, StandInDriver
 from tests.operator.conftest import Operator
@@ -80,11 +81,24 @@ async def test_create_makes_the_owned_objects(kubectl: Kubectl, job_name: str) -
 
 async def test_running_driver_reported_in_status(kubectl: Kubectl, job_name: str, etcd: Etcd) -> None:
     await _created(kubectl, job_name)
-    async with StandInDriver(etcd, JobKeys(NAMESPACE, job_name)).running():
+    keys = JobKeys(NAMESPACE, job_name)
+    # What a driver's coordinator writes when checkpoint 7 completes.
+    completed = CompletedCheckpoint(7, "checkpoint", "file:///c/chk-7", {"sum": 2}, 64, 4096, 1_000, 1_250)
+    await etcd.put(keys.completed_of(7), encode(completed))
+    await etcd.put(keys.latest, b"7")
+    async with StandInDriver(etcd, keys).running():
         await kubectl.set_pod_phase(f"{job_name}-driver-1", "Running")
         await eventually(lambda: kubectl.status(job_name).get("phase") == "Running", "the job is Running")
-    ready = next(c for c in kubectl.status(job_name)["conditions"] if c["type"] == "Ready")
+    status = kubectl.status(job_name)
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "True"
+    assert status["lastCheckpoint"] == {
+        "id": 7,
+        "time": "1970-01-01T00:00:01Z",
+        "bytes": 4096,
+        "durationMs": 250,
+    }
+    assert status["restarts"] == 0
 
 
 async def test_scale_takes_a_savepoint_and_restarts_from_it(

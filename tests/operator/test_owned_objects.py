@@ -80,6 +80,14 @@ def test_the_driver_runs_one_executor_per_subtask_owned_by_its_pod() -> None:
     assert driver[driver.index("--parallelism") + 1] == "4"
     assert driver[driver.index("--max-parallelism") + 1] == "128"
     assert driver[driver.index("--checkpoint-dir") + 1] == "s3://bucket/checkpoints"
+    assert "--incremental" in driver
+    full = driver_pod(
+        NAMES,
+        parse_spec({**SPEC, "checkpointing": {"incremental": False}}),
+        Launch(3, 128, "latest"),
+        CLUSTER,
+    )
+    assert "--no-incremental" in _driver_args(full)
     assert "--from-savepoint" not in driver, "last-state resumes the latest checkpoint"
     assert "--fresh" not in driver
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}

@@ -16,6 +16,8 @@ from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.engine.job_master import JobGaveUpError, MaxParallelismMismatchError, run_once
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.vertex_state import StateConfig
+from lockgate.runtime.snapshot.handles import CanonicalKeyedHandle, NativeKeyedHandle
+from lockgate.runtime.snapshot.metadata import read_metadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.spark import BarrierStage
 
@@ -129,3 +131,19 @@ async def test_a_savepoint_of_another_max_parallelism_is_refused_before_launch(
     wider = dataclasses.replace(spec, state=StateConfig("rocksdb", tmp_path / "local", 2 * M))
     with pytest.raises(MaxParallelismMismatchError, match=rf"max parallelism {M} .* this run has {2 * M}"):
         await run_once(wider, BarrierStage(spark), storage, config, from_savepoint=f"file://{taken}")
+
+
+@pytest.mark.parametrize(
+    ("incremental", "handle"), [(True, NativeKeyedHandle), (False, CanonicalKeyedHandle)]
+)
+async def test_checkpoints_are_native_incremental_unless_turned_off(
+    spark, make_spec: SpecFactory, keys, tmp_path: Path, incremental: bool, handle: type
+) -> None:
+    spec = make_spec("tests.jobs.configurable:running_sum", 2, count="500")
+    spec = dataclasses.replace(spec, state=dataclasses.replace(spec.state, incremental=incremental))
+    storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
+    await run_once(spec, BarrierStage(spark), storage, CheckpointConfig(interval_s=0.2, timeout_s=60))
+    taken = next(Path(tmp_path, "checkpoints", keys.job).glob("chk-*/_metadata")).parent
+    metadata = read_metadata(storage, f"file://{taken}")
+    subtasks = metadata.vertices["sum"].subtasks
+    assert [type(s.keyed) for s in subtasks] == [handle, handle]

@@ -74,13 +74,13 @@ class Kubectl:
     def status(self, name: str) -> dict[str, Any]:
         return dict(self.job(name).get("status") or {})
 
-    def exists(self, resource: str, name: str) -> bool:
+    def exists(self, resource: str, name: str | None) -> bool:
         try:
             return not self.emulator.objects[resource, NAMESPACE, name].deleted
         except KeyError:
             return False
 
-    def get(self, resource: str, name: str) -> dict[str, Any]:
+    def get(self, resource: str, name: str | None) -> dict[str, Any]:
         """The stored object as plain JSON data (the emulator keeps its own views of it)."""
         return dict(json.loads(json.dumps(self.emulator.objects[resource, NAMESPACE, name].raw)))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -130,7 +131,7 @@ class Operator:
         register(registry, context, observe_every_s=0.3)
         settings = kopf.OperatorSettings()
         settings.watching.reconnect_backoff = 0.1
-        settings.posting.level = 0
+        settings.posting.level = logging.WARNING  # kmock stores one event per namespace (no generateName)
         # A paused peer sleeps until the active one's lease would expire; keep that short.
         settings.peering.lifetime = 5
         self.stop_flag = asyncio.Event()

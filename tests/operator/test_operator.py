@@ -216,6 +216,12 @@ async def test_an_invalid_change_keeps_the_last_good_spec_running(kubectl: Kubec
     await eventually(degraded, "the Degraded condition is set")
     condition = next(c for c in kubectl.status(job_name)["conditions"] if c["type"] == "Degraded")
     assert "spec.replicas 100 exceeds" in condition["message"]
+    # kmock does not emulate generateName: the first event of the namespace is stored unnamed.
+    await eventually(lambda: kubectl.exists("v1/events", None), "a warning event is posted")
+    event = kubectl.get("v1/events", None)
+    assert (event["type"], event["reason"]) == ("Warning", "InvalidSpec")
+    assert event["involvedObject"]["name"] == job_name
+    assert "spec.replicas 100 exceeds" in event["message"]
     assert kubectl.exists(PODS, f"{job_name}-driver-1")
     assert not kubectl.exists(PODS, f"{job_name}-driver-2")
 

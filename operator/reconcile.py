@@ -10,6 +10,7 @@ from typing import Any
 
 import kopf
 from lockgate.operator.conditions import set_condition
+from lockgate.operator.driver_restarts import decide
 from lockgate.operator.job import Job
 from lockgate.operator.spec import SpecError, StreamingJobSpec, parse_spec
 from lockgate.operator.transition import Plan, ask_savepoint, carry_out, max_parallelism, record_savepoint
@@ -211,30 +212,28 @@ async def observe(job: Job) -> None:
 
 
 async def _driver_lost(job: Job, pod_phase: str | None, cause: str | None) -> None:
-    spec = job.spec()
-    strategy = spec.restart_strategy
     restarts = int(job.status.get("driverRestarts", 0))
     why = f"driver {'gone' if pod_phase is None else 'failed'}" + (f": {cause}" if cause else "")
-    limit = (
-        strategy.attempts
-        if strategy.attempts is not None
-        else (None if strategy.type == "exponential-backoff" else 3)
-    )
-    if strategy.type == "none" or (limit is not None and restarts >= limit):
-        conditions = set_condition(
-            job.status.get("conditions"), "Ready", true=False, reason="Failed", message=why
-        )
-        await job.record(
-            phase="Failed", message=f"{why}; gave up after {restarts} restart(s)", conditions=conditions
-        )
-        kopf.warn(job.body, reason="JobFailed", message=why)
-        return
-    delay = strategy.delay_s if strategy.delay_s is not None else 1.0
-    if strategy.type == "exponential-backoff":
-        delay = min(strategy.max_delay_s or 60.0, delay * 2**restarts)
     restart_at = float(job.status.get("restartAt") or 0)
-    if not restart_at:
-        await job.record(phase="Restarting", restartAt=time.time() + delay, message=why)
+    if not restart_at:  # a new loss: restart after the strategy's delay, or give up
+        now = time.time()
+        decision = decide(
+            job.spec().restart_strategy, restarts, job.status.get("driverFailureTimes", []), now
+        )
+        if decision.give_up:
+            conditions = set_condition(
+                job.status.get("conditions"), "Ready", true=False, reason="Failed", message=why
+            )
+            message = f"{why}; gave up after {restarts} restart(s)"
+            await job.record(phase="Failed", message=message, conditions=conditions)
+            kopf.warn(job.body, reason="JobFailed", message=message)
+            return
+        await job.record(
+            phase="Restarting",
+            restartAt=now + decision.delay_s,
+            message=why,
+            driverFailureTimes=list(decision.failure_times) or None,
+        )
         return
     if time.time() < restart_at:
         return

@@ -6,8 +6,13 @@ import datetime
 from typing import Any
 
 
+def iso_time(epoch_s: float) -> str:
+    """Kubernetes' timestamp format (RFC 3339, UTC, seconds)."""
+    return datetime.datetime.fromtimestamp(epoch_s, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def now_iso() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return iso_time(datetime.datetime.now(datetime.UTC).timestamp())
 
 
 def set_condition(

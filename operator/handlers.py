@@ -52,6 +52,10 @@ def register(registry: kopf.OperatorRegistry, context: OperatorContext, observe_
     async def observed(body: kopf.Body, **_: Any) -> None:
         await _guarded("observe", context, lambda: reconcile.observe(Job(body, context)))
 
+    @kopf.on.cleanup(registry=registry)
+    async def closed(**_: Any) -> None:
+        await context.etcd.close()
+
     @kopf.on.delete(*RESOURCE, registry=registry)
     async def deleted(body: kopf.Body, **_: Any) -> None:
         await _guarded("delete", context, lambda: reconcile.on_delete(Job(body, context)))

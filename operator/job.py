@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,17 +53,26 @@ class Job:
     def raw_spec(self) -> dict[str, Any]:
         return dict(self.body.get("spec") or {})
 
+    @functools.cached_property
     def spec(self) -> StreamingJobSpec:
-        """The parsed spec; raises SpecError naming the field."""
+        """The parsed spec; raises SpecError naming the field (each time it is read)."""
         return parse_spec(self.raw_spec)
 
+    @property
+    def next_launch(self) -> int:
+        return int(self.status.get("launch", 0)) + 1
+
     async def record(self, **fields: Any) -> None:
-        """Write `fields` into the job's status at once (None removes a field)."""
-        for name, value in fields.items():
+        """Write `fields` into the job's status at once (None removes a field); fields
+        that already hold those values are not written again."""
+        if "phase" in fields:
+            self.context.metrics.job_phase(f"{self.names.namespace}/{self.names.name}", fields["phase"])
+        changed = {name: value for name, value in fields.items() if self.status.get(name) != value}
+        if not changed:
+            return
+        for name, value in changed.items():
             if value is None:
                 self.status.pop(name, None)
             else:
                 self.status[name] = value
-        await self.context.kube.patch_status(self.names.namespace, self.names.name, fields)
-        if "phase" in fields:
-            self.context.metrics.job_phase(f"{self.names.namespace}/{self.names.name}", fields["phase"])
+        await self.context.kube.patch_status(self.names.namespace, self.names.name, changed)

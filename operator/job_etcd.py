@@ -11,23 +11,27 @@ from lockgate.runtime.coordination.savepoint_client import await_savepoint, requ
 
 
 class JobEtcd:
+    """One etcd connection for the operator's lifetime (observations run every few
+    seconds per job: a connection each would be a gRPC handshake each)."""
+
     def __init__(self, config: EtcdConfig) -> None:
         self.config = config
+        self._etcd = Etcd(config)  # connects on first use, fails over between endpoints
+
+    async def close(self) -> None:
+        await self._etcd.close()
 
     async def status(self, keys: JobKeys) -> JobStatus | None:
-        async with Etcd(self.config) as etcd:
-            return await read_status(etcd, keys)
+        return await read_status(self._etcd, keys)
 
     async def latest_checkpoint(self, keys: JobKeys) -> CompletedCheckpoint | None:
-        async with Etcd(self.config) as etcd:
-            latest = await etcd.get(keys.latest)
-            data = None if latest is None else await etcd.get(keys.completed_of(int(latest)))
+        latest = await self._etcd.get(keys.latest)
+        data = None if latest is None else await self._etcd.get(keys.completed_of(int(latest)))
         return None if data is None else decode(CompletedCheckpoint, data)
 
     async def savepoint_result(self, keys: JobKeys, request_id: str) -> SavepointResult | None:
         """The final result of an earlier request, if it has one."""
-        async with Etcd(self.config) as etcd:
-            data = await etcd.get(keys.savepoint_result(request_id))
+        data = await self._etcd.get(keys.savepoint_result(request_id))
         result = None if data is None else decode(SavepointResult, data)
         return None if result is None or result.status == "pending" else result
 
@@ -36,17 +40,16 @@ class JobEtcd:
     ) -> SavepointResult:
         """Ask for a savepoint and wait for its result; a repeated `request_id` (an
         operator restarted mid-upgrade) waits for the first request's result."""
-        async with Etcd(self.config) as etcd:
-            if await etcd.get(keys.savepoint_request(request_id)) is None:
-                await request_savepoint(etcd, keys, stop=stop, directory=directory, request_id=request_id)
-            try:
-                return await await_savepoint(etcd, keys, request_id, timeout_s)
-            except TimeoutError:
-                # Withdrawn, so that the next driver does not serve it (and stop) when it starts.
-                await etcd.delete(keys.savepoint_request(request_id))
-                raise
+        etcd = self._etcd
+        if await etcd.get(keys.savepoint_request(request_id)) is None:
+            await request_savepoint(etcd, keys, stop=stop, directory=directory, request_id=request_id)
+        try:
+            return await await_savepoint(etcd, keys, request_id, timeout_s)
+        except TimeoutError:
+            # Withdrawn, so that the next driver does not serve it (and stop) when it starts.
+            await etcd.delete(keys.savepoint_request(request_id))
+            raise
 
     async def forget(self, keys: JobKeys) -> None:
         """Remove every key of the job (its checkpoints' files are not touched)."""
-        async with Etcd(self.config) as etcd:
-            await etcd.delete_prefix(keys.root)
+        await self._etcd.delete_prefix(keys.root)

@@ -9,11 +9,18 @@ import time
 from typing import Any
 
 import kopf
-from lockgate.operator.conditions import set_condition
+from lockgate.operator.conditions import iso_time, set_condition
 from lockgate.operator.driver_restarts import decide
 from lockgate.operator.job import Job
 from lockgate.operator.spec import SpecError, StreamingJobSpec, parse_spec
-from lockgate.operator.transition import Plan, ask_savepoint, carry_out, max_parallelism, record_savepoint
+from lockgate.operator.transition import (
+    Plan,
+    ask_savepoint,
+    carry_out,
+    max_parallelism,
+    record_savepoint,
+    restart_plan,
+)
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 
@@ -29,7 +36,7 @@ async def _degraded(job: Job, error: SpecError) -> None:
 
 async def _checked_spec(job: Job) -> StreamingJobSpec:
     try:
-        spec = job.spec()
+        spec = job.spec
         recorded = job.status.get("maxParallelism")
         if recorded and spec.max_parallelism not in (None, recorded):
             raise SpecError(
@@ -51,10 +58,6 @@ async def _checked_spec(job: Job) -> StreamingJobSpec:
     return spec
 
 
-def _next_launch(job: Job) -> int:
-    return int(job.status.get("launch", 0)) + 1
-
-
 async def on_create(job: Job) -> None:
     if "upgrade" in job.status:  # an operator restarted before the first launch completed
         await carry_out(job, job.status["upgrade"])
@@ -64,7 +67,7 @@ async def on_create(job: Job) -> None:
         await job.record(phase="Suspended", maxParallelism=max_parallelism(job))
         return
     await carry_out(
-        job, {"step": "starting", "reason": "created", "launch": _next_launch(job), "restore": "latest"}
+        job, {"step": "starting", "reason": "created", "launch": job.next_launch, "restore": "latest"}
     )
 
 
@@ -84,7 +87,7 @@ def _needs_restart(old: StreamingJobSpec, new: StreamingJobSpec) -> bool:
 def _upgrade_plan(job: Job, spec: StreamingJobSpec, reason: str, *, suspend: bool = False) -> Plan:
     plan: Plan = {
         "reason": reason,
-        "launch": _next_launch(job),
+        "launch": job.next_launch,
         "suspend": suspend,
         "generation": job.generation,
     }
@@ -113,23 +116,22 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
     if job.status.get("phase") == "Suspended":
         suspended_with = job.status.get("suspendedWith")
         restore = "savepoint" if suspended_with not in (None, "latest") else "latest"
-        plan = {"step": "starting", "reason": "resume", "launch": _next_launch(job), "restore": restore}
+        plan = {"step": "starting", "reason": "resume", "launch": job.next_launch, "restore": restore}
         await carry_out(job, {**plan, "savepoint": suspended_with} if restore == "savepoint" else plan)
         return
     if old is None or _needs_restart(old, new):
         await carry_out(job, _upgrade_plan(job, new, "upgrade"))
     elif new.restart_nonce != old.restart_nonce:
-        plan = {"step": "stopping", "reason": "restart", "launch": _next_launch(job), "restore": "latest"}
-        await carry_out(job, plan)
+        await carry_out(job, restart_plan(job, "restart"))
     if old is not None and new.savepoints.trigger_nonce not in (None, old.savepoints.trigger_nonce):
-        await savepoint_now(job, new)
+        await savepoint_now(job)
     await job.record(observedGeneration=job.generation)
 
 
-async def savepoint_now(job: Job, spec: StreamingJobSpec) -> None:
+async def savepoint_now(job: Job) -> None:
     """A savepoint without stopping (savepoints.triggerNonce changed)."""
-    nonce = spec.savepoints.trigger_nonce
-    result = await ask_savepoint(job, spec, f"nonce-{nonce}", stop=False)
+    nonce = job.spec.savepoints.trigger_nonce
+    result = await ask_savepoint(job, f"nonce-{nonce}", stop=False)
     if result is None:
         raise kopf.TemporaryError(f"no savepoint for trigger nonce {nonce} yet", delay=30)
     if result.status != "completed" or result.path is None:
@@ -142,12 +144,12 @@ async def on_delete(job: Job) -> None:
     """Finalizer: an optional final savepoint, the driver (its executors go with it),
     the job's etcd keys, and its checkpoint files if the spec says so."""
     try:
-        spec = job.spec()
+        spec = job.spec
     except SpecError:
         spec = None  # a job whose spec never ran: nothing to save, keep the files
     launch = int(job.status.get("launch", 0))
     if spec is not None and spec.deletion.savepoint and launch:
-        await _final_savepoint(job, spec, launch)
+        await _final_savepoint(job, launch)
     if launch:
         await job.context.kube.delete_pod(job.names.namespace, job.names.driver_pod(launch))
     await job.context.etcd.forget(job.keys)
@@ -157,14 +159,14 @@ async def on_delete(job: Job) -> None:
     job.context.metrics.job_phase(f"{job.names.namespace}/{job.names.name}", None)
 
 
-async def _final_savepoint(job: Job, spec: StreamingJobSpec, launch: int) -> None:
+async def _final_savepoint(job: Job, launch: int) -> None:
     running = await job.context.etcd.status(job.keys)
     if running is None or running.state != "running":
         kopf.warn(
             job.body, reason="SavepointSkipped", message="deleted while not running: no final savepoint"
         )
         return
-    result = await ask_savepoint(job, spec, f"delete-l{launch}", stop=True)
+    result = await ask_savepoint(job, f"delete-l{launch}", stop=True)
     if result is None:
         kopf.warn(job.body, reason="SavepointTimedOut", message="no final savepoint; deleting anyway")
         return
@@ -189,12 +191,12 @@ async def observe(job: Job) -> None:
     running = await context.etcd.status(job.keys)
     latest = await context.etcd.latest_checkpoint(job.keys)
     if latest is not None:
-        checkpoint: dict[str, Any] = {
+        checkpoint = {
             "id": latest.checkpoint_id,
+            "time": iso_time(latest.completed_ms / 1000),
             "bytes": latest.bytes,
             "durationMs": latest.duration_ms,
         }
-        checkpoint["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(latest.completed_ms / 1000))
         await job.record(lastCheckpoint=checkpoint)
     # A pod the kubelet has not reported on yet is Pending; only a missing or Failed pod is lost.
     pod_phase = None if pod is None else (pod.get("status") or {}).get("phase") or "Pending"
@@ -217,9 +219,7 @@ async def _driver_lost(job: Job, pod_phase: str | None, cause: str | None) -> No
     restart_at = float(job.status.get("restartAt") or 0)
     if not restart_at:  # a new loss: restart after the strategy's delay, or give up
         now = time.time()
-        decision = decide(
-            job.spec().restart_strategy, restarts, job.status.get("driverFailureTimes", []), now
-        )
+        decision = decide(job.spec.restart_strategy, restarts, job.status.get("driverFailureTimes", []), now)
         if decision.give_up:
             conditions = set_condition(
                 job.status.get("conditions"), "Ready", true=False, reason="Failed", message=why
@@ -239,6 +239,4 @@ async def _driver_lost(job: Job, pod_phase: str | None, cause: str | None) -> No
         return
     await job.record(driverRestarts=restarts + 1, restartAt=None)
     kopf.info(job.body, reason="Restart", message=f"{why}; restart {restarts + 1} from the latest checkpoint")
-    await carry_out(
-        job, {"step": "stopping", "reason": "driver-lost", "launch": _next_launch(job), "restore": "latest"}
-    )
+    await carry_out(job, restart_plan(job, "driver-lost"))

@@ -21,7 +21,6 @@ from lockgate.operator.conditions import now_iso, set_condition
 from lockgate.operator.driver_pod import Launch, driver_pod
 from lockgate.operator.job import Job
 from lockgate.operator.owned import owned_objects
-from lockgate.operator.spec import StreamingJobSpec
 from lockgate.runtime.coordination.records import SavepointResult
 from lockgate.runtime.keygroups import default_max_parallelism
 
@@ -32,7 +31,7 @@ Plan = dict[str, Any]
 def max_parallelism(job: Job) -> int:
     """Fixed at the first launch: key groups of written state never change."""
     recorded = job.status.get("maxParallelism")
-    spec = job.spec()
+    spec = job.spec
     return int(recorded or spec.max_parallelism or default_max_parallelism(spec.replicas))
 
 
@@ -57,6 +56,11 @@ def _observe_duration(job: Job, plan: Plan) -> None:
     job.context.metrics.upgrade_seconds.labels(plan["reason"]).observe(time.time() - plan["startedAt"])
 
 
+def restart_plan(job: Job, reason: str) -> Plan:
+    """Replace the driver, restoring the job's latest completed checkpoint."""
+    return {"step": "stopping", "reason": reason, "launch": job.next_launch, "restore": "latest"}
+
+
 async def _fall_back(job: Job, plan: Plan, reason: str, why: str) -> Plan:
     """No savepoint to carry state over: the latest completed checkpoint will."""
     fallback = {**plan, "step": "stopping", "restore": "latest"}
@@ -66,13 +70,13 @@ async def _fall_back(job: Job, plan: Plan, reason: str, why: str) -> Plan:
 
 
 async def _take_savepoint(job: Job, plan: Plan) -> Plan:
-    spec, etcd = job.spec(), job.context.etcd
+    spec, etcd = job.spec, job.context.etcd
     # Resumed after the driver answered (and stopped): take that answer.
     result = await etcd.savepoint_result(job.keys, plan["request"])
     running = await etcd.status(job.keys)
     if result is None and (running is None or running.state != "running"):
         return await _fall_back(job, plan, "SavepointSkipped", "the job is not running to take a savepoint")
-    result = result or await ask_savepoint(job, spec, plan["request"], stop=True)
+    result = result or await ask_savepoint(job, plan["request"], stop=True)
     if result is None:
         return await _fall_back(
             job, plan, "SavepointTimedOut", f"no savepoint within {spec.savepoints.timeout_s:g} s"
@@ -85,11 +89,9 @@ async def _take_savepoint(job: Job, plan: Plan) -> Plan:
     return after
 
 
-async def ask_savepoint(
-    job: Job, spec: StreamingJobSpec, request_id: str, *, stop: bool
-) -> SavepointResult | None:
+async def ask_savepoint(job: Job, request_id: str, *, stop: bool) -> SavepointResult | None:
     """Request a savepoint and wait up to `savepoints.timeout`; None when none came."""
-    started = time.monotonic()
+    spec, started = job.spec, time.monotonic()
     try:
         result = await job.context.etcd.savepoint(
             job.keys,
@@ -107,7 +109,7 @@ async def ask_savepoint(
 
 async def record_savepoint(job: Job, path: str, reason: str) -> None:
     entry = {"path": path, "time": now_iso(), "reason": reason}
-    history = [entry, *job.status.get("savepointHistory", [])][: job.spec().savepoints.history_size]
+    history = [entry, *job.status.get("savepointHistory", [])][: job.spec.savepoints.history_size]
     await job.record(lastSavepoint=entry, savepointHistory=history)
     kopf.info(job.body, reason="Savepoint", message=f"savepoint {path} ({reason})")
 
@@ -130,7 +132,7 @@ async def _stop_driver(job: Job, plan: Plan) -> Plan:
 
 
 async def _start_driver(job: Job, plan: Plan) -> None:
-    spec, names, kube = job.spec(), job.names, job.context.kube
+    spec, names, kube = job.spec, job.names, job.context.kube
     launch = Launch(int(plan["launch"]), max_parallelism(job), plan["restore"], plan.get("savepoint"))
     pod = driver_pod(names, spec, launch, job.context.cluster)
     objects = owned_objects(names, job.raw_spec, own_service_account=spec.service_account_name is None)

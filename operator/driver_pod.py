@@ -124,14 +124,29 @@ def _restart_flags(spec: StreamingJobSpec) -> list[str]:
     return flags + [x for flag, value in optional.items() if value is not None for x in (flag, str(value))]
 
 
-def driver_arguments(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster: Cluster) -> list[str]:
-    """The driver's own options (after spark-submit's `--`)."""
+@dataclass(frozen=True)
+class StorageLayout:
+    checkpoints: str  # the driver's --checkpoint-dir; the runtime adds a directory named by the job
+    savepoints: str
+
+
+def storage_layout(names: JobNames, spec: StreamingJobSpec, cluster: Cluster) -> StorageLayout:
+    """Where a job's checkpoints and savepoints go. Checkpoints under
+    `<storage>/<namespace>/<name>`, so equal names in two namespaces never share a
+    directory; savepoints by default under `<storage>/<namespace>/_savepoints/<name>`
+    (`_` is not allowed in a Kubernetes name: no job directory is ever called that)."""
     storage = spec.checkpointing.storage or cluster.checkpoint_storage
     if storage is None:
         raise SpecError(
             "spec.checkpointing.storage is required: the operator has no default checkpoint storage"
         )
-    savepoints = spec.savepoints.dir or f"{storage.rstrip('/')}/savepoints"
+    checkpoints = f"{storage.rstrip('/')}/{names.namespace}"
+    return StorageLayout(checkpoints, spec.savepoints.dir or f"{checkpoints}/_savepoints/{names.name}")
+
+
+def driver_arguments(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster: Cluster) -> list[str]:
+    """The driver's own options (after spark-submit's `--`)."""
+    storage = storage_layout(names, spec, cluster)
     c = spec.checkpointing
     flags = [f"{CONFIG_DIR}/{MANIFEST_FILE}", "--namespace", names.namespace, "--job-id", names.name]
     flags += ["--parallelism", str(spec.replicas), "--max-parallelism", str(launch.max_parallelism)]
@@ -140,7 +155,8 @@ def driver_arguments(names: JobNames, spec: StreamingJobSpec, launch: Launch, cl
     flags += ["--min-pause", str(c.min_pause_s), "--max-concurrent", str(c.max_concurrent)]
     flags += ["--tolerable-failures", str(c.tolerable_failures), "--retained", str(c.retained)]
     flags += ["--incremental" if c.incremental else "--no-incremental"]
-    flags += ["--checkpoint-dir", storage, "--savepoint-dir", savepoints, "--work-dir", "/tmp/lockgate"]
+    flags += ["--checkpoint-dir", storage.checkpoints, "--savepoint-dir", storage.savepoints]
+    flags += ["--work-dir", "/tmp/lockgate"]
     flags += _restart_flags(spec)
     if launch.restore == "savepoint":
         flags += ["--from-savepoint", str(launch.savepoint)]

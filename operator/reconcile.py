@@ -10,6 +10,7 @@ from typing import Any
 
 import kopf
 from lockgate.operator.conditions import iso_time, set_condition
+from lockgate.operator.driver_pod import storage_layout
 from lockgate.operator.driver_restarts import decide
 from lockgate.operator.job import Job
 from lockgate.operator.spec import SpecError, StreamingJobSpec, parse_spec
@@ -153,9 +154,9 @@ async def on_delete(job: Job) -> None:
     if launch:
         await job.context.kube.delete_pod(job.names.namespace, job.names.driver_pod(launch))
     await job.context.etcd.forget(job.keys)
-    storage = None if spec is None else spec.checkpointing.storage or job.context.cluster.checkpoint_storage
-    if spec is not None and spec.deletion.checkpoints == "delete" and storage is not None:
-        await asyncio.to_thread(_delete_checkpoints, storage, job.names.name)
+    if spec is not None and spec.deletion.checkpoints == "delete":
+        storage = storage_layout(job.names, spec, job.context.cluster)
+        await asyncio.to_thread(_delete_checkpoints, storage.checkpoints, job.names.name)
     job.context.metrics.job_phase(f"{job.names.namespace}/{job.names.name}", None)
 
 

@@ -232,7 +232,7 @@ async def test_deletion_removes_the_driver_and_the_jobs_etcd_keys(
     await _created(kubectl, job_name)
     keys = JobKeys(NAMESPACE, job_name)
     await etcd.put(keys.latest, b"3")  # something a driver left behind
-    checkpoint = tmp_path / "checkpoints" / job_name / "chk-3"
+    checkpoint = tmp_path / "checkpoints" / NAMESPACE / job_name / "chk-3"
     checkpoint.mkdir(parents=True)
     await kubectl.delete(job_name)
     await eventually(lambda: not kubectl.exists(JOBS, job_name), "the job is gone")
@@ -246,7 +246,7 @@ async def test_deletion_can_take_a_final_savepoint_and_remove_checkpoints(
 ) -> None:
     await kubectl.apply(job_name, {**SPEC, "deletion": {"savepoint": True, "checkpoints": "delete"}})
     await _launched(kubectl, job_name, 1)
-    checkpoint = tmp_path / "checkpoints" / job_name / "chk-3"
+    checkpoint = tmp_path / "checkpoints" / NAMESPACE / job_name / "chk-3"
     checkpoint.mkdir(parents=True)
     driver = StandInDriver(etcd, JobKeys(NAMESPACE, job_name))
     async with driver.running():

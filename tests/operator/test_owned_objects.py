@@ -9,7 +9,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from lockgate.operator.driver_pod import Cluster, Launch, driver_pod
+from lockgate.operator.driver_pod import Cluster, Launch, driver_arguments, driver_pod
 from lockgate.operator.naming import JobNames
 from lockgate.operator.owned import owned_objects
 from lockgate.operator.spec import SpecError, parse_spec
@@ -79,7 +79,8 @@ def test_the_driver_runs_one_executor_per_subtask_owned_by_its_pod() -> None:
     assert driver[0] == "/etc/lockgate/job.yaml"
     assert driver[driver.index("--parallelism") + 1] == "4"
     assert driver[driver.index("--max-parallelism") + 1] == "128"
-    assert driver[driver.index("--checkpoint-dir") + 1] == "s3://bucket/checkpoints"
+    assert driver[driver.index("--checkpoint-dir") + 1] == "s3://bucket/checkpoints/streams"
+    assert driver[driver.index("--savepoint-dir") + 1] == "s3://bucket/checkpoints/streams/_savepoints/sums"
     assert "--incremental" in driver
     full = driver_pod(
         NAMES,
@@ -151,3 +152,11 @@ def test_a_spec_the_driver_cannot_run_names_the_field(change: dict[str, Any], cu
 def test_a_bad_spec_names_the_field(spec: dict[str, Any], culprit: str) -> None:
     with pytest.raises(SpecError, match=culprit):
         parse_spec(spec)
+
+
+def test_equal_names_in_two_namespaces_never_share_storage() -> None:
+    spec = parse_spec(SPEC)
+    here = driver_arguments(NAMES, spec, Launch(1, 128, "latest"), CLUSTER)
+    there = driver_arguments(JobNames("other", "sums"), spec, Launch(1, 128, "latest"), CLUSTER)
+    for flag in ("--checkpoint-dir", "--savepoint-dir"):
+        assert here[here.index(flag) + 1] != there[there.index(flag) + 1]

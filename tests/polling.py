@@ -12,20 +12,21 @@ import time
 from collections.abc import Awaitable, Callable
 
 
-async def eventually(condition: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting until {what}")
-        await asyncio.sleep(0.01)
-
-
 async def eventually_true(
-    condition: Callable[[], Awaitable[bool]], what: str, timeout_s: float = 10.0
+    condition: Callable[[], Awaitable[bool]], what: str, timeout_s: float = 10.0, poll_s: float = 0.1
 ) -> None:
-    """`eventually` for a condition that must itself be awaited (a read from etcd)."""
+    """Wait until `condition` (awaited: e.g. a read from etcd) holds, at most `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while not await condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s} s waiting until {what}")
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(poll_s)
+
+
+async def eventually(condition: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
+    """`eventually_true` for a condition that is a plain check of local state."""
+
+    async def holds() -> bool:
+        return condition()
+
+    await eventually_true(holds, what, timeout_s, poll_s=0.01)

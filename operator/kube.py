@@ -20,10 +20,8 @@ class Kube:
         self._core = client.CoreV1Api(api)
         self._rbac = client.RbacAuthorizationV1Api(api)
         self._custom = client.CustomObjectsApi(api)
-
-    def _calls(self, kind: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
-        """(create, patch) of a kind the operator owns."""
-        calls: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+        # (create, patch) of each kind the operator owns
+        self._calls: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
             "Pod": (self._core.create_namespaced_pod, self._core.patch_namespaced_pod),
             "ConfigMap": (self._core.create_namespaced_config_map, self._core.patch_namespaced_config_map),
             "Service": (self._core.create_namespaced_service, self._core.patch_namespaced_service),
@@ -37,11 +35,10 @@ class Kube:
                 self._rbac.patch_namespaced_role_binding,
             ),
         }
-        return calls[kind]
 
     async def create(self, obj: dict[str, Any]) -> bool:
         """Create `obj`; False when it exists already (a retried step)."""
-        create, _ = self._calls(obj["kind"])
+        create, _ = self._calls[obj["kind"]]
         try:
             await asyncio.to_thread(create, obj["metadata"]["namespace"], obj)
         except client.ApiException as error:
@@ -53,7 +50,7 @@ class Kube:
     async def apply(self, obj: dict[str, Any]) -> None:
         """Create `obj`, or bring an existing one to it."""
         if not await self.create(obj):
-            _, patch = self._calls(obj["kind"])
+            _, patch = self._calls[obj["kind"]]
             metadata = obj["metadata"]
             await asyncio.to_thread(
                 patch, metadata["name"], metadata["namespace"], obj, _content_type=MERGE_PATCH

@@ -17,11 +17,22 @@ from lockgate.runtime.coordination.etcd import EtcdUnavailableError
 RESOURCE = (GROUP, VERSION, PLURAL)
 
 
-async def _guarded(handler: str, context: OperatorContext, work: Callable[[], Awaitable[None]]) -> None:
-    """Run `work`, counting its result; etcd and API trouble become a retry."""
+async def _guarded(
+    handler: str, context: OperatorContext, body: kopf.Body, work: Callable[[Job], Awaitable[None]]
+) -> None:
+    """Run `work` on the job, one handler at a time per job, on its current status;
+    count the result; etcd and API trouble become a retry.
+
+    kopf runs a job's timer beside its change handlers, and hands each a body
+    that may predate the status this operator wrote a moment ago: without the
+    lock and the fresh status, an observation could take a driver replaced by
+    an upgrade for a lost one and replace it once more."""
     count = context.metrics.reconciles
+    job = Job(body, context)
     try:
-        await work()
+        async with context.lock(job.names):
+            await job.refresh_status()
+            await work(job)
     except (EtcdUnavailableError, ApiException) as error:
         count.labels(handler, "retry").inc()
         raise kopf.TemporaryError(f"{type(error).__name__}: {error}", delay=5) from error
@@ -42,15 +53,15 @@ def register(registry: kopf.OperatorRegistry, context: OperatorContext, observe_
 
     @kopf.on.create(*RESOURCE, registry=registry)
     async def created(body: kopf.Body, **_: Any) -> None:
-        await _guarded("create", context, lambda: reconcile.on_create(Job(body, context)))
+        await _guarded("create", context, body, reconcile.on_create)
 
     @kopf.on.update(*RESOURCE, field="spec", registry=registry)
     async def changed(body: kopf.Body, old: Any, **_: Any) -> None:
-        await _guarded("change", context, lambda: reconcile.on_change(Job(body, context), dict(old or {})))
+        await _guarded("change", context, body, lambda job: reconcile.on_change(job, dict(old or {})))
 
     @kopf.timer(*RESOURCE, interval=observe_every_s, registry=registry)
     async def observed(body: kopf.Body, **_: Any) -> None:
-        await _guarded("observe", context, lambda: reconcile.observe(Job(body, context)))
+        await _guarded("observe", context, body, reconcile.observe)
 
     @kopf.on.cleanup(registry=registry)
     async def closed(**_: Any) -> None:
@@ -58,4 +69,4 @@ def register(registry: kopf.OperatorRegistry, context: OperatorContext, observe_
 
     @kopf.on.delete(*RESOURCE, registry=registry)
     async def deleted(body: kopf.Body, **_: Any) -> None:
-        await _guarded("delete", context, lambda: reconcile.on_delete(Job(body, context)))
+        await _guarded("delete", context, body, reconcile.on_delete)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,11 @@ class OperatorContext:
     cluster: Cluster
     driver_exit_timeout_s: float = 120.0
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
+    _locks: dict[JobNames, asyncio.Lock] = field(default_factory=dict, init=False, repr=False)
+
+    def lock(self, names: JobNames) -> asyncio.Lock:
+        """Serializes the handlers of one job in this operator."""
+        return self._locks.setdefault(names, asyncio.Lock())
 
 
 @dataclass
@@ -52,6 +58,12 @@ class Job:
     @property
     def raw_spec(self) -> dict[str, Any]:
         return dict(self.body.get("spec") or {})
+
+    async def refresh_status(self) -> None:
+        """Read the status as it is now (kopf's body may predate our last writes)."""
+        status = await self.context.kube.job_status(self.names.namespace, self.names.name)
+        if status is not None:
+            self.status = {k: v for k, v in status.items() if k != "kopf"}
 
     @functools.cached_property
     def spec(self) -> StreamingJobSpec:

@@ -73,6 +73,18 @@ class Kube:
             if error.status != NOT_FOUND:
                 raise
 
+    async def job_status(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The StreamingJob's status now; None if the job is gone."""
+        try:
+            job = await asyncio.to_thread(
+                self._custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name
+            )
+        except client.ApiException as error:
+            if error.status == NOT_FOUND:
+                return None
+            raise
+        return cast(dict[str, Any], cast(dict[str, Any], job).get("status") or {})
+
     async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge `status` into the StreamingJob's status, now (not when a handler returns)."""
         await asyncio.to_thread(

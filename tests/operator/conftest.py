@@ -154,7 +154,7 @@ class Operator:
         assert self.task is not None
         self.stop_flag.set()
         with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(self.task, 20)
+            await asyncio.wait_for(self.task, 40)  # a paused peer waits out its peers' lifetime
         self.task = None
 
 

@@ -13,6 +13,7 @@ from tests.operator.cluster_helpers import SPEC, Kubectl
 from tests.operator.operator_process import OperatorProcess
 from tests.polling import eventually, eventually_true
 
+
 def _peers(emulator: kmock.KubernetesEmulator) -> dict[str, Any]:
     peering = emulator.objects["kopf.dev/v1/clusterkopfpeerings", None, "lockgate"].raw
     return dict(peering.get("status") or {})

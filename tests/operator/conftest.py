@@ -105,8 +105,6 @@ class Operator:
     url: str
     etcd_config: EtcdConfig
     storage: str
-    peering: str | None = None  # None: standalone
-    priority: int = 0
     task: asyncio.Task[None] | None = None
     context: OperatorContext | None = None
     stop_flag: asyncio.Event = field(default_factory=asyncio.Event)
@@ -132,8 +130,6 @@ class Operator:
         settings = kopf.OperatorSettings()
         settings.watching.reconnect_backoff = 0.1
         settings.posting.level = logging.WARNING  # kmock stores one event per namespace (no generateName)
-        # A paused peer sleeps until the active one's lease would expire; keep that short.
-        settings.peering.lifetime = 5
         self.stop_flag = asyncio.Event()
         ready = asyncio.Event()
         self.task = asyncio.create_task(
@@ -141,9 +137,7 @@ class Operator:
                 registry=registry,
                 settings=settings,
                 clusterwide=True,
-                standalone=self.peering is None,
-                peering_name=self.peering,
-                priority=self.priority,
+                standalone=True,  # peers run as processes: see operator_process.py
                 stop_flag=self.stop_flag,
                 ready_flag=ready,
             )
@@ -154,7 +148,7 @@ class Operator:
         assert self.task is not None
         self.stop_flag.set()
         with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(self.task, 40)  # a paused peer waits out its peers' lifetime
+            await asyncio.wait_for(self.task, 40)
         self.task = None
 
 

@@ -3,7 +3,14 @@
 Job code imports what it needs from here; these names are public API.
 """
 
-from lockgate.runtime.api.connectors import ForwardingSinkWriter, Sink, SinkWriter, Source, SourceReader
+from lockgate.runtime.api.connectors import (
+    Backlog,
+    ForwardingSinkWriter,
+    Sink,
+    SinkWriter,
+    Source,
+    SourceReader,
+)
 from lockgate.runtime.api.functions import Context, KeyedProcessFunction, RuntimeContext
 from lockgate.runtime.api.graph import JobGraph
 from lockgate.runtime.api.stream import DataStream, KeyedStream, StreamEnvironment
@@ -42,6 +49,7 @@ __all__ = [
     "AggregateFunction",
     "AggregatingState",
     "AggregatingStateDescriptor",
+    "Backlog",
     "Clock",
     "CollectSink",
     "Context",

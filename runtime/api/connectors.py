@@ -14,7 +14,17 @@ after a failure the restored committables are committed again.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """What a reader has yet to read of its partitions' current input: its lag
+    (Flink's pendingRecords and pendingBytes). None where it cannot tell."""
+
+    records: int | None = None
+    bytes: int | None = None
 
 
 class SourceReader(ABC):
@@ -29,6 +39,11 @@ class SourceReader(ABC):
     @abstractmethod
     def reached_end(self) -> bool:
         """True when every partition has been read to the end of its current input."""
+
+    def backlog(self) -> Backlog | None:
+        """How far behind its input the reader is, if it can tell cheaply (asked about
+        once a second, between polls); None: unknown."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release files and connections."""

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lockgate.runtime.api.connectors import Source, SourceReader
+from lockgate.runtime.api.connectors import Backlog, Source, SourceReader
 from lockgate.runtime.connectors.partitions import assigned
 
 
@@ -93,6 +93,19 @@ class GeneratorReader(SourceReader):
 
     def offsets(self) -> dict[str, Any]:
         return dict(self._next)
+
+    def backlog(self) -> Backlog | None:
+        """With a rate: the records due by now but not read yet (how far the job lags
+        the generator's schedule); without one, bounded: the records left."""
+        count = self._source.count
+        left = None
+        if count is not None:
+            step = self._source.partitions
+            left = sum(-(-(count - n) // step) for n in self._next.values() if n < count)
+        if self._rate is None:
+            return None if left is None else Backlog(records=left)
+        due = int((self._source.clock() - self._started) * self._rate) - self._emitted
+        return Backlog(records=max(0, due) if left is None else min(max(0, due), left))
 
     def reached_end(self) -> bool:
         count = self._source.count

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import fsspec
-from lockgate.runtime.api.connectors import Source, SourceReader
+from lockgate.runtime.api.connectors import Backlog, Source, SourceReader
 from lockgate.runtime.connectors.partitions import assigned
 
 _READ_CHUNK = 1 << 20
@@ -122,6 +122,13 @@ class LogSourceReader(SourceReader):
 
     def offsets(self) -> dict[str, Any]:
         return {name: {"byte": p.byte, "line": p.line} for name, p in self._positions.items()}
+
+    def backlog(self) -> Backlog:
+        """Bytes appended to this reader's partitions and not read yet."""
+        behind = 0
+        for name, position in self._positions.items():
+            behind += max(0, int(self._fs.size(f"{self._root}/{name}")) - position.byte)
+        return Backlog(bytes=behind)
 
     def reached_end(self) -> bool:
         self._discover()

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from lockgate.runtime.coordination.completed_store import CompletedCheckpointStore
 from lockgate.runtime.coordination.errors import (
@@ -84,6 +84,14 @@ class JobPlan:
         return {(v, i) for v in self.sources for i in range(self.vertices[v])}
 
 
+class CheckpointListener(Protocol):
+    """Told of every checkpoint's outcome (the driver's metrics)."""
+
+    def completed(self, checkpoint: CompletedCheckpoint) -> None: ...
+
+    def aborted(self, trigger: Trigger, reason: str) -> None: ...
+
+
 @dataclass
 class PendingCheckpoint:
     trigger: Trigger
@@ -109,8 +117,10 @@ class CheckpointCoordinator:
         *,
         savepoint_dir: str | None = None,
         lease_ttl_s: int = 10,
+        listener: CheckpointListener | None = None,
     ) -> None:
         self._etcd = etcd
+        self._listener = listener
         self._keys = keys
         self._storage = storage
         self._plan = plan
@@ -356,6 +366,8 @@ class CheckpointCoordinator:
             log.exception("discarding old checkpoints failed; the next completion retries")
         pending.done.set_result(summary)
         self.completed.put_nowait(summary)
+        if self._listener is not None:
+            self._listener.completed(summary)
         self.finished = self.finished or summary.final
         self._wake.set()
 
@@ -379,6 +391,8 @@ class CheckpointCoordinator:
         target = CheckpointStorage(trigger.target)
         await asyncio.to_thread(target.delete, target.root, True)
         pending.done.set_exception(CheckpointAbortedError(n, reason))
+        if self._listener is not None:
+            self._listener.aborted(trigger, reason)
         if trigger.kind == "checkpoint":
             self._consecutive_failures += 1
             if self._consecutive_failures > self.config.tolerable_failures:

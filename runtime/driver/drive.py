@@ -16,6 +16,8 @@ from lockgate.runtime.driver.progress import Totals, read_totals, show_progress
 from lockgate.runtime.engine.job_master import JobMaster, RunResult, Stage
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.vertex_state import StateConfig
+from lockgate.runtime.metrics.job_metrics import JobMetrics
+from lockgate.runtime.metrics.serving import PortRange, serve
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 
@@ -35,6 +37,7 @@ def job_spec(settings: JobSettings, etcd: EtcdConfig) -> JobSpec:
         args=tuple(settings.args.items()),
         mode=settings.mode,  # type: ignore[arg-type]
         bounded=settings.bounded,
+        metrics_ports=settings.task_metrics_ports,
     )
 
 
@@ -44,7 +47,27 @@ async def drive(
     """Run the job to its end; raises what ended it otherwise (after recording it)."""
     storage = CheckpointStorage(settings.checkpoint_dir)
     spec = job_spec(settings, etcd_config)
-    master = JobMaster(spec, stage, storage, settings.checkpoint, savepoint_dir=settings.savepoint_dir)
+    metrics = JobMetrics(settings.keys, settings.checkpoint, settings.parallelism)
+    master = JobMaster(
+        spec, stage, storage, settings.checkpoint, savepoint_dir=settings.savepoint_dir, listener=metrics
+    )
+    metrics.count_restarts(lambda: master.restarts)
+    server = None
+    if settings.metrics_port is not None:
+        server = serve(metrics.registry, PortRange(settings.metrics_port, settings.metrics_port))
+        if server is not None and progress is not None:
+            print(f"metrics: http://127.0.0.1:{server.port}/metrics", file=progress, flush=True)
+    try:
+        return await _drive(settings, etcd_config, master, progress)
+    finally:
+        if server is not None:
+            server.close()
+
+
+async def _drive(
+    settings: JobSettings, etcd_config: EtcdConfig, master: JobMaster, progress: TextIO | None
+) -> tuple[RunResult, Totals]:
+    storage = CheckpointStorage(settings.checkpoint_dir)
     async with Etcd(etcd_config) as etcd:
         store = CompletedCheckpointStore(etcd, settings.keys, storage, settings.checkpoint.retained)
         status = StatusHeartbeat(etcd, settings.keys, settings.parallelism, lambda: master.restarts)

@@ -14,6 +14,7 @@ from lockgate.runtime.driver.manifest import load_manifest
 from lockgate.runtime.engine.job_master import EarlierCheckpoints
 from lockgate.runtime.engine.restart import STRATEGIES, RestartStrategy, restart_strategy
 from lockgate.runtime.keygroups import default_max_parallelism
+from lockgate.runtime.metrics.serving import PortRange
 
 DEFAULTS: dict[str, object] = {
     "parallelism": 2,
@@ -68,6 +69,14 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
         help="finish when every source reached the end of its input, after a final checkpoint",
     )
     command.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE", help="a job argument")
+    metrics = command.add_argument_group("Prometheus metrics (default: not served)")
+    metrics.add_argument("--metrics-port", type=int, help="the driver's /metrics port (0: any free port)")
+    metrics.add_argument(
+        "--task-metrics-ports",
+        type=PortRange.parse,
+        metavar="FIRST[-LAST]",
+        help="each task serves /metrics on the first free port of this range, e.g. 9250-9259",
+    )
     restart = command.add_argument_group("restarts (Flink's strategies)")
     restart.add_argument("--restart-strategy", choices=STRATEGIES, default="fixed-delay")
     restart.add_argument(
@@ -98,6 +107,8 @@ class JobSettings:
     from_savepoint: str | None
     earlier_checkpoints: EarlierCheckpoints
     arguments: argparse.Namespace
+    metrics_port: int | None = None
+    task_metrics_ports: PortRange | None = None
 
     def restart_strategy(self) -> RestartStrategy:
         a = self.arguments
@@ -182,6 +193,8 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
         from_savepoint=arguments.from_savepoint,
         earlier_checkpoints=earlier,
         arguments=arguments,
+        metrics_port=arguments.metrics_port,
+        task_metrics_ports=arguments.task_metrics_ports,
     )
     settings.restart_strategy()  # bad restart options fail here, before anything starts
     return settings

@@ -9,6 +9,7 @@ barrier n arrives, so records after a fast channel's barrier may be replayed.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -23,6 +24,7 @@ Mode = Literal["exactly-once", "at-least-once"]
 class _Alignment:
     barrier: Barrier
     arrived: set[int] = field(default_factory=set)
+    started: float = field(default_factory=time.monotonic)  # the first barrier's arrival
 
 
 class InputGate:
@@ -34,6 +36,8 @@ class InputGate:
         self._ended: set[int] = set()
         self._aligning: dict[int, _Alignment] = {}  # by checkpoint id, oldest first
         self._next = 0
+        self.last_alignment_s = 0.0
+        """From the first to the last barrier of the most recently aligned checkpoint."""
 
     @property
     def finished(self) -> bool:
@@ -85,6 +89,7 @@ class InputGate:
         live = set(range(len(self._channels))) - self._ended
         if live <= alignment.arrived:
             del self._aligning[oldest]
+            self.last_alignment_s = time.monotonic() - alignment.started
             return alignment.barrier
         return None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from typing import Protocol
 
 from lockgate.runtime.engine.events import Element
@@ -22,6 +23,9 @@ class InputChannel(Protocol):
 
 
 class OutputChannel(Protocol):
+    blocked_s: float
+    """Seconds `send` has waited for room so far: the backpressure its sender felt."""
+
     def send(self, element: Element) -> None:
         """Blocks while the channel is full (backpressure)."""
         ...
@@ -47,18 +51,29 @@ class LocalChannel:
         self._queue: queue.Queue[Element] = queue.Queue(capacity)
         self._wakeup = wakeup
         self._cancelled = cancelled or threading.Event()
+        self.blocked_s = 0.0
 
     def send(self, element: Element) -> None:
-        while True:
-            try:
-                self._queue.put(element, timeout=0.05)
-                break
-            except queue.Full:
-                # Blocked by backpressure; a torn-down job must not keep us here.
-                if self._cancelled.is_set():
-                    raise TaskCancelledError from None
+        try:
+            self._queue.put_nowait(element)
+        except queue.Full:
+            self._send_blocked(element)
         if self._wakeup is not None:
             self._wakeup.set()
+
+    def _send_blocked(self, element: Element) -> None:
+        started = time.monotonic()
+        try:
+            while True:
+                try:
+                    self._queue.put(element, timeout=0.05)
+                    return
+                except queue.Full:
+                    # Blocked by backpressure; a torn-down job must not keep us here.
+                    if self._cancelled.is_set():
+                        raise TaskCancelledError from None
+        finally:
+            self.blocked_s += time.monotonic() - started
 
     def poll(self) -> Element | None:
         try:

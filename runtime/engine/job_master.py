@@ -10,7 +10,11 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from lockgate.runtime.api.validation import JobDefinitionError
-from lockgate.runtime.coordination.coordinator import CheckpointConfig, CheckpointCoordinator
+from lockgate.runtime.coordination.coordinator import (
+    CheckpointConfig,
+    CheckpointCoordinator,
+    CheckpointListener,
+)
 from lockgate.runtime.coordination.errors import CoordinatorConflictError, CoordinatorFencedError
 from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.restore_point import RestorePoint, resolve_restore_point
@@ -96,8 +100,10 @@ class JobMaster:
         config: CheckpointConfig,
         *,
         savepoint_dir: str | None = None,
+        listener: CheckpointListener | None = None,
     ) -> None:
         self.spec = spec
+        self._listener = listener
         self._stage = stage
         self._storage = storage
         self._config = config
@@ -138,7 +144,13 @@ class JobMaster:
         plan = job_plan(graph, self.spec.parallelism, self.spec.state.max_parallelism)
         async with Etcd(self.spec.etcd) as etcd:
             coordinator = CheckpointCoordinator(
-                etcd, self.spec.keys, self._storage, plan, self._config, savepoint_dir=self._savepoint_dir
+                etcd,
+                self.spec.keys,
+                self._storage,
+                plan,
+                self._config,
+                savepoint_dir=self._savepoint_dir,
+                listener=self._listener,
             )
             await coordinator.start()
             try:

@@ -16,6 +16,7 @@ from lockgate.runtime.coordination.restore_point import RestorePoint
 from lockgate.runtime.engine.alignment import Mode
 from lockgate.runtime.engine.task import TaskConfig
 from lockgate.runtime.engine.vertex_state import StateConfig
+from lockgate.runtime.metrics.serving import PortRange
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class JobSpec:
     bounded: bool = False
     batch_size: int = 512
     channel_capacity: int = 16
+    metrics_ports: PortRange | None = None  # each task's /metrics; None: not served
     # Filled in by the job master for each launch:
     restore: RestorePoint | None = None
     trigger_revision: int | None = None

@@ -116,6 +116,7 @@ class RemoteOutputChannel:
         self._credits = 0
         self._closed_by_peer: str | None = None
         self._condition = threading.Condition()
+        self.blocked_s = 0.0
 
     def connect(self, timeout_s: float = 30.0) -> None:
         """Connect and authenticate; retries refused connections until `timeout_s`."""
@@ -160,14 +161,23 @@ class RemoteOutputChannel:
         assert self._sock is not None, "connect() first"
         payload = pickle.dumps(element, protocol=pickle.HIGHEST_PROTOCOL)
         with self._condition:
+            if self._credits == 0:
+                self._wait_for_credit()
+            self._credits -= 1
+        self._sock.sendall(_U32.pack(len(payload)) + payload)
+
+    def _wait_for_credit(self) -> None:
+        """Blocked by backpressure: the receiver has every frame it granted room for."""
+        started = time.monotonic()
+        try:
             while self._credits == 0:
                 if self._cancelled.is_set():
                     raise TaskCancelledError
                 if self._closed_by_peer is not None:
                     raise ChannelClosedError(f"{self.channel}: {self._closed_by_peer}")
                 self._condition.wait(WAIT_S)
-            self._credits -= 1
-        self._sock.sendall(_U32.pack(len(payload)) + payload)
+        finally:
+            self.blocked_s += time.monotonic() - started
 
     def close(self) -> None:
         if self._sock is not None:

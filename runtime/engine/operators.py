@@ -67,6 +67,19 @@ class _Forwarding:
         self.out.flush()
 
 
+class Counted(_Forwarding):
+    """Counts the records pushed through it (a vertex's records in or out); read by
+    the metrics on another thread, written by one chain thread only."""
+
+    def __init__(self, out: Output) -> None:
+        self.out = out
+        self.count = 0
+
+    def push(self, records: list[Any]) -> None:
+        self.count += len(records)
+        self.out.push(records)
+
+
 class MapOperator(_Forwarding):
     def __init__(self, fn: Callable[[Any], Any], out: Output) -> None:
         self._fn = fn

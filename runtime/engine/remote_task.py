@@ -3,6 +3,7 @@ the other tasks, connect, run subtask `index` of every vertex."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 
@@ -11,6 +12,10 @@ from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.network import ExchangeServer
 from lockgate.runtime.engine.task import Task
 from lockgate.runtime.engine.tcp_wiring import tcp_wiring
+from lockgate.runtime.metrics.serving import serve
+from lockgate.runtime.metrics.task_metrics import task_registry
+
+log = logging.getLogger(__name__)
 
 Gather = Callable[[str], list[str]]
 """Publishes this task's address and returns every task's, in task order."""
@@ -58,7 +63,15 @@ def run_task(spec: JobSpec, index: int, gather: Gather, *, bind_host: str, adver
             for close in wiring.closers:  # Task.run would have; it never started
                 close()
             raise
-        control.start(spec.trigger_revision)
-        task.run()
+        ports = spec.metrics_ports
+        metrics = None if ports is None else serve(task_registry(task, spec.keys), ports)
+        if metrics is not None:
+            log.info("task %s serves metrics on %s:%s", index, bind_host, metrics.port)
+        try:
+            control.start(spec.trigger_revision)
+            task.run()
+        finally:
+            if metrics is not None:
+                metrics.close()
     finally:
         control.close()

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from lockgate.runtime.api.connectors import SourceReader
+from lockgate.runtime.api.connectors import Backlog, SourceReader
 from lockgate.runtime.api.graph import JobGraph, Vertex
 from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger
 from lockgate.runtime.coordination.restore_point import RestorePoint
@@ -25,6 +25,7 @@ from lockgate.runtime.engine.channels import InputChannel, OutputChannel, TaskCa
 from lockgate.runtime.engine.control import CheckpointControl, TaskProgress
 from lockgate.runtime.engine.events import Barrier
 from lockgate.runtime.engine.operators import (
+    Counted,
     FanOut,
     FilterOperator,
     FlatMapOperator,
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 
 IDLE_WAIT_S = 0.005
 PROGRESS_INTERVAL_S = 1.0
+BACKLOG_INTERVAL_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,14 @@ class TaskConfig:
 
 
 def _nothing() -> None:
+    pass
+
+
+AlignmentListener = Callable[[str, float], None]
+"""Told (vertex, seconds) each time a keyed vertex aligned a checkpoint's barriers."""
+
+
+def _ignore_alignment(vertex: str, seconds: float) -> None:
     pass
 
 
@@ -96,11 +106,19 @@ class Task:
             for state in self.states.values():
                 state.restore(restore)
         self._sinks: dict[str, SinkOperator] = {}
+        # Per vertex, for metrics: records into it, records out of it, bytes of its last snapshot.
+        self.records_in: dict[str, Counted] = {}
+        self.records_out: dict[str, Counted] = {}
+        self.state_bytes: dict[str, int] = {}
+        self.alignment_listener: AlignmentListener = _ignore_alignment
         self.chains = [self._chain(head) for head in graph.vertices if _is_head(head)]
 
     def _chain(self, head: Vertex) -> ChainRunner:
         sinks: list[SinkOperator] = []
-        output = self._downstream(head, sinks) if head.kind == "source" else self._output_of(head, sinks)
+        if head.kind == "source":
+            output: Output = self.records_out.setdefault(head.name, Counted(self._downstream(head, sinks)))
+        else:
+            output = self._output_of(head, sinks)
         return ChainRunner(self, head, output, sinks)
 
     def _downstream(self, vertex: Vertex, sinks: list[SinkOperator]) -> Output:
@@ -117,7 +135,12 @@ class Task:
         return outputs[0] if len(outputs) == 1 else FanOut(outputs)
 
     def _output_of(self, vertex: Vertex, sinks: list[SinkOperator]) -> Output:
-        """The operator for `vertex`, wired to everything after it."""
+        """The operator for `vertex`, wired to everything after it, its records counted."""
+        counted = Counted(self._operator(vertex, sinks))
+        self.records_in[vertex.name] = counted
+        return counted
+
+    def _operator(self, vertex: Vertex, sinks: list[SinkOperator]) -> Output:
         if vertex.kind == "sink":
             writer = vertex.operator.create_writer(self.config.index, self.config.parallelism)
             writer.recover(self.states[vertex.name].restored_committables())
@@ -125,7 +148,7 @@ class Task:
             sinks.append(sink)
             self._sinks[vertex.name] = sink
             return sink
-        out = self._downstream(vertex, sinks)
+        out = self.records_out.setdefault(vertex.name, Counted(self._downstream(vertex, sinks)))
         if vertex.kind == "map":
             return MapOperator(vertex.operator, out)
         if vertex.kind == "flat_map":
@@ -162,7 +185,17 @@ class Task:
             log.exception("snapshot of %s/%s failed", vertex, self.config.index)
             self._control.decline(vertex, trigger, f"{type(error).__name__}: {error}")
             return
+        self.state_bytes[vertex] = state.size_bytes()
         self._control.acknowledge(vertex, trigger, state, drained)
+
+    def backpressured_s(self) -> dict[str, float]:
+        """Per vertex feeding a keyed exchange: seconds its sends waited for room downstream."""
+        blocked: dict[str, float] = {}
+        for keyed, channels in self._wiring.outputs.items():
+            edge = self.graph.vertex(keyed).input
+            assert edge is not None
+            blocked[edge.upstream] = blocked.get(edge.upstream, 0.0) + sum(c.blocked_s for c in channels)
+        return blocked
 
     def on_completed(self, chain: ChainRunner, completed: CompletedCheckpoint) -> None:
         for sink in chain.sinks:
@@ -238,6 +271,7 @@ class ChainRunner:
         self.vertices = self._vertices_from(head)
         self.failure: BaseException | None = None
         self.records_read = 0
+        self.backlog: Backlog | None = None  # a source's, refreshed every BACKLOG_INTERVAL_S
         self._completions = task._control.subscribe_completions()
         self._triggers: queue.Queue[Trigger] | None = None
         if head.kind == "source":
@@ -298,8 +332,12 @@ class ChainRunner:
         state = self.task.states[self.head.name]
         reader = self.head.operator.open_reader(config.index, config.parallelism, state.restored_offsets())
         drained = ended = False
+        backlog_due = 0.0
         while not ended or self._uncommitted():
             self._check_cancelled()
+            if time.monotonic() >= backlog_due:
+                self.backlog = reader.backlog()
+                backlog_due = time.monotonic() + BACKLOG_INTERVAL_S
             if self._commit_completed() and not ended:
                 self._end_source(reader)
                 ended = True
@@ -340,6 +378,7 @@ class ChainRunner:
             if isinstance(item, list):
                 self.output.push(item)
             elif isinstance(item, Barrier):
+                self.task.alignment_listener(self.head.name, gate.last_alignment_s)
                 self.output.barrier(item)
             elif not ended and gate.finished:
                 self.output.end()

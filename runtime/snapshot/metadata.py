@@ -28,6 +28,11 @@ class SubtaskState:
     keyed: KeyedStateHandle | None = None
     operator: OperatorStateHandle | None = None
 
+    def size_bytes(self) -> int:
+        """Bytes of every file this subtask's state references (shared files included)."""
+        handles = (h for h in (self.keyed, self.operator) if h is not None)
+        return sum(ref.size for handle in handles for ref in handle.files())
+
     def to_json(self) -> dict[str, Any]:
         return {
             "subtask": self.subtask,
@@ -108,13 +113,7 @@ class CheckpointMetadata:
     @property
     def state_bytes(self) -> int:
         """Bytes of every file the snapshot references (shared files included)."""
-        total = 0
-        for vertex in self.vertices.values():
-            for subtask in vertex.subtasks:
-                for handle in (subtask.keyed, subtask.operator):
-                    if handle is not None:
-                        total += sum(ref.size for ref in handle.files())
-        return total
+        return sum(subtask.size_bytes() for vertex in self.vertices.values() for subtask in vertex.subtasks)
 
 
 def encode_metadata(metadata: CheckpointMetadata) -> bytes:

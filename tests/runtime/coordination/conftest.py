@@ -14,6 +14,7 @@ from lockgate.runtime import ValueStateDescriptor, key_group, key_group_range
 from lockgate.runtime.coordination.coordinator import (
     CheckpointConfig,
     CheckpointCoordinator,
+    CheckpointListener,
     JobPlan,
 )
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
@@ -107,7 +108,9 @@ class Job:
         ]
         self._tasks: list[asyncio.Task[None]] = []
 
-    def coordinator(self, config: CheckpointConfig, lease_ttl_s: int = 10) -> CheckpointCoordinator:
+    def coordinator(
+        self, config: CheckpointConfig, lease_ttl_s: int = 10, listener: CheckpointListener | None = None
+    ) -> CheckpointCoordinator:
         return CheckpointCoordinator(
             self.etcd,
             self.keys,
@@ -116,6 +119,7 @@ class Job:
             config,
             savepoint_dir=self.savepoint_dir,
             lease_ttl_s=lease_ttl_s,
+            listener=listener,
         )
 
     def give_heap_state(self) -> None:

@@ -9,6 +9,7 @@ import pytest
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.errors import CheckpointAbortedError, JobFailedError
 from lockgate.runtime.coordination.records import CompletedCheckpoint, decode
+from lockgate.runtime.metrics.job_metrics import JobMetrics
 from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex
 from lockgate.runtime.snapshot.metadata import read_metadata
 from lockgate.runtime.state.heap import HeapKeyedStateBackend
@@ -188,3 +189,31 @@ async def test_unwritable_metadata_aborts_the_checkpoint_and_counts_as_a_failure
     finally:
         await coordinator.close()
     assert await coordinator.store.all() == []
+
+
+async def test_the_driver_metrics_count_what_the_coordinator_reports(job: Job) -> None:
+    metrics = JobMetrics(job.keys, MANUAL, parallelism=2)
+    coordinator = job.coordinator(MANUAL, listener=metrics)
+    await coordinator.start()
+    try:
+        completed = await asyncio.wait_for(coordinator.trigger(), 10)
+        job.subtasks[0].decline = "busy"
+        with pytest.raises(CheckpointAbortedError):
+            await asyncio.wait_for(coordinator.trigger(), 10)
+    finally:
+        await coordinator.close()
+    job_labels = {"job_namespace": job.keys.namespace, "job_id": job.keys.job}
+    checkpoints = {**job_labels, "kind": "checkpoint"}
+
+    def sample(name: str, labels: dict[str, str]) -> float | None:
+        return metrics.registry.get_sample_value(name, labels)
+
+    assert sample("lockgate_checkpoints_completed_total", checkpoints) == 1.0
+    assert sample("lockgate_checkpoints_failed_total", checkpoints) == 1.0
+    assert sample("lockgate_checkpoints_completed_total", {**job_labels, "kind": "savepoint"}) == 0.0
+    assert sample("lockgate_checkpoint_duration_seconds_count", checkpoints) == 1.0
+    assert sample("lockgate_checkpoint_size_bytes", job_labels) == completed.bytes
+    assert sample("lockgate_last_checkpoint_completed_timestamp_seconds", job_labels) == (
+        completed.completed_ms / 1000
+    )
+    assert sample("lockgate_restarts_total", job_labels) == 0.0

@@ -21,6 +21,8 @@ MANIFEST_FILE = "job.yaml"
 EXECUTOR_TEMPLATE_FILE = "executor-pod-template.yaml"  # Spark merges its executor pods into it
 EXECUTOR_CONTAINER = "executor"  # the template's container Spark fills in
 DRIVER_PORT, BLOCK_MANAGER_PORT, UI_PORT = 7078, 7079, 4040
+# Prometheus ports, both named METRICS_PORT_NAME: the driver's and each executor's one task's.
+DRIVER_METRICS_PORT, TASK_METRICS_PORT, METRICS_PORT_NAME = 9249, 9250, "metrics"
 API_SERVER = "k8s://https://kubernetes.default.svc"
 # spark-submit options the operator derives from the spec; a sparkConf entry may not override them.
 OWNED_CONF_PREFIXES = (
@@ -30,6 +32,7 @@ OWNED_CONF_PREFIXES = (
     "spark.kubernetes.container.image",
     "spark.kubernetes.driver.pod.name",
     "spark.kubernetes.executor.label.",
+    "spark.kubernetes.executor.podTemplate",
     "spark.driver.host",
     "spark.driver.port",
     "spark.driver.blockManager.port",
@@ -106,9 +109,8 @@ def spark_conf(names: JobNames, spec: StreamingJobSpec, launch: Launch) -> dict[
     }
     for key, value in names.labels("executor").items():
         conf[f"spark.kubernetes.executor.label.{key}"] = value
-    if spec.pod_template:
-        conf["spark.kubernetes.executor.podTemplateFile"] = f"{CONFIG_DIR}/{EXECUTOR_TEMPLATE_FILE}"
-        conf["spark.kubernetes.executor.podTemplateContainerName"] = EXECUTOR_CONTAINER
+    conf["spark.kubernetes.executor.podTemplateFile"] = f"{CONFIG_DIR}/{EXECUTOR_TEMPLATE_FILE}"
+    conf["spark.kubernetes.executor.podTemplateContainerName"] = EXECUTOR_CONTAINER
     return {**conf, **_executor_conf(spec.executor_resources), **spec.spark_conf}
 
 
@@ -157,6 +159,7 @@ def driver_arguments(names: JobNames, spec: StreamingJobSpec, launch: Launch, cl
     flags += ["--incremental" if c.incremental else "--no-incremental"]
     flags += ["--checkpoint-dir", storage.checkpoints, "--savepoint-dir", storage.savepoints]
     flags += ["--work-dir", "/tmp/lockgate"]
+    flags += ["--metrics-port", str(DRIVER_METRICS_PORT), "--task-metrics-ports", str(TASK_METRICS_PORT)]
     flags += _restart_flags(spec)
     if launch.restore == "savepoint":
         flags += ["--from-savepoint", str(launch.savepoint)]
@@ -186,6 +189,7 @@ def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster:
             {"name": "driver-rpc", "containerPort": DRIVER_PORT},
             {"name": "blockmanager", "containerPort": BLOCK_MANAGER_PORT},
             {"name": "spark-ui", "containerPort": UI_PORT},
+            {"name": METRICS_PORT_NAME, "containerPort": DRIVER_METRICS_PORT},
         ],
         "resources": _resources(spec.driver_resources),
         "volumeMounts": [{"name": "job", "mountPath": CONFIG_DIR, "readOnly": True}],

@@ -13,6 +13,8 @@ from lockgate.operator.driver_pod import (
     EXECUTOR_CONTAINER,
     EXECUTOR_TEMPLATE_FILE,
     MANIFEST_FILE,
+    METRICS_PORT_NAME,
+    TASK_METRICS_PORT,
     UI_PORT,
 )
 from lockgate.operator.naming import API_VERSION, KIND, JobNames
@@ -31,18 +33,33 @@ def config_map(names: JobNames, spec: dict[str, Any]) -> dict[str, Any]:
         "metadata": {"name": names.name, "namespace": names.namespace},
         "spec": spec,
     }
-    data = {MANIFEST_FILE: yaml.safe_dump(manifest, sort_keys=False)}
-    template = spec.get("podTemplate")
-    if template:  # what spec.podTemplate overrides in the executor pods Spark creates
-        pod_spec = {"containers": [{"name": EXECUTOR_CONTAINER}], **template.get("spec", {})}
-        pod = {"apiVersion": "v1", "kind": "Pod", **template, "spec": pod_spec}
-        data[EXECUTOR_TEMPLATE_FILE] = yaml.safe_dump(pod, sort_keys=False)
+    data = {
+        MANIFEST_FILE: yaml.safe_dump(manifest, sort_keys=False),
+        EXECUTOR_TEMPLATE_FILE: yaml.safe_dump(executor_pod_template(spec), sort_keys=False),
+    }
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _metadata(names, names.config_map, "config"),
         "data": data,
     }
+
+
+def executor_pod_template(spec: dict[str, Any]) -> dict[str, Any]:
+    """What Spark merges into every executor pod: `spec.podTemplate`'s overrides, and
+    the executor container's metrics port (each executor runs one task)."""
+    template = dict(spec.get("podTemplate") or {})
+    pod_spec = dict(template.get("spec") or {})
+    containers = [dict(c) for c in pod_spec.get("containers") or []]
+    executor = next((c for c in containers if c.get("name") == EXECUTOR_CONTAINER), None)
+    if executor is None:
+        executor = {"name": EXECUTOR_CONTAINER}
+        containers.insert(0, executor)
+    ports = list(executor.get("ports") or [])
+    if not any(port.get("name") == METRICS_PORT_NAME for port in ports):
+        ports.append({"name": METRICS_PORT_NAME, "containerPort": TASK_METRICS_PORT})
+    executor["ports"] = ports
+    return {"apiVersion": "v1", "kind": "Pod", **template, "spec": {**pod_spec, "containers": containers}}
 
 
 def driver_service(names: JobNames) -> dict[str, Any]:

@@ -121,6 +121,35 @@ def test_the_config_map_is_the_manifest_the_driver_reads(tmp_path: Path) -> None
     assert executor_template["spec"]["nodeSelector"] == {"pool": "streams"}, "executors get the overrides too"
 
 
+def test_driver_and_executors_expose_their_metrics_ports() -> None:
+    pod = driver_pod(NAMES, parse_spec(SPEC), Launch(1, 128, "latest"), CLUSTER)
+    driver = _driver_args(pod)
+    assert driver[driver.index("--metrics-port") + 1] == "9249"
+    assert driver[driver.index("--task-metrics-ports") + 1] == "9250"
+    assert {"name": "metrics", "containerPort": 9249} in pod["spec"]["containers"][0]["ports"]
+    plain = {k: v for k, v in SPEC.items() if k != "podTemplate"}
+    own_sidecar = {
+        **SPEC,
+        "podTemplate": {
+            "spec": {
+                "containers": [
+                    {"name": "log-shipper", "image": "fluent-bit:3"},
+                    {"name": "executor", "ports": [{"name": "jmx", "containerPort": 9999}]},
+                ]
+            }
+        },
+    }
+    for spec in (plain, own_sidecar):
+        template = yaml.safe_load(
+            owned_objects(NAMES, spec, own_service_account=False)[0]["data"]["executor-pod-template.yaml"]
+        )
+        kubernetes_validate.validate(template, KUBERNETES, strict=True)
+        executor = next(c for c in template["spec"]["containers"] if c["name"] == "executor")
+        assert {"name": "metrics", "containerPort": 9250} in executor["ports"]
+    assert {"name": "jmx", "containerPort": 9999} in executor["ports"], "the template's own ports stay"
+    assert template["spec"]["containers"][0]["name"] == "log-shipper"
+
+
 @pytest.mark.parametrize(
     ("change", "culprit"),
     [

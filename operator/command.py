@@ -22,7 +22,7 @@ from lockgate.operator.job import OperatorContext
 from lockgate.operator.job_etcd import JobEtcd
 from lockgate.operator.kube import Kube
 from lockgate.operator.metrics import OperatorMetrics
-from lockgate.runtime.coordination.etcd import EtcdConfig
+from lockgate.runtime.coordination import etcd_options
 from prometheus_client import start_http_server
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,14 @@ def register(commands: Any) -> None:
         "--namespace", "-n", action="append", default=[], help="watch this namespace (repeatable)"
     )
     scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch every namespace")
+    etcd = command.add_argument_group("etcd security")
+    etcd_options.add_security(etcd)
+    etcd.add_argument(
+        "--etcd-tls-secret",
+        metavar="NAME",
+        help="a Secret with ca.crt, tls.crt and tls.key in each job's namespace, mounted into "
+        "drivers and executors to reach etcd over TLS",
+    )
     command.add_argument("--checkpoint-storage", help="checkpoint storage URL for jobs that name none")
     command.add_argument(
         "--observe-interval", type=float, default=5.0, help="seconds between status checks (5)"
@@ -73,11 +81,11 @@ def run_operator(arguments: argparse.Namespace) -> int:
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         return kopf.login_via_client(**kwargs)
 
-    etcd = EtcdConfig.from_url(arguments.etcd)
+    etcd = etcd_options.config_of(arguments.etcd, arguments)
     metrics = OperatorMetrics()
     if arguments.metrics_port:
         start_http_server(arguments.metrics_port, registry=metrics.registry)
-    cluster = Cluster(",".join(etcd.endpoints), arguments.checkpoint_storage)
+    cluster = Cluster(",".join(etcd.endpoints), arguments.checkpoint_storage, arguments.etcd_tls_secret)
     context = OperatorContext(Kube(_kubernetes()), JobEtcd(etcd), cluster, metrics=metrics)
     register_handlers(registry, context, observe_every_s=arguments.observe_interval)
     log.info("lockgate operator: etcd %s, %s", arguments.etcd, arguments.namespace or "all namespaces")

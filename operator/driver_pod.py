@@ -17,6 +17,7 @@ from lockgate.operator.naming import JobNames
 from lockgate.operator.spec import Resources, SpecError, StreamingJobSpec
 
 CONFIG_DIR = "/etc/lockgate"
+ETCD_TLS_DIR, ETCD_TLS_VOLUME = "/etc/lockgate-etcd-tls", "etcd-tls"  # same path in driver and executors
 MANIFEST_FILE = "job.yaml"
 EXECUTOR_TEMPLATE_FILE = "executor-pod-template.yaml"  # Spark merges its executor pods into it
 EXECUTOR_CONTAINER = "executor"  # the template's container Spark fills in
@@ -62,6 +63,25 @@ class Cluster:
 
     etcd_endpoints: str
     checkpoint_storage: str | None = None
+    etcd_tls_secret: str | None = None
+    """A Secret (ca.crt, tls.crt, tls.key) in each job's namespace that drivers and
+    executors mount to reach etcd over TLS; None: etcd without TLS."""
+
+    def etcd_tls_flags(self) -> list[str]:
+        if self.etcd_tls_secret is None:
+            return []
+        files = {"--etcd-ca": "ca.crt", "--etcd-cert": "tls.crt", "--etcd-key": "tls.key"}
+        return [x for flag, name in files.items() for x in (flag, f"{ETCD_TLS_DIR}/{name}")]
+
+    def etcd_tls_volume(self) -> list[dict[str, Any]]:
+        if self.etcd_tls_secret is None:
+            return []
+        return [{"name": ETCD_TLS_VOLUME, "secret": {"secretName": self.etcd_tls_secret}}]
+
+    def etcd_tls_mount(self) -> list[dict[str, Any]]:
+        if self.etcd_tls_secret is None:
+            return []
+        return [{"name": ETCD_TLS_VOLUME, "mountPath": ETCD_TLS_DIR, "readOnly": True}]
 
 
 _QUANTITY = re.compile(r"^(\d+)(Ki|Mi|Gi|Ti|k|M|G|T)?$")
@@ -161,6 +181,7 @@ def driver_arguments(names: JobNames, spec: StreamingJobSpec, launch: Launch, cl
     flags += ["--work-dir", "/tmp/lockgate"]
     flags += ["--metrics-port", str(DRIVER_METRICS_PORT), "--task-metrics-ports", str(TASK_METRICS_PORT)]
     flags += _restart_flags(spec)
+    flags += cluster.etcd_tls_flags()
     if launch.restore == "savepoint":
         flags += ["--from-savepoint", str(launch.savepoint)]
     elif launch.restore == "empty":
@@ -192,7 +213,10 @@ def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster:
             {"name": METRICS_PORT_NAME, "containerPort": DRIVER_METRICS_PORT},
         ],
         "resources": _resources(spec.driver_resources),
-        "volumeMounts": [{"name": "job", "mountPath": CONFIG_DIR, "readOnly": True}],
+        "volumeMounts": [
+            {"name": "job", "mountPath": CONFIG_DIR, "readOnly": True},
+            *cluster.etcd_tls_mount(),
+        ],
     }
     template = spec.pod_template
     metadata = template.get("metadata", {}) if isinstance(template.get("metadata"), dict) else {}
@@ -211,6 +235,9 @@ def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster:
             # The operator restarts a failed driver (with the job's restart strategy and backoff).
             "restartPolicy": "Never",
             "containers": [container],
-            "volumes": [{"name": "job", "configMap": {"name": names.config_map}}],
+            "volumes": [
+                {"name": "job", "configMap": {"name": names.config_map}},
+                *cluster.etcd_tls_volume(),
+            ],
         },
     }

@@ -16,6 +16,7 @@ from lockgate.operator.driver_pod import (
     METRICS_PORT_NAME,
     TASK_METRICS_PORT,
     UI_PORT,
+    Cluster,
 )
 from lockgate.operator.naming import API_VERSION, KIND, JobNames
 
@@ -24,7 +25,7 @@ def _metadata(names: JobNames, name: str, component: str) -> dict[str, Any]:
     return {"name": name, "namespace": names.namespace, "labels": names.labels(component)}
 
 
-def config_map(names: JobNames, spec: dict[str, Any]) -> dict[str, Any]:
+def config_map(names: JobNames, spec: dict[str, Any], cluster: Cluster) -> dict[str, Any]:
     """The StreamingJob as a manifest the driver reads (`lockgate run` takes the same
     file), and the executor pod template when the spec has one."""
     manifest = {
@@ -35,7 +36,7 @@ def config_map(names: JobNames, spec: dict[str, Any]) -> dict[str, Any]:
     }
     data = {
         MANIFEST_FILE: yaml.safe_dump(manifest, sort_keys=False),
-        EXECUTOR_TEMPLATE_FILE: yaml.safe_dump(executor_pod_template(spec), sort_keys=False),
+        EXECUTOR_TEMPLATE_FILE: yaml.safe_dump(executor_pod_template(spec, cluster), sort_keys=False),
     }
     return {
         "apiVersion": "v1",
@@ -45,9 +46,10 @@ def config_map(names: JobNames, spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def executor_pod_template(spec: dict[str, Any]) -> dict[str, Any]:
-    """What Spark merges into every executor pod: `spec.podTemplate`'s overrides, and
-    the executor container's metrics port (each executor runs one task)."""
+def executor_pod_template(spec: dict[str, Any], cluster: Cluster) -> dict[str, Any]:
+    """What Spark merges into every executor pod: `spec.podTemplate`'s overrides, the
+    executor container's metrics port (each executor runs one task), and etcd's TLS
+    files where the driver has them (tasks connect to etcd with the driver's paths)."""
     template = dict(spec.get("podTemplate") or {})
     pod_spec = dict(template.get("spec") or {})
     containers = [dict(c) for c in pod_spec.get("containers") or []]
@@ -59,6 +61,10 @@ def executor_pod_template(spec: dict[str, Any]) -> dict[str, Any]:
     if not any(port.get("name") == METRICS_PORT_NAME for port in ports):
         ports.append({"name": METRICS_PORT_NAME, "containerPort": TASK_METRICS_PORT})
     executor["ports"] = ports
+    mounts = cluster.etcd_tls_mount()
+    if mounts:
+        executor["volumeMounts"] = [*(executor.get("volumeMounts") or []), *mounts]
+        pod_spec["volumes"] = [*(pod_spec.get("volumes") or []), *cluster.etcd_tls_volume()]
     return {"apiVersion": "v1", "kind": "Pod", **template, "spec": {**pod_spec, "containers": containers}}
 
 
@@ -115,9 +121,11 @@ def role_binding(names: JobNames) -> dict[str, Any]:
     }
 
 
-def owned_objects(names: JobNames, spec: dict[str, Any], own_service_account: bool) -> list[dict[str, Any]]:
+def owned_objects(
+    names: JobNames, spec: dict[str, Any], cluster: Cluster, own_service_account: bool
+) -> list[dict[str, Any]]:
     """Everything but the driver pod, in the order they must exist."""
-    objects = [config_map(names, spec), driver_service(names)]
+    objects = [config_map(names, spec, cluster), driver_service(names)]
     if own_service_account:
         objects += [service_account(names), role(names), role_binding(names)]
     return objects

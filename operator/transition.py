@@ -135,7 +135,9 @@ async def _start_driver(job: Job, plan: Plan) -> None:
     spec, names, kube = job.spec, job.names, job.context.kube
     launch = Launch(int(plan["launch"]), max_parallelism(job), plan["restore"], plan.get("savepoint"))
     pod = driver_pod(names, spec, launch, job.context.cluster)
-    objects = owned_objects(names, job.raw_spec, own_service_account=spec.service_account_name is None)
+    objects = owned_objects(
+        names, job.raw_spec, job.context.cluster, own_service_account=spec.service_account_name is None
+    )
     for obj in [*objects, pod]:
         kopf.adopt(obj, owner=job.body)
     for obj in objects:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from lockgate.runtime.coordination.etcd import EtcdConfig
+from lockgate.runtime.coordination.etcd_options import add_security, config_of
 from lockgate.runtime.coordination.keys import JobKeys
 
 WORK_DIR = Path(".lockgate")
@@ -31,10 +32,7 @@ def add(command: argparse.ArgumentParser) -> None:
         "the etcd of the `lockgate run` going on in this directory)",
     )
     etcd.add_argument("--namespace", help="the job's namespace (default: default)")
-    etcd.add_argument("--etcd-ca", help="CA certificate file for https endpoints")
-    etcd.add_argument("--etcd-cert", help="client certificate file")
-    etcd.add_argument("--etcd-key", help="client key file")
-    etcd.add_argument("--etcd-user", help="etcd user (the password comes from $LOCKGATE_ETCD_PASSWORD)")
+    add_security(etcd)
 
 
 def config(arguments: argparse.Namespace) -> EtcdConfig:
@@ -47,14 +45,7 @@ def config(arguments: argparse.Namespace) -> EtcdConfig:
                 "or run this in the directory of a `lockgate run`"
             )
         endpoints = run["etcd"]
-    return EtcdConfig.from_url(
-        endpoints,
-        ca_file=arguments.etcd_ca,
-        cert_file=arguments.etcd_cert,
-        key_file=arguments.etcd_key,
-        username=arguments.etcd_user,
-        password=os.environ.get("LOCKGATE_ETCD_PASSWORD") if arguments.etcd_user else None,
-    )
+    return config_of(endpoints, arguments)
 
 
 def job_keys(arguments: argparse.Namespace) -> JobKeys:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from lockgate.runtime.api.validation import JobDefinitionError
-from lockgate.runtime.coordination.etcd import EtcdConfig
+from lockgate.runtime.coordination import etcd_options
 from lockgate.runtime.driver.drive import drive
 from lockgate.runtime.driver.manifest import ManifestError
 from lockgate.runtime.driver.options import add_job_options, settings_from
@@ -30,9 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     parser = argparse.ArgumentParser(prog="python -m lockgate.runtime.driver", description=__doc__)
     add_job_options(parser)
-    parser.add_argument(
+    etcd_group = parser.add_argument_group("etcd")
+    etcd_group.add_argument(
         "--etcd", default=os.environ.get("LOCKGATE_ETCD"), help="etcd endpoints ($LOCKGATE_ETCD)"
     )
+    etcd_options.add_security(etcd_group)
     parser.add_argument("--work-dir", default=".lockgate", help="local working files (default .lockgate)")
     arguments = parser.parse_args(argv)
     if not arguments.etcd:
@@ -45,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     spark = spark_session(None, f"lockgate-{settings.keys.job}")
     try:
         result, totals = asyncio.run(
-            until_terminated(drive(settings, EtcdConfig.from_url(arguments.etcd), BarrierStage(spark)))
+            until_terminated(
+                drive(settings, etcd_options.config_of(arguments.etcd, arguments), BarrierStage(spark))
+            )
         )
     except (KeyboardInterrupt, asyncio.CancelledError):
         print(f"lockgate driver: job {settings.keys.job} interrupted", file=sys.stderr)

@@ -43,7 +43,7 @@ def _driver_args(pod: dict[str, Any]) -> list[str]:
 
 def test_every_object_is_valid_kubernetes() -> None:
     spec = parse_spec(SPEC)
-    objects = [*owned_objects(NAMES, SPEC, own_service_account=True)]
+    objects = [*owned_objects(NAMES, SPEC, CLUSTER, own_service_account=True)]
     objects.append(driver_pod(NAMES, spec, Launch(1, 128, "latest"), CLUSTER))
     for obj in objects:
         kubernetes_validate.validate(obj, KUBERNETES, strict=True)
@@ -110,7 +110,7 @@ def test_restore_flags_follow_the_launch() -> None:
 
 
 def test_the_config_map_is_the_manifest_the_driver_reads(tmp_path: Path) -> None:
-    config_map = owned_objects(NAMES, SPEC, own_service_account=False)[0]
+    config_map = owned_objects(NAMES, SPEC, CLUSTER, own_service_account=False)[0]
     (tmp_path / "job.yaml").write_text(config_map["data"]["job.yaml"])
     manifest = load_manifest(tmp_path / "job.yaml")
     assert (manifest.entrypoint, manifest.name, manifest.namespace) == ("jobs.sums:build", "sums", "streams")
@@ -141,7 +141,9 @@ def test_driver_and_executors_expose_their_metrics_ports() -> None:
     }
     for spec in (plain, own_sidecar):
         template = yaml.safe_load(
-            owned_objects(NAMES, spec, own_service_account=False)[0]["data"]["executor-pod-template.yaml"]
+            owned_objects(NAMES, spec, CLUSTER, own_service_account=False)[0]["data"][
+                "executor-pod-template.yaml"
+            ]
         )
         kubernetes_validate.validate(template, KUBERNETES, strict=True)
         executor = next(c for c in template["spec"]["containers"] if c["name"] == "executor")
@@ -189,3 +191,27 @@ def test_equal_names_in_two_namespaces_never_share_storage() -> None:
     there = driver_arguments(JobNames("other", "sums"), spec, Launch(1, 128, "latest"), CLUSTER)
     for flag in ("--checkpoint-dir", "--savepoint-dir"):
         assert here[here.index(flag) + 1] != there[there.index(flag) + 1]
+
+
+def test_with_an_etcd_tls_secret_driver_and_executors_mount_it_at_the_same_path() -> None:
+    tls = Cluster("https://etcd.lockgate:2379", "s3://bucket/checkpoints", etcd_tls_secret="etcd-client")
+    pod = driver_pod(NAMES, parse_spec(SPEC), Launch(1, 128, "latest"), tls)
+    kubernetes_validate.validate(pod, KUBERNETES, strict=True)
+    driver = _driver_args(pod)
+    flags = {flag: driver[driver.index(flag) + 1] for flag in ("--etcd-ca", "--etcd-cert", "--etcd-key")}
+    assert flags == {
+        "--etcd-ca": "/etc/lockgate-etcd-tls/ca.crt",
+        "--etcd-cert": "/etc/lockgate-etcd-tls/tls.crt",
+        "--etcd-key": "/etc/lockgate-etcd-tls/tls.key",
+    }
+    volume = {"name": "etcd-tls", "secret": {"secretName": "etcd-client"}}
+    mount = {"name": "etcd-tls", "mountPath": "/etc/lockgate-etcd-tls", "readOnly": True}
+    assert volume in pod["spec"]["volumes"]
+    assert mount in pod["spec"]["containers"][0]["volumeMounts"]
+    config_map = owned_objects(NAMES, SPEC, tls, own_service_account=False)[0]
+    template = yaml.safe_load(config_map["data"]["executor-pod-template.yaml"])
+    kubernetes_validate.validate(template, KUBERNETES, strict=True)
+    assert volume in template["spec"]["volumes"], "tasks connect to etcd with the driver's file paths"
+    assert mount in template["spec"]["containers"][0]["volumeMounts"]
+    plain = driver_pod(NAMES, parse_spec(SPEC), Launch(1, 128, "latest"), CLUSTER)
+    assert "--etcd-ca" not in _driver_args(plain)

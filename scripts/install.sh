@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what Lockgate needs on a Debian machine: the system packages that are
-# missing (Java 17, etcd), then a virtualenv in .venv with Lockgate and its
+# missing (Java 17, etcd, Prometheus), then a virtualenv in .venv with Lockgate and its
 # development tools. Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +11,8 @@ if ! command -v java >/dev/null || [ "$(java_major)" -lt 17 ]; then
     missing+=(openjdk-17-jre-headless)
 fi
 command -v etcd >/dev/null || missing+=(etcd-server)
+# Prometheus scrapes jobs in the end-to-end tests; promtool checks the chart's alert rules.
+command -v promtool >/dev/null || missing+=(prometheus)
 if ! python3 -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
     missing+=(python3)
 fi

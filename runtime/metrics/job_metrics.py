@@ -54,18 +54,20 @@ class JobMetrics:
             registry=registry,
             buckets=DURATION_BUCKETS,
         )
+        # Both appear with the first completed checkpoint: a zero would read as one
+        # completed in 1970 (alerts fall back to the job's start time until then).
         self._size = Gauge(
             "lockgate_checkpoint_size_bytes",
             "Bytes the last completed checkpoint references (shared files included).",
             LABELS,
             registry=registry,
-        ).labels(*job)
+        )
         self._last = Gauge(
             "lockgate_last_checkpoint_completed_timestamp_seconds",
             "When the last checkpoint completed (Unix time).",
             LABELS,
             registry=registry,
-        ).labels(*job)
+        )
         for kind in ("checkpoint", "savepoint"):  # zeros, so rates exist before the first
             self._completed.labels(*job, kind)
             self._failed.labels(*job, kind)
@@ -93,8 +95,8 @@ class JobMetrics:
         self._completed.labels(*self._job, checkpoint.kind).inc()
         self._duration.labels(*self._job, checkpoint.kind).observe(checkpoint.duration_ms / 1000)
         if checkpoint.kind == "checkpoint":
-            self._size.set(checkpoint.bytes)
-            self._last.set(checkpoint.completed_ms / 1000)
+            self._size.labels(*self._job).set(checkpoint.bytes)
+            self._last.labels(*self._job).set(checkpoint.completed_ms / 1000)
 
     def aborted(self, trigger: Trigger, reason: str) -> None:
         self._failed.labels(*self._job, trigger.kind).inc()

@@ -1,0 +1,160 @@
+"""The chart, linted and rendered by Helm's own code for the default values and
+a non-default set; every object a valid Kubernetes object."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from lockgate.operator.command import register as register_operator_command
+from lockgate.operator.naming import JobNames
+from lockgate.operator.owned import role
+
+from tests.helm.chart import CHART, NAMESPACE, NON_DEFAULT, REPO, find, operator_args, render
+from tests.operator.test_crd import KUBERNETES
+
+PROMETHEUS_OPERATOR_KINDS = {"PodMonitor", "PrometheusRule"}
+
+
+@pytest.mark.parametrize("values", [None, NON_DEFAULT], ids=["defaults", "external-etcd-tls-monitoring"])
+def test_the_chart_lints_clean(values: dict[str, Any] | None) -> None:
+    report = helm.lint(CHART, values, strict=True, namespace=NAMESPACE, kube_version=f"v{KUBERNETES}")
+    problems = [m for m in report["messages"] if m["severity"] >= 2]
+    assert report["errors"] == []
+    assert problems == []
+
+
+@pytest.mark.parametrize("values", [None, NON_DEFAULT], ids=["defaults", "external-etcd-tls-monitoring"])
+def test_every_rendered_object_is_valid(values: dict[str, Any] | None) -> None:
+    objects = render(values)
+    peering_crds = {c["spec"]["names"]["kind"]: c for c in _chart_crds() if c["spec"]["group"] == "kopf.dev"}
+    for obj in objects:
+        if obj["kind"] in PROMETHEUS_OPERATOR_KINDS:
+            continue  # their CRDs are the Prometheus Operator's; test_monitoring checks these
+        if obj["kind"] in peering_crds:
+            schema = peering_crds[obj["kind"]]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+            jsonschema.validate(obj, schema)
+            continue
+        kubernetes_validate.validate(obj, KUBERNETES, strict=True)
+
+
+def _chart_crds() -> list[dict[str, Any]]:
+    return [
+        doc
+        for crd in helm.Chart.load(CHART).crds
+        for doc in yaml.safe_load_all(crd["data"])
+        if doc is not None
+    ]
+
+
+def test_the_charts_crd_is_the_repositorys() -> None:
+    crds = {c["name"]: c["data"] for c in helm.Chart.load(CHART).crds}
+    assert crds["crds/streamingjob.yaml"] == (REPO / "crds" / "streamingjob.yaml").read_text()
+    for crd in _chart_crds():
+        kubernetes_validate.validate(crd, KUBERNETES, strict=True)
+
+
+def _parse_operator_args(args: list[str]) -> argparse.Namespace:
+    """The Deployment's arguments, parsed by `lockgate operator`'s own parser."""
+    assert args[:2] == ["lockgate", "operator"]
+    parser = argparse.ArgumentParser(prog="lockgate")
+    register_operator_command(parser.add_subparsers())
+    return parser.parse_args(args[1:])
+
+
+def test_by_default_one_operator_watches_every_namespace_with_its_own_etcd() -> None:
+    objects = render()
+    options = _parse_operator_args(operator_args(objects))
+    assert options.all_namespaces
+    assert options.etcd == f"http://lockgate-etcd.{NAMESPACE}.svc:2379"
+    assert options.peering is None, "one replica: no peering"
+    assert options.etcd_tls_secret is None
+    statefulset = find(objects, "StatefulSet")[0]
+    assert statefulset["spec"]["serviceName"] == "lockgate-etcd"
+    assert find(objects, "ClusterRole")
+    assert find(objects, "ClusterRoleBinding")
+    assert find(objects, "PodMonitor") == [], "auto: no Prometheus Operator API offline"
+    assert find(objects, "PrometheusRule") == []
+    assert find(objects, "ConfigMap", "lockgate-dashboard"), "the Grafana dashboard"
+    pod = find(objects, "Deployment")[0]["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_external_etcd_with_tls_and_named_namespaces() -> None:
+    objects = render(NON_DEFAULT)
+    options = _parse_operator_args(operator_args(objects))
+    assert options.namespace == ["streams", "batch"]
+    assert options.etcd == "https://etcd-0.etcd:2379,https://etcd-1.etcd:2379"
+    assert (options.etcd_ca, options.etcd_cert, options.etcd_key) == (
+        "/etc/lockgate-etcd-tls/ca.crt",
+        "/etc/lockgate-etcd-tls/tls.crt",
+        "/etc/lockgate-etcd-tls/tls.key",
+    )
+    assert options.etcd_tls_secret == "etcd-client", "drivers and executors mount it too"
+    assert options.peering == "lockgate", "two replicas: kopf peering, one active"
+    assert options.checkpoint_storage == "s3://b/lockgate"
+    pod = find(objects, "Deployment")[0]["spec"]["template"]["spec"]
+    assert {"name": "etcd-tls", "secret": {"secretName": "etcd-client"}} in pod["volumes"]
+    assert find(objects, "StatefulSet") == [], "no bundled etcd"
+    assert find(objects, "ClusterRole") == [], "a Role per watched namespace, nothing cluster-wide"
+    assert sorted(r["metadata"]["namespace"] for r in find(objects, "Role")) == ["batch", "streams"]
+    assert sorted(p["metadata"]["namespace"] for p in find(objects, "KopfPeering")) == ["batch", "streams"]
+    for monitor in find(objects, "PodMonitor"):
+        assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    jobs = find(objects, "PodMonitor", "lockgate-jobs")[0]
+    assert jobs["spec"]["namespaceSelector"] == {"matchNames": ["streams", "batch"]}
+    assert jobs["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/managed-by": "lockgate-operator"}
+    assert jobs["spec"]["podMetricsEndpoints"][0]["port"] == "metrics", (
+        "the port name drivers and executors use"
+    )
+
+
+def _covers(rules: list[dict[str, Any]], group: str, resource: str, verb: str) -> bool:
+    return any(group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"] for r in rules)
+
+
+@pytest.mark.parametrize("values", [None, NON_DEFAULT], ids=["cluster-wide", "namespaced"])
+def test_the_operator_holds_what_it_grants_its_drivers(values: dict[str, Any] | None) -> None:
+    """Kubernetes lets a Role grant only what its creator holds."""
+    roles = find(render(values), "ClusterRole") or find(render(values), "Role")
+    driver = role(JobNames("streams", "sums"))
+    for held in roles:
+        for rule in driver["rules"]:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    for verb in rule["verbs"]:
+                        assert _covers(held["rules"], group, resource, verb), (group, resource, verb)
+        assert _covers(held["rules"], "lockgate.dev", "streamingjobs/status", "patch")
+        assert not _covers(held["rules"], "", "secrets", "get"), "the operator never reads secrets"
+
+
+@pytest.mark.parametrize(
+    ("values", "culprit"),
+    [
+        ({"operator": {"replicas": "two"}}, "/operator/replicas"),
+        ({"monitoring": {"podMonitors": "sometimes"}}, "/monitoring/podMonitors"),
+        ({"operater": {"replicas": 2}}, "'operater' not allowed"),
+        ({"etcd": {"endpoints": ["etcd:2379"]}}, "/etcd/endpoints/0"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_key(values: dict[str, Any], culprit: str) -> None:
+    with pytest.raises(helm.HelmValuesError, match=culprit):
+        helm.Chart.load(CHART).validate_schema(values)
+
+
+def test_external_etcd_needs_endpoints() -> None:
+    with pytest.raises(helm.HelmRenderError, match=r"etcd\.endpoints is required"):
+        render({"etcd": {"bundled": {"enabled": False}}})
+
+
+def test_the_values_file_documents_every_default(tmp_path: Path) -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    helm.Chart.load(CHART).validate_schema(values)
+    assert helm.Chart.load(CHART).values == values

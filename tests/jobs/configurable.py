@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from lockgate.runtime import GeneratorSource, LogSource, StreamEnvironment
+from lockgate.runtime import FileSink, GeneratorSource, LogSource, StreamEnvironment
 
+from examples.wordcount import CountWords
 from tests.jobs import counting
 
 
@@ -20,3 +21,18 @@ def running_sum(env: StreamEnvironment) -> None:
         rate=float(env.args["rate"]) if "rate" in env.args else None,
     )
     counting.running_sum(env, source, env.args["output"])
+
+
+def sums_and_words(env: StreamEnvironment) -> None:
+    """Two pipelines in one job: a rate-held generator's running sums (its lag is in
+    records) and a word count over a log (its lag is in bytes)."""
+    source = GeneratorSource(None, keys=37, partitions=4, rate=float(env.args.get("rate", "2000")))
+    counting.running_sum(env, source, f"{env.args['output']}/sums")
+    lines = LogSource(env.args["input"])
+    (
+        env.source(lines, name="lines")
+        .flat_map(lambda line: line["text"].split(), name="words")
+        .key_by(lambda word: word)
+        .process(CountWords(), name="count")
+        .sink(FileSink(f"{env.args['output']}/words"), name="words-out")
+    )

@@ -7,7 +7,7 @@ sources held to 50k records/s in all. Records are stamped
 at the source; the sink measures source-to-sink latency (before commit: the
 output becomes visible when the next checkpoint completes).
 
-    .venv/bin/python bench/engine_throughput.py [--count N] [--keys K] [--parallelism P]
+    .venv/bin/python bench/engine_throughput.py [--count N] [--keys K] [--parallelism P] [--rows ROW ...]
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ import json
 import secrets
 import statistics
 import tempfile
+import threading
 import time
+import urllib.request
 from pathlib import Path
 
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
@@ -28,6 +30,7 @@ from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.engine.job_master import run_once
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.vertex_state import StateConfig
+from lockgate.runtime.metrics.serving import PortRange
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.spark import BarrierStage, local_session
 
@@ -40,12 +43,13 @@ def measure(
     interval: float | None,
     label: str,
     rate: float | None = None,
+    metrics: bool = False,
 ) -> None:
     samples = work / label / "samples"
     samples.mkdir(parents=True)
     spec = JobSpec(
         entrypoint="engine_job:build",
-        keys=JobKeys("bench", label),
+        keys=JobKeys("bench", f"{label}-{work.name}"),  # repeated rows must not resume each other
         parallelism=args.parallelism,
         state=StateConfig("rocksdb", work / label / "local", 128),
         etcd=etcd,
@@ -58,11 +62,19 @@ def measure(
             ("rate", "" if rate is None else str(rate)),
         ),
         bounded=True,
+        metrics_ports=METRICS_PORTS if metrics else None,
     )
     storage = CheckpointStorage(f"file://{work}/{label}/checkpoints")
     config = CheckpointConfig(interval_s=interval, timeout_s=600)
+    done = threading.Event()
+    scraper = threading.Thread(target=scrape_every_second, args=(done,), daemon=True)
+    if metrics:
+        scraper.start()
     started = time.monotonic()
-    asyncio.run(run_once(spec, BarrierStage(spark), storage, config))  # type: ignore[arg-type]
+    try:
+        asyncio.run(run_once(spec, BarrierStage(spark), storage, config))  # type: ignore[arg-type]
+    finally:
+        done.set()
     wall = time.monotonic() - started
     reports = [json.loads(p.read_text()) for p in samples.glob("*.json")]
     count = sum(r["count"] for r in reports)
@@ -78,11 +90,29 @@ def measure(
     )
 
 
+METRICS_PORTS = PortRange(19250, 19259)
+
+
+def scrape_every_second(done: threading.Event) -> None:
+    """What a Prometheus scraping every task each second costs the tasks."""
+    while not done.wait(1.0):
+        for port in range(METRICS_PORTS.first, METRICS_PORTS.last + 1):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                    response.read()
+            except OSError:
+                continue
+
+
+ROWS = ("checkpoints-5s", "checkpoints-5s-metrics", "final-only", "rate-50k-5s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--count", type=int, default=2_000_000)
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -92,10 +122,18 @@ def main() -> None:
         spark.sparkContext.setLogLevel("ERROR")
         try:
             etcd = EtcdConfig.from_url(server.endpoint)
-            measure(spark, etcd, work, args, 5.0, "checkpoints-5s")
-            measure(spark, etcd, work, args, None, "final-only")
-            # Below saturation, latency is the pipeline's own, not time spent queued.
-            measure(spark, etcd, work, args, 5.0, "rate-50k-5s", rate=50_000)
+            runs = {
+                "checkpoints-5s": lambda w: measure(spark, etcd, w, args, 5.0, "checkpoints-5s"),
+                # Every task serving its metrics, scraped each second.
+                "checkpoints-5s-metrics": lambda w: measure(
+                    spark, etcd, w, args, 5.0, "checkpoints-5s-metrics", metrics=True
+                ),
+                "final-only": lambda w: measure(spark, etcd, w, args, None, "final-only"),
+                # Below saturation, latency is the pipeline's own, not time spent queued.
+                "rate-50k-5s": lambda w: measure(spark, etcd, w, args, 5.0, "rate-50k-5s", rate=50_000),
+            }
+            for n, row in enumerate(args.rows):  # a row may be repeated, each run in its own directory
+                runs[row](work / str(n))
         finally:
             spark.stop()
             server.stop()

@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import json
 import random
-import secrets
 import sys
 import tempfile
 import threading
@@ -27,19 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib
-from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.coordination.keys import JobKeys
-from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
-from lockgate.runtime.engine.job_master import JobMaster
-from lockgate.runtime.engine.job_spec import JobSpec
-from lockgate.runtime.engine.restart import NoRestart
-from lockgate.runtime.engine.vertex_state import StateConfig
-from lockgate.runtime.metrics.job_metrics import JobMetrics
-from lockgate.runtime.metrics.serving import PortRange, serve
-from lockgate.runtime.snapshot.storage import CheckpointStorage
-from lockgate.runtime.spark import BarrierStage, local_session
+from lockgate.runtime.metrics.serving import PortRange
+from lockgate.runtime.spark import local_session
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -47,6 +38,7 @@ import matplotlib.pyplot as plt
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tests.monitoring.prometheus import Prometheus  # noqa: E402
+from tests.runtime.metrics.metered_job import MeteredJob  # noqa: E402
 
 KEYS = JobKeys("default", "wordcount")
 TASK_PORTS = PortRange(19350, 19351)
@@ -93,43 +85,32 @@ async def run_job(work: Path, etcd: EtcdConfig, spark: Any) -> tuple[float, floa
     log = work / "lines" / "part-0.jsonl"
     log.touch()
     (work / "lines" / "part-1.jsonl").touch()
-    spec = JobSpec(
-        entrypoint="examples.wordcount:build",
-        keys=KEYS,
-        parallelism=2,
-        state=StateConfig("rocksdb", work / "local", 128),
-        etcd=etcd,
-        secret=secrets.token_bytes(32),
-        args=(("input", f"file://{work}/lines"), ("output", f"file://{work}/out")),
-        metrics_ports=TASK_PORTS,
+    job = MeteredJob.start(
+        spark,
+        etcd,
+        KEYS,
+        work,
+        "examples.wordcount:build",
+        {"input": f"file://{work}/lines", "output": f"file://{work}/out"},
+        task_ports=TASK_PORTS,
+        interval_s=2.0,
     )
-    config = CheckpointConfig(interval_s=2.0, timeout_s=60)
-    metrics = JobMetrics(KEYS, config, parallelism=2)
-    driver = serve(metrics.registry, PortRange(19349, 19349))
-    assert driver is not None
-    targets = [f"127.0.0.1:{p}" for p in (driver.port, TASK_PORTS.first, TASK_PORTS.last)]
-    prometheus = Prometheus.start(targets, work)
-    storage = CheckpointStorage(f"file://{work}/checkpoints")
-    savepoints = f"file://{work}/savepoints"
-    master = JobMaster(spec, BarrierStage(spark), storage, config, savepoint_dir=savepoints, listener=metrics)
-    run = asyncio.create_task(master.run(NoRestart()))
+    prometheus = Prometheus.start(
+        [f"127.0.0.1:{p}" for p in (job.driver.port, *job.task_port_numbers())], work
+    )
     stop = threading.Event()
     appender = threading.Thread(target=append_lines, args=(log, stop))
     started = time.time()
     appender.start()
     try:
         await asyncio.sleep(SECONDS)  # the length of the recording
-    finally:
         stop.set()
         appender.join()
-    async with Etcd(etcd) as client:
-        request = await request_savepoint(client, KEYS, stop=True)
-        result = await await_savepoint(client, KEYS, request, 120)
-    if result.status != "completed":
-        run.cancel()
-        raise RuntimeError(f"the stop-with-savepoint failed: {result.error}")
-    await run
-    driver.close()
+        async with Etcd(etcd) as client:
+            await job.stop_with_savepoint(client)
+    finally:
+        stop.set()
+        job.close()
     return started, started + SECONDS, prometheus
 
 

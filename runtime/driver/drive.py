@@ -51,7 +51,6 @@ async def drive(
     master = JobMaster(
         spec, stage, storage, settings.checkpoint, savepoint_dir=settings.savepoint_dir, listener=metrics
     )
-    metrics.count_restarts(lambda: master.restarts)
     server = None
     if settings.metrics_port is not None:
         server = serve(metrics.registry, PortRange(settings.metrics_port, settings.metrics_port))

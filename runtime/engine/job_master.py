@@ -62,6 +62,12 @@ class RunResult:
     restarts: int = 0
 
 
+class JobListener(CheckpointListener, Protocol):
+    """Told of every checkpoint's outcome and of every restart (the driver's metrics)."""
+
+    def restarted(self) -> None: ...
+
+
 class JobGaveUpError(RuntimeError):
     """The restart strategy gave up; the message holds the last failure."""
 
@@ -100,7 +106,7 @@ class JobMaster:
         config: CheckpointConfig,
         *,
         savepoint_dir: str | None = None,
-        listener: CheckpointListener | None = None,
+        listener: JobListener | None = None,
     ) -> None:
         self.spec = spec
         self._listener = listener
@@ -133,6 +139,8 @@ class JobMaster:
                         f"last failure: {type(failure).__name__}: {failure}"
                     ) from failure
                 self.restarts += 1
+                if self._listener is not None:
+                    self._listener.restarted()
                 log.warning("job failed (%s); restart %s in %.1f s", failure, self.restarts, delay)
                 await asyncio.sleep(delay)  # the strategy's delay, nothing to wait for
                 continue

@@ -115,10 +115,9 @@ class Task:
 
     def _chain(self, head: Vertex) -> ChainRunner:
         sinks: list[SinkOperator] = []
-        if head.kind == "source":
-            output: Output = self.records_out.setdefault(head.name, Counted(self._downstream(head, sinks)))
-        else:
-            output = self._output_of(head, sinks)
+        if head.kind != "source":
+            return ChainRunner(self, head, self._output_of(head, sinks), sinks)
+        output = self.records_out[head.name] = Counted(self._downstream(head, sinks))
         return ChainRunner(self, head, output, sinks)
 
     def _downstream(self, vertex: Vertex, sinks: list[SinkOperator]) -> Output:
@@ -148,7 +147,7 @@ class Task:
             sinks.append(sink)
             self._sinks[vertex.name] = sink
             return sink
-        out = self.records_out.setdefault(vertex.name, Counted(self._downstream(vertex, sinks)))
+        out = self.records_out[vertex.name] = Counted(self._downstream(vertex, sinks))
         if vertex.kind == "map":
             return MapOperator(vertex.operator, out)
         if vertex.kind == "flat_map":

@@ -3,40 +3,25 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
 
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, Metric
-from prometheus_client.registry import Collector
 
 LABELS = ["job_namespace", "job_id"]
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 
-class _Restarts(Collector):
-    def __init__(self, job: list[str]) -> None:
-        self._job = job
-        self.restarts: Callable[[], int] = lambda: 0
-
-    def collect(self) -> Iterable[Metric]:
-        family = CounterMetricFamily(
-            "lockgate_restarts", "Relaunches of the job's tasks after a failure.", labels=LABELS
-        )
-        family.add_metric(self._job, self.restarts())
-        yield family
-
-
 class JobMetrics:
-    """A `CheckpointListener` that counts what the coordinator reports."""
+    """A `JobListener`: counts what the coordinator and the job master report."""
 
     def __init__(self, keys: JobKeys, config: CheckpointConfig, parallelism: int) -> None:
         self.registry = registry = CollectorRegistry()
         job = [keys.namespace, keys.job]
-        self._restarts = _Restarts(job)
-        registry.register(self._restarts)
+        self._restarts = Counter(
+            "lockgate_restarts", "Relaunches of the job's tasks after a failure.", LABELS, registry=registry
+        ).labels(*job)
         kinds = [*LABELS, "kind"]
         self._completed = Counter(
             "lockgate_checkpoints_completed",
@@ -87,16 +72,15 @@ class JobMetrics:
             gauge.labels(*job).set(config.interval_s)
         self._job = job
 
-    def count_restarts(self, restarts: Callable[[], int]) -> None:
-        """Report what `restarts` returns (the job master's count, made after these metrics)."""
-        self._restarts.restarts = restarts
-
     def completed(self, checkpoint: CompletedCheckpoint) -> None:
         self._completed.labels(*self._job, checkpoint.kind).inc()
         self._duration.labels(*self._job, checkpoint.kind).observe(checkpoint.duration_ms / 1000)
         if checkpoint.kind == "checkpoint":
             self._size.labels(*self._job).set(checkpoint.bytes)
             self._last.labels(*self._job).set(checkpoint.completed_ms / 1000)
+
+    def restarted(self) -> None:
+        self._restarts.inc()
 
     def aborted(self, trigger: Trigger, reason: str) -> None:
         self._failed.labels(*self._job, trigger.kind).inc()

@@ -5,21 +5,11 @@ metric the dashboard and alerts read exists, and no alert fires on a healthy job
 from __future__ import annotations
 
 import asyncio
-import secrets
 from pathlib import Path
 
 import kmock
 from kubernetes import client
-from lockgate.runtime.coordination.coordinator import CheckpointConfig
-from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
-from lockgate.runtime.engine.job_master import JobMaster
-from lockgate.runtime.engine.job_spec import JobSpec
-from lockgate.runtime.engine.restart import NoRestart
-from lockgate.runtime.engine.vertex_state import StateConfig
-from lockgate.runtime.metrics.job_metrics import JobMetrics
-from lockgate.runtime.metrics.serving import PortRange, serve
-from lockgate.runtime.snapshot.storage import CheckpointStorage
-from lockgate.runtime.spark import BarrierStage
+from lockgate.runtime.metrics.serving import PortRange
 
 from tests.helm.queries import alert_rules, every_query, metric_names, panels
 from tests.monitoring.prometheus import Prometheus
@@ -27,23 +17,9 @@ from tests.operator.cluster_helpers import SPEC, Kubectl
 from tests.operator.operator_process import OperatorProcess, free_port
 from tests.polling import eventually_true
 from tests.runtime.engine.test_local_engine import _write_lines
+from tests.runtime.metrics.metered_job import MeteredJob
 
 RATE_INTERVAL = "5s"  # Grafana's $__rate_interval at a 1 s scrape interval
-
-
-def _job(keys, etcd_config, tmp_path: Path, task_ports: PortRange) -> JobSpec:
-    return JobSpec(
-        entrypoint="tests.jobs.configurable:sums_and_words",
-        keys=keys,
-        parallelism=2,
-        state=StateConfig("rocksdb", tmp_path / "local", 32),
-        etcd=etcd_config,
-        secret=secrets.token_bytes(32),
-        # A generator held to a rate (lag in records) and a log (lag in bytes); runs until stopped.
-        args=(("rate", "4000"), ("input", f"file://{tmp_path}/lines"), ("output", f"file://{tmp_path}/out")),
-        batch_size=64,
-        metrics_ports=task_ports,
-    )
 
 
 async def test_prometheus_scrapes_a_job_and_the_dashboard_has_data(
@@ -53,28 +29,25 @@ async def test_prometheus_scrapes_a_job_and_the_dashboard_has_data(
     _write_lines(tmp_path / "lines", partitions=2, lines=200)
     first = free_port()
     task_ports = PortRange(first, first + 1)
-    config = CheckpointConfig(interval_s=0.5, timeout_s=60)
-    metrics = JobMetrics(keys, config, parallelism=2)
-    driver = serve(metrics.registry, PortRange(0, 0))
-    assert driver is not None
-    master = JobMaster(
-        _job(keys, etcd_config, tmp_path, task_ports),
-        BarrierStage(spark),
-        CheckpointStorage(f"file://{tmp_path}/checkpoints"),
-        config,
-        savepoint_dir=f"file://{tmp_path}/savepoints",
-        listener=metrics,
+    job = MeteredJob.start(
+        spark,
+        etcd_config,
+        keys,
+        tmp_path,
+        # A generator held to a rate (lag in records) and a log (lag in bytes); runs until stopped.
+        "tests.jobs.configurable:sums_and_words",
+        {"rate": "4000", "input": f"file://{tmp_path}/lines", "output": f"file://{tmp_path}/out"},
+        task_ports=task_ports,
+        interval_s=0.5,
     )
-    metrics.count_restarts(lambda: master.restarts)
     operator = await OperatorProcess.start(api_url, etcd_server.endpoint, tmp_path)
-    ports = [driver.port, task_ports.first, task_ports.last, operator.metrics_port]
+    ports = [job.driver.port, *job.task_port_numbers(), operator.metrics_port]
     prometheus = Prometheus.start([f"127.0.0.1:{p}" for p in ports], tmp_path)
-    run = asyncio.create_task(master.run(NoRestart()))
     try:
         await Kubectl(emulator, client.ApiClient(client.Configuration(host=api_url))).apply("sums", SPEC)
 
         async def all_targets_up() -> bool:
-            assert not run.done(), run
+            assert not job.run.done(), job.run
             health = await asyncio.to_thread(prometheus.targets_up)
             return len(health) == len(ports) and set(health.values()) == {"up"}
 
@@ -98,12 +71,8 @@ async def test_prometheus_scrapes_a_job_and_the_dashboard_has_data(
             assert answer["status"] == "success", (rule["alert"], answer)
             assert answer["data"]["result"] == [], f"{rule['alert']} fires on a healthy job"
 
-        request = await request_savepoint(etcd, keys, stop=True)
-        assert (await await_savepoint(etcd, keys, request, 60)).status == "completed"
-        await asyncio.wait_for(run, 60)
+        await job.stop_with_savepoint(etcd)
     finally:
-        if not run.done():
-            run.cancel()
+        job.close()
         prometheus.stop()
         await operator.stop()
-        driver.close()

@@ -4,23 +4,14 @@ free port of a range, scraped over HTTP while the job runs."""
 from __future__ import annotations
 
 import asyncio
-import secrets
 import socket
 from pathlib import Path
 
-from lockgate.runtime.coordination.coordinator import CheckpointConfig
-from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
-from lockgate.runtime.engine.job_master import JobMaster
-from lockgate.runtime.engine.job_spec import JobSpec
-from lockgate.runtime.engine.restart import NoRestart
-from lockgate.runtime.engine.vertex_state import StateConfig
-from lockgate.runtime.metrics.job_metrics import JobMetrics
-from lockgate.runtime.metrics.serving import PortRange, serve
-from lockgate.runtime.snapshot.storage import CheckpointStorage
-from lockgate.runtime.spark import BarrierStage
+from lockgate.runtime.metrics.serving import PortRange
 
 from tests.polling import eventually_true
 from tests.runtime.engine.test_local_engine import _write_lines
+from tests.runtime.metrics.metered_job import MeteredJob
 from tests.runtime.metrics.scrape import Sample, scrape, series, total
 
 
@@ -37,36 +28,23 @@ async def test_a_running_job_serves_driver_and_task_metrics(
 ) -> None:
     words = _write_lines(tmp_path / "lines", partitions=4, lines=300)
     task_ports = _free_range(10)
-    spec = JobSpec(
-        entrypoint="tests.jobs.configurable:word_count",
-        keys=keys,
-        parallelism=2,
-        state=StateConfig("rocksdb", tmp_path / "local", 32),
-        etcd=etcd_config,
-        secret=secrets.token_bytes(32),
-        args=(("input", f"file://{tmp_path}/lines"), ("output", f"file://{tmp_path}/out")),
-        batch_size=64,
-        metrics_ports=task_ports,
+    job = MeteredJob.start(
+        spark,
+        etcd_config,
+        keys,
+        tmp_path,
+        "tests.jobs.configurable:word_count",
+        {"input": f"file://{tmp_path}/lines", "output": f"file://{tmp_path}/out"},
+        task_ports=task_ports,
+        interval_s=0.3,
     )
-    config = CheckpointConfig(interval_s=0.3, timeout_s=60)
-    metrics = JobMetrics(keys, config, parallelism=2)
-    driver = serve(metrics.registry, PortRange(0, 0))
-    assert driver is not None
-    storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
-    master = JobMaster(
-        spec, BarrierStage(spark), storage, config, savepoint_dir=f"file://{tmp_path}/sp", listener=metrics
-    )
-    metrics.count_restarts(lambda: master.restarts)
-    run = asyncio.create_task(master.run(NoRestart()))
     tasks: list[Sample] = []
     try:
 
         async def tasks_report_everything() -> bool:
-            assert not run.done(), run.exception() if run.done() else ""
+            assert not job.run.done(), job.run.exception() if job.run.done() else ""
             nonlocal tasks
-            scraped = [
-                await asyncio.to_thread(scrape, p) for p in range(task_ports.first, task_ports.last + 1)
-            ]
+            scraped = [await asyncio.to_thread(scrape, p) for p in job.task_port_numbers()]
             tasks = [s for each in scraped for s in each]
             return (
                 total(tasks, "lockgate_records_in_total", vertex="out") == len(words)
@@ -76,31 +54,28 @@ async def test_a_running_job_serves_driver_and_task_metrics(
             )
 
         await eventually_true(tasks_report_everything, "both tasks report every record and a checkpoint", 120)
-        request = await request_savepoint(etcd, keys, stop=True)
-        result = await await_savepoint(etcd, keys, request, 60)
-        assert result.status == "completed"
-        await asyncio.wait_for(run, 60)
-        job = {"job_namespace": keys.namespace, "job_id": keys.job}
+        await job.stop_with_savepoint(etcd)
+        labels = {"job_namespace": keys.namespace, "job_id": keys.job}
         assert {s.labels["subtask"] for s in series(tasks, "lockgate_records_out_total", vertex="lines")} == {
             "0",
             "1",
         }, "each task labels its subtask"
-        assert total(tasks, "lockgate_records_out_total", vertex="lines", **job) == 1200, "4 partitions x 300"
+        assert total(tasks, "lockgate_records_out_total", vertex="lines", **labels) == 1200, (
+            "4 partitions x 300"
+        )
         assert total(tasks, "lockgate_records_in_total", vertex="words") == 1200
         assert total(tasks, "lockgate_records_out_total", vertex="words") == len(words)
         assert total(tasks, "lockgate_records_in_total", vertex="count") == len(words)
         assert all(s.value > 0 for s in series(tasks, "lockgate_state_size_bytes", vertex="count"))
         assert series(tasks, "lockgate_backpressured_seconds_total", vertex="words"), "the exchange's sender"
 
-        driven = await asyncio.to_thread(scrape, driver.port)
-        assert total(driven, "lockgate_checkpoints_completed_total", kind="checkpoint", **job) >= 1
+        driven = await asyncio.to_thread(scrape, job.driver.port)
+        assert total(driven, "lockgate_checkpoints_completed_total", kind="checkpoint", **labels) >= 1
         assert total(driven, "lockgate_checkpoints_completed_total", kind="savepoint") == 1
         assert total(driven, "lockgate_checkpoint_size_bytes") > 0
         assert total(driven, "lockgate_restarts_total") == 0
         assert total(driven, "lockgate_job_parallelism") == 2
         assert total(driven, "lockgate_checkpoint_interval_seconds") == 0.3
     finally:
-        if not run.done():
-            run.cancel()
-        driver.close()
+        job.close()
     assert await asyncio.to_thread(scrape, task_ports.first) == [], "a task's server ends with it"

@@ -35,13 +35,26 @@ def descendants(root: int) -> dict[int, tuple[int, str]]:
     return found
 
 
+def _threads(pid: int) -> int:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("Threads:")), 0)
+
+
 def python_task_workers(root: int) -> list[int]:
-    """Python workers running tasks: forked by a pyspark daemon, under `root`."""
+    """Python workers running tasks: forked by a pyspark daemon, under `root`. A
+    worker Spark keeps for reuse after a failed stage sits idle on one thread; a
+    task runs chain, etcd and progress threads — killing an idle one fails nothing."""
     tree = descendants(root)
     return [
         pid
         for pid, (ppid, cmdline) in tree.items()
-        if "pyspark.daemon" in cmdline and ppid in tree and "pyspark.daemon" in tree[ppid][1]
+        if "pyspark.daemon" in cmdline
+        and ppid in tree
+        and "pyspark.daemon" in tree[ppid][1]
+        and _threads(pid) > 1
     ]
 
 

@@ -48,8 +48,10 @@ class Prometheus:
         try:
             with urllib.request.urlopen(url, timeout=10) as response:
                 return json.loads(response.read())
-        except urllib.error.HTTPError as error:  # a bad query: Prometheus says why in the body
-            return json.loads(error.read())
+        except urllib.error.HTTPError as error:
+            if error.code not in (400, 422):
+                raise  # e.g. 503 while Prometheus starts
+            return json.loads(error.read())  # a bad query: Prometheus says why in the body
 
     def query(self, expr: str) -> dict[str, Any]:
         """The API's answer: `status` ("success" or "error"), `data.result`, or `error`."""

@@ -35,13 +35,7 @@ class Kubectl:
         body = {
             "apiVersion": API_VERSION,
             "kind": KIND,
-            # The emulator assigns neither uid nor generation: we do, as the API server would.
-            "metadata": {
-                "name": name,
-                "namespace": NAMESPACE,
-                "uid": f"uid-{name}",
-                "generation": 1,
-            },
+            "metadata": {"name": name, "namespace": NAMESPACE},
             "spec": spec,
         }
         await asyncio.to_thread(
@@ -49,9 +43,8 @@ class Kubectl:
         )
 
     async def patch_spec(self, name: str, changes: dict[str, Any]) -> None:
-        """What `kubectl scale` / `kubectl patch --type merge` do, with the generation bump."""
-        generation = self.job(name)["metadata"]["generation"] + 1
-        patch = {"metadata": {"generation": generation}, "spec": changes}
+        """What `kubectl patch --type merge` does (the API server bumps the generation)."""
+        patch = {"spec": changes}
         await asyncio.to_thread(
             self.custom.patch_namespaced_custom_object,
             GROUP,

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonpatch
 import kmock
 import kopf
 import pytest
@@ -26,76 +25,16 @@ from lockgate.operator.job_etcd import JobEtcd
 from lockgate.operator.kube import Kube
 from lockgate.runtime.coordination.etcd import EtcdConfig
 
+from tests.kube_emulator import emulated_api_server
 from tests.runtime.coordination.conftest import etcd, etcd_config, etcd_server
 
 __all__ = ["etcd", "etcd_config", "etcd_server"]
 
-VERBS = {"list", "watch", "get", "create", "patch", "update", "delete"}
-RESOURCES = {
-    "lockgate.dev/v1alpha1/streamingjobs": ("StreamingJob", True, {"status", "scale"}),
-    "v1/pods": ("Pod", True, {"status"}),
-    "v1/services": ("Service", True, set()),
-    "v1/configmaps": ("ConfigMap", True, set()),
-    "v1/serviceaccounts": ("ServiceAccount", True, set()),
-    "v1/events": ("Event", True, set()),
-    "v1/namespaces": ("Namespace", False, set()),
-    "rbac.authorization.k8s.io/v1/roles": ("Role", True, set()),
-    "rbac.authorization.k8s.io/v1/rolebindings": ("RoleBinding", True, set()),
-    "apiextensions.k8s.io/v1/customresourcedefinitions": ("CustomResourceDefinition", False, set()),
-    "kopf.dev/v1/clusterkopfpeerings": ("ClusterKopfPeering", False, {"status"}),
-}
-
-
-class VersionedEmulator(kmock.KubernetesEmulator):
-    """The emulator with the API server's resourceVersion semantics that kopf
-    relies on: every write bumps it; a list reports the latest; a watch from a
-    version replays nothing older; a JSON patch whose `test` fails gets 422."""
-
-    _latest = 1
-
-    def _next_version(self) -> str:
-        VersionedEmulator._latest += 1
-        return str(VersionedEmulator._latest)
-
-    async def _handle(self, request: kmock.Request) -> Any:
-        data = request.data
-        if request.resource is not None and request.action == kmock.action.CREATE and isinstance(data, dict):
-            data.setdefault("metadata", {})["resourceVersion"] = self._next_version()
-        elif request.resource is not None and request.action == kmock.action.UPDATE:
-            if isinstance(data, list):  # a JSON patch
-                data.append({"op": "add", "path": "/metadata/resourceVersion", "value": self._next_version()})
-            elif isinstance(data, dict):
-                data.setdefault("metadata", {})["resourceVersion"] = self._next_version()
-        try:
-            return await super()._handle(request)
-        except jsonpatch.JsonPatchTestFailed as error:
-            raise kmock.KubernetesError(status=422, reason="Invalid", message=str(error)) from error
-
-    async def _serve_list(self, request: kmock.Request) -> Any:
-        listing = await super()._serve_list(request)
-        listing["metadata"]["resourceVersion"] = str(VersionedEmulator._latest)
-        return listing
-
-    async def _serve_watch(self, request: kmock.Request) -> AsyncIterator[Any]:
-        since = int(request.params.get("resourceVersion") or 0)
-        async for event in super()._serve_watch(request):
-            version = (
-                event.get("object", {}).get("metadata", {}).get("resourceVersion")
-                if isinstance(event, dict)
-                else None
-            )
-            if version is None or int(version) > since:
-                yield event
-
 
 @pytest_asyncio.fixture
 async def cluster() -> AsyncIterator[tuple[kmock.KubernetesEmulator, str]]:
-    async with VersionedEmulator() as emulator, kmock.Server(emulator) as server:
-        for resource, (kind, namespaced, subresources) in RESOURCES.items():
-            emulator.resources[resource] = kmock.ResourceInfo(
-                kind=kind, namespaced=namespaced, verbs=VERBS, subresources=subresources
-            )
-        yield emulator, str(server.url).rstrip("/")
+    async with emulated_api_server() as served:
+        yield served
 
 
 @dataclass

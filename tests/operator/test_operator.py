@@ -66,9 +66,10 @@ async def test_create_makes_the_owned_objects(kubectl: Kubectl, job_name: str) -
         kubectl.get(BINDINGS, f"{job_name}-lockgate-driver"),
         pod,
     ]
+    uid = kubectl.job(job_name)["metadata"]["uid"]
     for obj in owned:
         (owner,) = obj["metadata"]["ownerReferences"]
-        assert (owner["kind"], owner["name"], owner["uid"]) == ("StreamingJob", job_name, f"uid-{job_name}")
+        assert (owner["kind"], owner["name"], owner["uid"]) == ("StreamingJob", job_name, uid)
         assert owner["controller"] is True
         kubernetes_validate.validate(obj, KUBERNETES, strict=True)
     assert _conf(pod, "spark.executor.instances") == "2"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import time
 from typing import Any
 
@@ -20,6 +21,7 @@ from lockgate.operator.transition import (
     carry_out,
     max_parallelism,
     record_savepoint,
+    remove_driver,
     restart_plan,
 )
 from lockgate.runtime.snapshot.storage import CheckpointStorage
@@ -97,6 +99,13 @@ def _upgrade_plan(job: Job, spec: StreamingJobSpec, reason: str, *, suspend: boo
     return {**plan, "step": "stopping", "restore": "latest" if spec.upgrade_mode == "last-state" else "empty"}
 
 
+def _parsed(spec: dict[str, Any]) -> StreamingJobSpec | None:
+    try:
+        return parse_spec(spec)
+    except SpecError:
+        return None  # a spec that never ran: anything new needs a (re)start
+
+
 async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
     """A spec change: suspend, resume, upgrade, restart, savepoint — or nothing to restart."""
     if "upgrade" in job.status:  # resume the step an earlier operator recorded
@@ -106,10 +115,11 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
             await job.record(observedGeneration=job.generation)
             return
     new = await _checked_spec(job)
-    try:
-        old = parse_spec(old_spec)
-    except SpecError:
-        old = None  # the old spec never ran: anything new needs a (re)start
+    old = _parsed(old_spec)
+    # Compared with what the driver runs, not with the last spec seen: that one may
+    # have been refused, and undoing a refused change must restart nothing.
+    reconciled = job.status.get("reconciledSpec")
+    running = _parsed(json.loads(reconciled)) if reconciled else old
     if new.state == "suspended":
         if job.status.get("phase") != "Suspended":
             await carry_out(job, _upgrade_plan(job, new, "suspend", suspend=True))
@@ -120,9 +130,9 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
         plan = {"step": "starting", "reason": "resume", "launch": job.next_launch, "restore": restore}
         await carry_out(job, {**plan, "savepoint": suspended_with} if restore == "savepoint" else plan)
         return
-    if old is None or _needs_restart(old, new):
+    if running is None or _needs_restart(running, new):
         await carry_out(job, _upgrade_plan(job, new, "upgrade"))
-    elif new.restart_nonce != old.restart_nonce:
+    elif new.restart_nonce != running.restart_nonce:
         await carry_out(job, restart_plan(job, "restart"))
     if old is not None and new.savepoints.trigger_nonce not in (None, old.savepoints.trigger_nonce):
         await savepoint_now(job)
@@ -149,10 +159,12 @@ async def on_delete(job: Job) -> None:
     except SpecError:
         spec = None  # a job whose spec never ran: nothing to save, keep the files
     launch = int(job.status.get("launch", 0))
+    saved = False
     if spec is not None and spec.deletion.savepoint and launch:
-        await _final_savepoint(job, launch)
+        saved = await _final_savepoint(job, launch)
     if launch:
-        await job.context.kube.delete_pod(job.names.namespace, job.names.driver_pod(launch))
+        # Gone before its keys are: a driver still shutting down would write its status again.
+        await remove_driver(job, launch, stopped_with_savepoint=saved)
     await job.context.etcd.forget(job.keys)
     if spec is not None and spec.deletion.checkpoints == "delete":
         storage = storage_layout(job.names, spec, job.context.cluster)
@@ -160,19 +172,22 @@ async def on_delete(job: Job) -> None:
     job.context.metrics.job_phase(f"{job.names.namespace}/{job.names.name}", None)
 
 
-async def _final_savepoint(job: Job, launch: int) -> None:
+async def _final_savepoint(job: Job, launch: int) -> bool:
+    """Whether the driver stopped with a final savepoint."""
     running = await job.context.etcd.status(job.keys)
     if running is None or running.state != "running":
         kopf.warn(
             job.body, reason="SavepointSkipped", message="deleted while not running: no final savepoint"
         )
-        return
+        return False
     result = await ask_savepoint(job, f"delete-l{launch}", stop=True)
     if result is None:
         kopf.warn(job.body, reason="SavepointTimedOut", message="no final savepoint; deleting anyway")
-        return
+        return False
     if result.status == "completed" and result.path is not None:
         await record_savepoint(job, result.path, "deletion")
+        return True
+    return False
 
 
 def _delete_checkpoints(storage_url: str, job_id: str) -> None:

@@ -12,6 +12,7 @@ number), `restore` (savepoint | latest | empty), `savepoint` (path),
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from typing import Any
@@ -114,18 +115,41 @@ async def record_savepoint(job: Job, path: str, reason: str) -> None:
     kopf.info(job.body, reason="Savepoint", message=f"savepoint {path} ({reason})")
 
 
+async def _await_exit(job: Job, pod_name: str) -> None:
+    """A driver stopped with a savepoint exits by itself, once it has recorded its
+    outcome and let its sink's last commit finish; deleting its pod before that
+    would cut the shutdown short and leave its `running` heartbeat behind."""
+    kube, deadline = job.context.kube, time.monotonic() + job.context.driver_exit_timeout_s
+    while (pod := await kube.pod(job.names.namespace, pod_name)) is not None:
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return
+        if time.monotonic() > deadline:
+            log.warning(
+                "job %s: driver %s has not exited after its savepoint; deleting it", job.keys.job, pod_name
+            )
+            return
+        await asyncio.sleep(0.5)  # polling the API, as below
+
+
+async def remove_driver(job: Job, launch: int, *, stopped_with_savepoint: bool) -> None:
+    """Delete driver `launch`'s pod and wait until it is gone, its processes with it."""
+    names, kube = job.names, job.context.kube
+    pod_name = names.driver_pod(launch)
+    if stopped_with_savepoint:
+        await _await_exit(job, pod_name)
+    await kube.delete_pod(names.namespace, pod_name)
+    deadline = time.monotonic() + job.context.driver_exit_timeout_s
+    while await kube.pod(names.namespace, pod_name) is not None:
+        if time.monotonic() > deadline:
+            raise kopf.TemporaryError(f"driver pod {pod_name} is still terminating", delay=10)
+        await asyncio.sleep(1)  # polling the API: pod deletion has no event we could await here
+
+
 async def _stop_driver(job: Job, plan: Plan) -> Plan:
     launch = int(job.status.get("launch", 0))
     if launch:
-        names, kube = job.names, job.context.kube
-        await kube.delete_pod(names.namespace, names.driver_pod(launch))
-        deadline = time.monotonic() + job.context.driver_exit_timeout_s
-        while await kube.pod(names.namespace, names.driver_pod(launch)) is not None:
-            if time.monotonic() > deadline:
-                raise kopf.TemporaryError(
-                    f"driver pod {names.driver_pod(launch)} is still terminating", delay=10
-                )
-            await asyncio.sleep(1)  # polling the API: pod deletion has no event we could await here
+        # A savepoint in the plan was taken with stop: the driver is on its way out.
+        await remove_driver(job, launch, stopped_with_savepoint=plan.get("restore") == "savepoint")
     after = {**plan, "step": "suspended" if plan.get("suspend") else "starting"}
     await job.record(upgrade=after)
     return after
@@ -154,6 +178,7 @@ async def _start_driver(job: Job, plan: Plan) -> None:
         jobId=f"{names.namespace}/{names.name}",
         observedGeneration=job.generation,
         deployment={"launch": launch.number, "restore": launch.restore, "savepoint": launch.savepoint},
+        reconciledSpec=json.dumps(job.raw_spec, sort_keys=True),
         suspendedWith=None,
         conditions=set_condition(
             job.status.get("conditions"),

@@ -78,7 +78,9 @@ class Kubectl:
         return dict(json.loads(json.dumps(self.emulator.objects[resource, NAMESPACE, name].raw)))
 
     async def set_pod_phase(self, name: str, phase: str) -> None:
-        core = client.CoreV1Api(self.custom.api_client)
+        # A connection of its own, as a kubelet has: a stopped in-process operator
+        # cancels the server's handlers of the connections its lifetime saw.
+        core = client.CoreV1Api(client.ApiClient(self.custom.api_client.configuration))
         await asyncio.to_thread(
             core.patch_namespaced_pod_status,
             name,
@@ -91,8 +93,8 @@ class Kubectl:
 class StandInDriver:
     """Answers through etcd as a running driver does: heartbeat, savepoints."""
 
-    def __init__(self, etcd: Etcd, keys: JobKeys, *, answer: bool = True) -> None:
-        self.etcd, self.keys, self.answer = etcd, keys, answer
+    def __init__(self, kubectl: Kubectl, etcd: Etcd, keys: JobKeys, *, answer: bool = True) -> None:
+        self.kubectl, self.etcd, self.keys, self.answer = kubectl, etcd, keys, answer
         self.requests: list[tuple[str, SavepointRequest]] = []
         self.heartbeat = StatusHeartbeat(etcd, keys, parallelism=2, restarts=lambda: 0, ttl_s=5)
 
@@ -113,6 +115,9 @@ class StandInDriver:
         await self.etcd.put(self.keys.savepoint_result(request_id), encode(result))
         if request.stop:
             await self.heartbeat.finish("stopped", savepoint=path)
+            # The driver's process exits, and its kubelet reports the pod so.
+            launch = self.kubectl.status(self.keys.job)["launch"]
+            await self.kubectl.set_pod_phase(f"{self.keys.job}-driver-{launch}", "Succeeded")
         return path
 
     @contextlib.asynccontextmanager

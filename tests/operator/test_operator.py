@@ -87,7 +87,7 @@ async def test_running_driver_reported_in_status(kubectl: Kubectl, job_name: str
     completed = CompletedCheckpoint(7, "checkpoint", "file:///c/chk-7", {"sum": 2}, 64, 4096, 1_000, 1_250)
     await etcd.put(keys.completed_of(7), encode(completed))
     await etcd.put(keys.latest, b"7")
-    async with StandInDriver(etcd, keys).running():
+    async with StandInDriver(kubectl, etcd, keys).running():
         await kubectl.set_pod_phase(f"{job_name}-driver-1", "Running")
         await eventually(lambda: kubectl.status(job_name).get("phase") == "Running", "the job is Running")
     status = kubectl.status(job_name)
@@ -106,7 +106,7 @@ async def test_scale_takes_a_savepoint_and_restarts_from_it(
     kubectl: Kubectl, job_name: str, etcd: Etcd, operator: Operator
 ) -> None:
     await _created(kubectl, job_name)
-    driver = StandInDriver(etcd, JobKeys(NAMESPACE, job_name))
+    driver = StandInDriver(kubectl, etcd, JobKeys(NAMESPACE, job_name))
     async with driver.running():
         await kubectl.patch_spec(job_name, {"replicas": 4})
         await _launched(kubectl, job_name, 2)
@@ -142,7 +142,7 @@ async def test_a_savepoint_that_times_out_falls_back_to_the_latest_checkpoint(
 ) -> None:
     await _created(kubectl, job_name)
     keys = JobKeys(NAMESPACE, job_name)
-    async with StandInDriver(etcd, keys, answer=False).running():
+    async with StandInDriver(kubectl, etcd, keys, answer=False).running():
         await kubectl.patch_spec(job_name, {"replicas": 3, "savepoints": {"timeout": "1s"}})
         await _launched(kubectl, job_name, 2)
     args = _driver_args(kubectl.get(PODS, f"{job_name}-driver-2"))
@@ -156,7 +156,7 @@ async def test_an_operator_restarted_mid_upgrade_resumes_it(
     kubectl: Kubectl, job_name: str, etcd: Etcd, operator: Operator
 ) -> None:
     await _created(kubectl, job_name)
-    driver = StandInDriver(etcd, JobKeys(NAMESPACE, job_name), answer=False)
+    driver = StandInDriver(kubectl, etcd, JobKeys(NAMESPACE, job_name), answer=False)
     async with driver.running():
         await kubectl.patch_spec(job_name, {"replicas": 4})
         await eventually(lambda: bool(driver.requests), "the savepoint is requested")
@@ -175,7 +175,7 @@ async def test_an_operator_restarted_mid_upgrade_resumes_it(
 
 async def test_suspend_and_resume_go_through_a_savepoint(kubectl: Kubectl, job_name: str, etcd: Etcd) -> None:
     await _created(kubectl, job_name)
-    driver = StandInDriver(etcd, JobKeys(NAMESPACE, job_name))
+    driver = StandInDriver(kubectl, etcd, JobKeys(NAMESPACE, job_name))
     async with driver.running():
         await kubectl.patch_spec(job_name, {"state": "suspended"})
         await eventually(lambda: kubectl.status(job_name).get("phase") == "Suspended", "the job is suspended")
@@ -191,7 +191,7 @@ async def test_a_trigger_nonce_takes_a_savepoint_without_a_restart(
     kubectl: Kubectl, job_name: str, etcd: Etcd
 ) -> None:
     await _created(kubectl, job_name)
-    driver = StandInDriver(etcd, JobKeys(NAMESPACE, job_name))
+    driver = StandInDriver(kubectl, etcd, JobKeys(NAMESPACE, job_name))
     async with driver.running():
         await kubectl.patch_spec(job_name, {"savepoints": {"triggerNonce": 7}})
         await eventually(
@@ -249,7 +249,7 @@ async def test_deletion_can_take_a_final_savepoint_and_remove_checkpoints(
     await _launched(kubectl, job_name, 1)
     checkpoint = tmp_path / "checkpoints" / NAMESPACE / job_name / "chk-3"
     checkpoint.mkdir(parents=True)
-    driver = StandInDriver(etcd, JobKeys(NAMESPACE, job_name))
+    driver = StandInDriver(kubectl, etcd, JobKeys(NAMESPACE, job_name))
     async with driver.running():
         await kubectl.delete(job_name)
         await eventually(lambda: not kubectl.exists(JOBS, job_name), "the job is gone")
@@ -264,7 +264,7 @@ async def test_other_upgrade_modes_take_no_savepoint(
 ) -> None:
     await kubectl.apply(job_name, {**SPEC, "upgradeMode": mode})
     await _launched(kubectl, job_name, 1)
-    driver = StandInDriver(etcd, JobKeys(NAMESPACE, job_name))
+    driver = StandInDriver(kubectl, etcd, JobKeys(NAMESPACE, job_name))
     async with driver.running():
         await kubectl.patch_spec(job_name, {"replicas": 3})
         pod = await _launched(kubectl, job_name, 2)
@@ -290,7 +290,7 @@ async def test_a_lost_driver_is_restarted_then_given_up_on(
     strategy = {"type": "fixed-delay", "attempts": 1, "delay": "100ms"}
     await kubectl.apply(job_name, {**SPEC, "restartStrategy": strategy})
     await _launched(kubectl, job_name, 1)
-    async with StandInDriver(etcd, JobKeys(NAMESPACE, job_name)).running():
+    async with StandInDriver(kubectl, etcd, JobKeys(NAMESPACE, job_name)).running():
         await kubectl.set_pod_phase(f"{job_name}-driver-1", "Running")
         await eventually(lambda: kubectl.status(job_name).get("phase") == "Running", "the job is Running")
         await kubectl.set_pod_phase(f"{job_name}-driver-1", "Failed")

@@ -34,8 +34,8 @@ def _changes_spec(data: Any) -> bool:
 
 
 class VersionedEmulator(kmock.KubernetesEmulator):
-    """The emulator with what the API server assigns: a uid and generation 1 on
-    create, the generation bumped by every change of the spec (through the
+    """The emulator with what the API server assigns: the namespace of the URL,
+    a uid and generation 1 on create, the generation bumped by every change of the spec (through the
     object or its scale subresource, not its status); a resourceVersion bumped
     by every write, a list reporting the latest, a watch from a version
     replaying nothing older; a JSON patch whose `test` fails gets 422."""
@@ -58,6 +58,8 @@ class VersionedEmulator(kmock.KubernetesEmulator):
         if request.resource is not None and request.action == kmock.action.CREATE and isinstance(data, dict):
             metadata = data.setdefault("metadata", {})
             metadata["resourceVersion"] = self._next_version()
+            if request.namespace is not None:  # created through the namespace's URL
+                metadata.setdefault("namespace", request.namespace)
             metadata.setdefault("uid", str(uuid.uuid4()))
             metadata.setdefault("generation", 1)
         elif request.resource is not None and request.action == kmock.action.UPDATE:

@@ -1,0 +1,50 @@
+"""The end-to-end scenarios run on the emulated cluster here, and on a real
+cluster (kind) as well when KUBECONFIG points at one: see e2e/README.md."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from lockgate.runtime.coordination.etcd import EtcdConfig
+
+from e2e.emulated import EmulatedCluster
+from e2e.kubectl import Kubectl
+from e2e.platform import Platform
+from e2e.word_count_job import WordCountJob
+from tests.runtime.coordination.conftest import etcd_config, etcd_server
+
+__all__ = ["etcd_config", "etcd_server"]
+
+
+@pytest_asyncio.fixture(params=["emulated", "kind"])
+async def platform(
+    request: pytest.FixtureRequest, etcd_config: EtcdConfig, tmp_path: Path
+) -> AsyncIterator[Platform]:
+    if request.param == "emulated":
+        async with EmulatedCluster.running(etcd_config, tmp_path) as emulated:
+            yield emulated
+        return
+    if not os.environ.get("KUBECONFIG"):
+        pytest.skip(
+            "no real cluster: KUBECONFIG is not set. Kubernetes cannot run on this machine; "
+            "e2e/README.md shows how to run these scenarios against kind"
+        )
+    from e2e.kind import KindCluster  # noqa: PLC0415 — reads its settings only when asked for
+
+    async with KindCluster.connected() as kind:
+        yield kind
+
+
+@pytest.fixture
+def kubectl(platform: Platform) -> Kubectl:
+    return Kubectl(platform.api, platform.namespace)
+
+
+@pytest.fixture
+def job(platform: Platform, kubectl: Kubectl) -> WordCountJob:
+    return WordCountJob(platform, kubectl, f"words-{uuid.uuid4().hex[:6]}")

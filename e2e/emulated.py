@@ -1,0 +1,58 @@
+"""The platform of every run here: kmock's emulated API server, the operator as
+the `lockgate operator` process users run, a real etcd, checkpoint storage on
+the local disk, and the pod runner playing the kubelet for the driver pods."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from lockgate.runtime.coordination.etcd import EtcdConfig
+
+from e2e.pod_runner import PodRunner
+from tests.kube_emulator import emulated_api_server
+from tests.operator.operator_process import OperatorProcess
+
+NAMESPACE = "streams"
+
+
+@dataclass
+class EmulatedCluster:
+    api: client.ApiClient
+    runner: PodRunner
+    operator: OperatorProcess
+    etcd: EtcdConfig
+    shared: Path
+    namespace: str = NAMESPACE
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def running(cls, etcd: EtcdConfig, workdir: Path) -> AsyncIterator[EmulatedCluster]:
+        async with emulated_api_server() as (_, url):
+            operator = await OperatorProcess.start(url, etcd.endpoints[0], workdir)
+            api = client.ApiClient(client.Configuration(host=url))
+            runner = PodRunner(api, NAMESPACE, workdir / "pods")
+            try:
+                async with runner.running():
+                    yield cls(api, runner, operator, etcd, workdir / "shared")
+            finally:
+                await operator.stop()
+
+    def job_spec(self, spec: dict[str, Any]) -> dict[str, Any]:
+        # Never pulled: the pod runner runs this checkout, as the image holds it.
+        return {"image": "lockgate:e2e", **spec}
+
+    async def kill_driver(self, pod: str) -> None:
+        self.runner.kill(pod)
+
+    async def driver_stopped(self, pod: str) -> bool:
+        running = self.runner.pods.get(pod)
+        return running is None or running.process.returncode is not None
+
+    async def diagnostics(self) -> str:
+        drivers = "\n".join(f"--- {name}\n{self.runner.log_tail(name)}" for name in self.runner.pods)
+        return f"--- operator\n{self.operator.log_tail()}\n{drivers}"

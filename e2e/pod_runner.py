@@ -1,0 +1,225 @@
+"""The kubelet's part for the emulated cluster: runs each pod of a namespace as a
+local process (see local_pod.py) and reports on it through the API.
+
+As a kubelet does, it reports the pod Running once its process starts and
+Succeeded or Failed (with the exit code) when it ends; a deleted pod's process
+gets SIGTERM, then SIGKILL after the pod's grace period. Deletion is graceful as
+on a real cluster: the runner holds a finalizer on every pod it runs and lets
+the pod go only once its processes are gone, so the operator sees a pod
+disappear only after its driver has stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from e2e.local_pod import container, local_pod
+
+log = logging.getLogger(__name__)
+FINALIZER = "e2e.lockgate.dev/pod-runner"
+SYNC_EVERY_S = 0.2  # how often the pod list is read: a kubelet's relist, made quick
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _exit_code(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode  # killed by signal N: 128 + N
+
+
+@dataclass
+class RunningPod:
+    name: str
+    container: dict[str, Any]
+    process: asyncio.subprocess.Process
+    log: Path
+    metrics_port: int
+    finished: bool = False  # its end has been reported
+    terminating: bool = False
+
+    def signal_group(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signum)
+
+
+class PodRunner:
+    def __init__(self, api: client.ApiClient, namespace: str, root: Path) -> None:
+        self.core = client.CoreV1Api(api)
+        self.namespace = namespace
+        self.root = root
+        self.pods: dict[str, RunningPod] = {}
+        self._terminations: set[asyncio.Task[None]] = set()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[PodRunner]:
+        syncing = asyncio.create_task(self._sync_forever())
+        try:
+            yield self
+        finally:
+            syncing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await syncing
+            for pod in self.pods.values():  # the node goes down: nothing may outlive the test
+                pod.signal_group(signal.SIGKILL)
+                await pod.process.wait()
+
+    def kill(self, name: str) -> None:
+        """What a crash or the OOM killer does to the pod's processes."""
+        self.pods[name].signal_group(signal.SIGKILL)
+
+    def log_tail(self, name: str, chars: int = 4000) -> str:
+        pod = self.pods.get(name)
+        return pod.log.read_text(errors="replace")[-chars:] if pod is not None else f"(no pod {name} ran)"
+
+    async def _sync_forever(self) -> None:
+        while True:
+            try:
+                await self._sync()
+            except client.ApiException as error:  # a conflict with a concurrent write: the next sync
+                log.warning("pod runner: %s %s", error.status, error.reason)
+            await asyncio.sleep(SYNC_EVERY_S)
+
+    async def _sync(self) -> None:
+        listing = await asyncio.to_thread(self.core.list_namespaced_pod, self.namespace)
+        pods = {
+            p["metadata"]["name"]: p for p in self.core.api_client.sanitize_for_serialization(listing.items)
+        }
+        for name, pod in pods.items():
+            running = self.pods.get(name)
+            if running is None and not pod["metadata"].get("deletionTimestamp"):
+                if (pod.get("status") or {}).get("phase") in (None, "Pending"):
+                    await self._start(pod)
+            elif running is not None and pod["metadata"].get("deletionTimestamp") and not running.terminating:
+                running.terminating = True
+                grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
+                task = asyncio.create_task(self._terminate(running, grace))
+                self._terminations.add(task)
+                task.add_done_callback(self._terminations.discard)
+        for name, running in self.pods.items():
+            if name not in pods and not running.terminating:  # gone without waiting for us
+                running.terminating = True
+                running.signal_group(signal.SIGKILL)
+            if running.process.returncode is not None and not running.finished:
+                await self._report_end(running)
+
+    async def _start(self, pod: dict[str, Any]) -> None:
+        name = pod["metadata"]["name"]
+        await self._patch(name, {"metadata": {"finalizers": [FINALIZER]}})
+        directory = self.root / name
+        mounts = {m["mountPath"]: await self._volume(pod, m["name"], directory) for m in self._mounts(pod)}
+        scratch = directory / "tmp"
+        scratch.mkdir(parents=True, exist_ok=True)
+        local = local_pod(pod, mounts, scratch)
+        log_file = directory / "log"
+        with log_file.open("wb") as out:
+            process = await asyncio.create_subprocess_exec(
+                *local.argv,
+                env=local.env,
+                cwd=scratch,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: the pod's processes, all of them
+            )
+        running = RunningPod(name, container(pod), process, log_file, local.metrics_port)
+        self.pods[name] = running
+        state = {"running": {"startedAt": _now()}}
+        status = {"phase": "Running", "podIP": "127.0.0.1", "startTime": _now()}
+        await self._patch_status(name, {**status, "containerStatuses": [self._status(running, state)]})
+
+    @staticmethod
+    def _mounts(pod: dict[str, Any]) -> list[dict[str, Any]]:
+        return list(container(pod).get("volumeMounts") or [])
+
+    async def _volume(self, pod: dict[str, Any], volume_name: str, directory: Path) -> Path:
+        """The directory standing in for a volume, filled as the kubelet fills it."""
+        (volume,) = [v for v in pod["spec"].get("volumes", []) if v["name"] == volume_name]
+        if "hostPath" in volume:
+            return Path(volume["hostPath"]["path"])
+        target = directory / "volumes" / volume_name
+        target.mkdir(parents=True, exist_ok=True)
+        if "configMap" in volume:
+            config_map = await asyncio.to_thread(
+                self.core.read_namespaced_config_map, volume["configMap"]["name"], self.namespace
+            )
+            for key, text in (config_map.data or {}).items():
+                (target / key).write_text(text)
+        elif "secret" in volume:
+            secret = await asyncio.to_thread(
+                self.core.read_namespaced_secret, volume["secret"]["secretName"], self.namespace
+            )
+            for key, encoded in (secret.data or {}).items():
+                (target / key).write_bytes(base64.b64decode(encoded))
+        elif "emptyDir" not in volume:
+            raise ValueError(f"pod {pod['metadata']['name']}: volume {volume_name} is of a kind not run here")
+        return target
+
+    async def _terminate(self, pod: RunningPod, grace_s: float) -> None:
+        if pod.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                pod.process.send_signal(signal.SIGTERM)  # to the main process, as tini passes it on
+            try:
+                await asyncio.wait_for(pod.process.wait(), grace_s)
+            except TimeoutError:
+                pod.signal_group(signal.SIGKILL)
+                await pod.process.wait()
+        if not pod.finished:
+            await self._report_end(pod)
+        await self._patch(pod.name, {"metadata": {"finalizers": []}})  # the API server removes it now
+
+    async def _report_end(self, pod: RunningPod) -> None:
+        pod.signal_group(signal.SIGKILL)  # the container goes with its main process
+        returncode = await pod.process.wait()
+        pod.finished = True
+        code = _exit_code(returncode)
+        terminated = {
+            "exitCode": code,
+            "reason": "Completed" if code == 0 else "Error",
+            "finishedAt": _now(),
+        }
+        phase = "Succeeded" if code == 0 else "Failed"
+        status = self._status(pod, {"terminated": terminated})
+        with contextlib.suppress(client.ApiException):  # a pod already gone has nothing to report to
+            await self._patch_status(pod.name, {"phase": phase, "containerStatuses": [status]})
+
+    @staticmethod
+    def _status(pod: RunningPod, state: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "name": pod.container["name"],
+            "image": pod.container.get("image", ""),
+            "imageID": "",
+            "ready": "running" in state,
+            "restartCount": 0,
+            "state": state,
+        }
+
+    async def _patch(self, name: str, body: dict[str, Any]) -> None:
+        await asyncio.to_thread(
+            self.core.patch_namespaced_pod,
+            name,
+            self.namespace,
+            body,
+            _content_type="application/merge-patch+json",
+        )
+
+    async def _patch_status(self, name: str, status: dict[str, Any]) -> None:
+        await asyncio.to_thread(
+            self.core.patch_namespaced_pod_status,
+            name,
+            self.namespace,
+            {"status": status},
+            _content_type="application/merge-patch+json",
+        )

@@ -1,0 +1,31 @@
+"""A driver that dies is replaced by the operator, restoring the latest completed
+checkpoint: what was in flight is replayed, and committed once."""
+
+from __future__ import annotations
+
+from e2e.kubectl import Kubectl
+from e2e.platform import Platform
+from e2e.word_count_job import WordCountJob
+
+
+async def test_a_killed_driver_is_restarted_from_the_latest_checkpoint(
+    job: WordCountJob, kubectl: Kubectl, platform: Platform
+) -> None:
+    job.words.append()
+    await job.apply()
+    await job.running(launch=1)
+    await job.output_is_exact()
+    checkpoint = await job.next_checkpoint()
+
+    job.words.append()  # read, perhaps written, not yet committed when the driver dies
+    await platform.kill_driver(job.driver_pod(1))
+    failed = await job.wait_for(lambda s: s.get("phase") == "Restarting", "the lost driver is noticed")
+    assert "driver failed" in failed["message"]
+    pod = await kubectl.pod(job.driver_pod(1))
+    assert pod is None or pod["status"]["phase"] == "Failed"
+
+    status = await job.running(launch=2)
+    assert status["deployment"]["restore"] == "latest"
+    assert status["driverRestarts"] == 1
+    await job.output_is_exact()
+    assert (await job.next_checkpoint()) > checkpoint, "checkpoint ids go on from the restored one"

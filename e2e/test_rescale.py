@@ -1,0 +1,50 @@
+"""`kubectl scale` on a job: savepoint, stop, restart at the new parallelism with
+the state redistributed by key group — and not a word counted twice or lost."""
+
+from __future__ import annotations
+
+from e2e.kubectl import Kubectl
+from e2e.platform import Platform
+from e2e.word_count_job import WordCountJob, snapshot_metadata
+
+
+async def _rescaled(job: WordCountJob, kubectl: Kubectl, platform: Platform, launch: int, to: int) -> None:
+    await kubectl.scale(job.name, to)
+    status = await job.running(launch=launch, replicas=to)
+    deployment, savepoint = status["deployment"], status["lastSavepoint"]
+    assert (deployment["restore"], deployment["savepoint"]) == ("savepoint", savepoint["path"])
+    assert savepoint["reason"] == "upgrade"
+    assert snapshot_metadata(savepoint["path"]).kind == "savepoint"
+    previous = job.driver_pod(launch - 1)
+    assert await kubectl.pod(previous) is None, "the old driver's pod is gone"
+    assert await platform.driver_stopped(previous)
+    driver = await job.driver_says()
+    assert driver is not None
+    assert (driver.state, driver.parallelism) == ("running", to)
+    pod = await kubectl.pod(job.driver_pod(launch))
+    assert pod is not None
+    args = pod["spec"]["containers"][0]["args"]
+    assert args[args.index("--parallelism") + 1] == str(to)
+    assert f"spark.executor.instances={to}" in args
+
+
+async def test_scaling_up_and_down_carries_the_state_over_exactly(
+    job: WordCountJob, kubectl: Kubectl, platform: Platform
+) -> None:
+    job.words.append()
+    await job.apply(replicas=2)
+    await job.running(launch=1, replicas=2)
+    await job.output_is_exact()
+
+    job.words.append()  # in flight while the savepoint is taken
+    await _rescaled(job, kubectl, platform, launch=2, to=4)
+    job.words.append()
+    await job.output_is_exact()
+
+    job.words.append()
+    await _rescaled(job, kubectl, platform, launch=3, to=1)
+    job.words.append()
+    await job.output_is_exact()
+    status = await job.status()
+    assert [s["reason"] for s in status["savepointHistory"]] == ["upgrade", "upgrade"]
+    assert status["maxParallelism"] == 64, "the key groups never change"

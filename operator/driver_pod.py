@@ -216,6 +216,7 @@ def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster:
         "volumeMounts": [
             {"name": "job", "mountPath": CONFIG_DIR, "readOnly": True},
             *cluster.etcd_tls_mount(),
+            *spec.volume_mounts,
         ],
     }
     template = spec.pod_template
@@ -238,6 +239,7 @@ def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster:
             "volumes": [
                 {"name": "job", "configMap": {"name": names.config_map}},
                 *cluster.etcd_tls_volume(),
+                *spec.volumes,
             ],
         },
     }

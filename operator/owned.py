@@ -48,8 +48,9 @@ def config_map(names: JobNames, spec: dict[str, Any], cluster: Cluster) -> dict[
 
 def executor_pod_template(spec: dict[str, Any], cluster: Cluster) -> dict[str, Any]:
     """What Spark merges into every executor pod: `spec.podTemplate`'s overrides, the
-    executor container's metrics port (each executor runs one task), and etcd's TLS
-    files where the driver has them (tasks connect to etcd with the driver's paths)."""
+    executor container's metrics port (each executor runs one task), etcd's TLS
+    files where the driver has them (tasks connect to etcd with the driver's paths),
+    and `spec.volumes` at the driver's mount paths."""
     template = dict(spec.get("podTemplate") or {})
     pod_spec = dict(template.get("spec") or {})
     containers = [dict(c) for c in pod_spec.get("containers") or []]
@@ -61,10 +62,11 @@ def executor_pod_template(spec: dict[str, Any], cluster: Cluster) -> dict[str, A
     if not any(port.get("name") == METRICS_PORT_NAME for port in ports):
         ports.append({"name": METRICS_PORT_NAME, "containerPort": TASK_METRICS_PORT})
     executor["ports"] = ports
-    mounts = cluster.etcd_tls_mount()
+    mounts = [*cluster.etcd_tls_mount(), *(spec.get("volumeMounts") or [])]
     if mounts:
         executor["volumeMounts"] = [*(executor.get("volumeMounts") or []), *mounts]
-        pod_spec["volumes"] = [*(pod_spec.get("volumes") or []), *cluster.etcd_tls_volume()]
+        volumes = [*cluster.etcd_tls_volume(), *(spec.get("volumes") or [])]
+        pod_spec["volumes"] = [*(pod_spec.get("volumes") or []), *volumes]
     return {"apiVersion": "v1", "kind": "Pod", **template, "spec": {**pod_spec, "containers": containers}}
 
 

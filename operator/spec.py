@@ -89,6 +89,10 @@ class StreamingJobSpec:
     spark_conf: dict[str, str] = field(default_factory=dict)
     service_account_name: str | None = None
     pod_template: dict[str, Any] = field(default_factory=dict)
+    volumes: list[dict[str, Any]] = field(default_factory=list)
+    volume_mounts: list[dict[str, Any]] = field(default_factory=list)
+    """Mounted at the same paths in the driver and every executor: a shared
+    volume for `file://` checkpoint storage, say (both read and write it)."""
     etcd_endpoints: str | None = None
 
 
@@ -154,6 +158,16 @@ class _Reader:
         if not isinstance(value, bool):
             raise SpecError(f"{self.where(key)} must be true or false, got {value!r}")
         return value
+
+    def objects(self, key: str) -> list[dict[str, Any]]:
+        """A list of objects, each with a `name`."""
+        items = self.data.get(key) or []
+        if not isinstance(items, list):
+            raise SpecError(f"{self.where(key)} must be a list, got {type(items).__name__}")
+        for index, item in enumerate(items):
+            if not isinstance(item, Mapping) or not item.get("name"):
+                raise SpecError(f"{self.where(key)}[{index}] must be an object with a name")
+        return [dict(item) for item in items]
 
     def strings(self, key: str) -> dict[str, str]:
         mapping = self.child(key).data
@@ -221,6 +235,14 @@ def parse_spec(spec: Any) -> StreamingJobSpec:
             f"spec.replicas {replicas} exceeds spec.maxParallelism {max_parallelism}: "
             "a subtask needs at least one key group"
         )
+    volumes, mounts = root.objects("volumes"), root.objects("volumeMounts")
+    declared = {volume["name"] for volume in volumes}
+    for index, mount in enumerate(mounts):
+        if mount["name"] not in declared or not mount.get("mountPath"):
+            raise SpecError(
+                f"spec.volumeMounts[{index}] must name a volume of spec.volumes ({sorted(declared)}) "
+                f"and give a mountPath; got {mount}"
+            )
     return StreamingJobSpec(
         image=image,
         entrypoint=entrypoint,
@@ -244,5 +266,7 @@ def parse_spec(spec: Any) -> StreamingJobSpec:
         spark_conf=root.strings("sparkConf"),
         service_account_name=root.optional_text("serviceAccountName"),
         pod_template=dict(root.child("podTemplate").data),
+        volumes=volumes,
+        volume_mounts=mounts,
         etcd_endpoints=root.child("etcd").optional_text("endpoints"),
     )

@@ -215,3 +215,34 @@ def test_with_an_etcd_tls_secret_driver_and_executors_mount_it_at_the_same_path(
     assert mount in template["spec"]["containers"][0]["volumeMounts"]
     plain = driver_pod(NAMES, parse_spec(SPEC), Launch(1, 128, "latest"), CLUSTER)
     assert "--etcd-ca" not in _driver_args(plain)
+
+
+def test_spec_volumes_are_mounted_at_the_same_path_in_driver_and_executors() -> None:
+    claim = {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "shared-checkpoints"}}
+    mount = {"name": "checkpoints", "mountPath": "/data"}
+    spec = {**SPEC, "volumes": [claim], "volumeMounts": [mount]}
+    pod = driver_pod(NAMES, parse_spec(spec), Launch(1, 128, "latest"), CLUSTER)
+    kubernetes_validate.validate(pod, KUBERNETES, strict=True)
+    assert claim in pod["spec"]["volumes"]
+    assert mount in pod["spec"]["containers"][0]["volumeMounts"]
+    config_map = owned_objects(NAMES, spec, CLUSTER, own_service_account=False)[0]
+    template = yaml.safe_load(config_map["data"]["executor-pod-template.yaml"])
+    kubernetes_validate.validate(template, KUBERNETES, strict=True)
+    assert claim in template["spec"]["volumes"]
+    assert mount in template["spec"]["containers"][0]["volumeMounts"]
+
+
+@pytest.mark.parametrize(
+    ("change", "culprit"),
+    [
+        ({"volumes": {"name": "x"}}, "spec.volumes must be a list"),
+        ({"volumes": [{"emptyDir": {}}]}, r"spec.volumes\[0\] must be an object with a name"),
+        (
+            {"volumes": [{"name": "a", "emptyDir": {}}], "volumeMounts": [{"name": "b", "mountPath": "/b"}]},
+            r"spec.volumeMounts\[0\] must name a volume of spec.volumes \(\['a'\]\)",
+        ),
+    ],
+)
+def test_a_volume_mount_must_name_a_declared_volume(change: dict[str, Any], culprit: str) -> None:
+    with pytest.raises(SpecError, match=culprit):
+        parse_spec({**SPEC, **change})

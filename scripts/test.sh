@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 
-sources=(runtime operator tests bench examples)
+sources=(runtime operator tests e2e bench examples)
 echo "== ruff"
 .venv/bin/ruff check "${sources[@]}"
 .venv/bin/ruff format --check "${sources[@]}"

@@ -3,6 +3,8 @@ checkpoint: what was in flight is replayed, and committed once."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from e2e.kubectl import Kubectl
 from e2e.platform import Platform
 from e2e.word_count_job import WordCountJob
@@ -26,6 +28,12 @@ async def test_a_killed_driver_is_restarted_from_the_latest_checkpoint(
 
     status = await job.running(launch=2)
     assert status["deployment"]["restore"] == "latest"
+    started = (await kubectl.pod(job.driver_pod(2)) or {})["status"]["startTime"]
+    driver = await job.driver_says()
+    assert driver is not None
+    assert driver.at_ms >= datetime.fromisoformat(started).timestamp() // 1 * 1000, (
+        "Running only once the new driver beats, not on the killed one's lingering heartbeat"
+    )
     assert status["driverRestarts"] == 1
     await job.output_is_exact()
     assert (await job.next_checkpoint()) > checkpoint, "checkpoint ids go on from the restored one"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import json
 import time
 from typing import Any
@@ -220,13 +221,28 @@ async def observe(job: Job) -> None:
         await job.record(phase="Finished")
     elif pod_phase in (None, "Failed") or (running is not None and running.state == "failed"):
         await _driver_lost(job, pod_phase, running.message if running is not None else None)
-    elif pod_phase == "Running" and running is not None and running.state == "running":
+    elif (
+        pod_phase == "Running"
+        and running is not None
+        and running.state == "running"
+        and _beats_since(pod, running.at_ms)
+    ):
         conditions = set_condition(job.status.get("conditions"), "Ready", true=True, reason="Running")
         await job.record(
             phase="Running",
             conditions=conditions,
             restarts=running.restarts + job.status.get("driverRestarts", 0),
         )
+
+
+def _beats_since(pod: dict[str, Any] | None, at_ms: int) -> bool:
+    """Whether the heartbeat is the pod's own: a killed driver's lingers until its
+    lease expires, and must not make its successor look Running before it is."""
+    started = ((pod or {}).get("status") or {}).get("startTime")
+    if not started:
+        return True
+    started_s = datetime.datetime.fromisoformat(str(started).replace("Z", "+00:00")).timestamp()
+    return at_ms >= int(started_s) * 1000  # startTime has whole seconds
 
 
 async def _driver_lost(job: Job, pod_phase: str | None, cause: str | None) -> None:

@@ -10,11 +10,12 @@ fixed ports become free local ones, so drivers of several jobs share the host.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.operator.operator_process import free_port
 
 # Conf that makes sense only with a cluster: the driver's address for executor pods, and pod settings.
 CLUSTER_ONLY_CONF = (
@@ -33,12 +34,6 @@ class LocalPod:
     argv: list[str]
     env: dict[str, str]
     metrics_port: int  # where the driver's metrics are served
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def container(pod: dict[str, Any]) -> dict[str, Any]:

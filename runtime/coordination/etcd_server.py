@@ -89,6 +89,10 @@ class EtcdServer:
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
+            # Its own process group: Ctrl-C in a terminal signals the whole foreground
+            # group, and etcd must outlive the run's cleanup (lease revoked, status
+            # written), to be stopped by `stop()` after it.
+            process_group=0,
         )
         log.close()
         self._wait_healthy(timeout)

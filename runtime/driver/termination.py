@@ -1,9 +1,11 @@
-"""SIGTERM handled like Ctrl-C: Kubernetes stops a pod, and users stop a run, with
-SIGTERM. Python's default ends the process at once, skipping the cleanup that
-matters here — the embedded etcd left running, the Spark stage not cancelled.
-Here it cancels the job's main task, as asyncio does on SIGINT: the stage is
-cancelled, `finally` blocks run, and the next run restores the latest
-completed checkpoint."""
+"""SIGTERM and SIGINT both cancel the job's main task. Kubernetes stops a pod with
+SIGTERM, whose Python default ends the process at once; users stop a run with
+Ctrl-C, whose handler PySpark replaces with one that raises KeyboardInterrupt
+wherever the main thread happens to be — inside the event loop, a gRPC call to
+etcd, a lock — and asyncio only installs its own when the default is in place.
+Cancelling the task instead gives one orderly path: the Spark stage is
+cancelled, `finally` blocks run, the embedded etcd stops, and the next run
+restores the latest completed checkpoint."""
 
 from __future__ import annotations
 
@@ -16,14 +18,18 @@ T = TypeVar("T")
 
 EXIT_INTERRUPTED = 130  # the shell's convention for a process ended by a signal it handled
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
 
 async def until_terminated(work: Awaitable[T]) -> T:
-    """Await `work`; SIGTERM cancels it (CancelledError), as Ctrl-C would."""
+    """Await `work`; SIGTERM or SIGINT cancels it (CancelledError)."""
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None  # we are awaited inside a task
-    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, task.cancel)
     try:
         return await work
     finally:
-        loop.remove_signal_handler(signal.SIGTERM)
+        for signum in STOP_SIGNALS:
+            loop.remove_signal_handler(signum)

@@ -21,7 +21,8 @@ def environment() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO)}
 
 
-def start(cwd: Path, *args: str) -> subprocess.Popen[str]:
+def start(cwd: Path, *args: str, own_group: bool = False) -> subprocess.Popen[str]:
+    """`own_group`: the run leads a process group, as a command started from a shell does."""
     return subprocess.Popen(
         [LOCKGATE, *args],
         cwd=cwd,
@@ -29,6 +30,7 @@ def start(cwd: Path, *args: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        process_group=0 if own_group else None,
     )
 
 

@@ -1,10 +1,13 @@
-"""SIGTERM (how Kubernetes stops a pod) and SIGINT (Ctrl-C) end `lockgate run` with
-its cleanup: no embedded etcd or Spark JVM left behind."""
+"""SIGTERM (how Kubernetes stops a pod), SIGINT, and Ctrl-C in a terminal (SIGINT
+to the whole foreground process group) end `lockgate run` with its cleanup: no
+embedded etcd or Spark JVM left behind, the coordinator's lease revoked."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,8 +24,14 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_a_signal_stops_the_run_with_its_etcd_and_spark(tmp_path: Path, signum: signal.Signals) -> None:
+@pytest.mark.parametrize(
+    ("signum", "to_group"),
+    [(signal.SIGTERM, False), (signal.SIGINT, False), (signal.SIGINT, True)],
+    ids=["SIGTERM", "SIGINT", "Ctrl-C"],
+)
+def test_a_signal_stops_the_run_with_its_etcd_and_spark(
+    tmp_path: Path, signum: signal.Signals, to_group: bool
+) -> None:
     out = f"file://{tmp_path}/out"
     process = start(
         tmp_path,
@@ -38,16 +47,28 @@ def test_a_signal_stops_the_run_with_its_etcd_and_spark(tmp_path: Path, signum: 
         "rate=2000",
         "--arg",
         f"output={out}",
+        own_group=to_group,
     )
     wait_for(lambda: committed_count(out) > 0, "committed output", process)
     helpers = descendants(process.pid)
     assert any("etcd" in command for _, command in helpers.values()), "the embedded etcd runs under the run"
     assert any("java" in command for _, command in helpers.values()), "so does Spark's JVM"
 
-    process.send_signal(signum)
-    _, err = process.communicate(timeout=60)
+    if to_group:
+        os.killpg(process.pid, signum)
+    else:
+        process.send_signal(signum)
+    try:
+        _, err = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired as hang:
+        for pid in [process.pid, *helpers]:  # not left running beside the rest of the suite
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        process.communicate()
+        pytest.fail(f"still running 60 s after {signum.name}:\n{(hang.stderr or b'')[-3000:]!r}")
     assert process.returncode == 130, err[-3000:]
     assert "lockgate run: interrupted" in err
+    assert "could not revoke" not in err, "etcd outlives the run's cleanup: " + err[-3000:]
     assert run_record(tmp_path) is None, "the run's record is removed with it"
     left = [f"{pid} {command}" for pid, (_, command) in helpers.items() if _alive(pid)]
     assert left == [], "processes left behind"

@@ -99,7 +99,11 @@ def snapshot_subtask(
     native: NativeSnapshotStrategy | None = None,
 ) -> PendingSubtaskSnapshot:
     """Take the synchronous part now. `native` selects an incremental RocksDB
-    snapshot; without it the canonical format is written (always for savepoints)."""
+    snapshot; without it the canonical format is written (always for savepoints).
+    First, a bounded share of the expired TTL entries is deleted, so that entries
+    nobody reads again do not stay in the backend and in every native snapshot."""
+    if keyed is not None:
+        keyed.drop_expired()
     upload = None
     if native is not None:
         if native.backend is not keyed:

@@ -27,6 +27,7 @@ from lockgate.runtime.state.keyed import (
     ValueState,
 )
 from lockgate.runtime.state.tables import CurrentKey, FrozenTable
+from lockgate.runtime.state.ttl_cleanup import IncrementalCleanup
 
 KeyedState = ValueState | ListState | MapState | ReducingState | AggregatingState
 
@@ -89,6 +90,7 @@ class KeyedStateBackend(ABC):
         self.current = CurrentKey()
         self._states: dict[str, tuple[StateDescriptor, KeyedState]] = {}
         self.metas: dict[str, StateMeta] = {}
+        self._ttl_cleanup = IncrementalCleanup()  # backends add a sweep per TTL state
 
     # -- the current key ----------------------------------------------------------
 
@@ -185,6 +187,13 @@ class KeyedStateBackend(ABC):
             for name, (descriptor, _) in self._states.items()
             if descriptor.ttl_ms is not None
         }
+
+    def drop_expired(self, budget: int | None = None) -> int:
+        """Examine up to `budget` stored entries of the registered TTL states
+        (None: a budget that adapts to the backlog), continuing where the last
+        call stopped, and delete the expired ones (see state.ttl_cleanup).
+        Returns how many were deleted."""
+        return self._ttl_cleanup.run(budget, self.clock.now_ms())
 
     @abstractmethod
     def close(self) -> None: ...

@@ -25,6 +25,10 @@ class Codec(Protocol):
         """`data` without its expired parts, or None when nothing is left."""
         ...
 
+    def alive(self, stored: Any, now_ms: int) -> Any:
+        """`stored` (an object) without its expired parts, or None when nothing is left."""
+        ...
+
 
 class PlainCodec:
     def __init__(self, serializer: Serializer) -> None:
@@ -33,6 +37,9 @@ class PlainCodec:
 
     def compact(self, data: bytes, now_ms: int) -> bytes | None:
         return data
+
+    def alive(self, stored: Any, now_ms: int) -> Any:
+        return stored
 
 
 class TtlCodec:
@@ -53,6 +60,9 @@ class TtlCodec:
         expires_at = int.from_bytes(data[:_EXPIRY_BYTES], "big")
         return None if expires_at <= now_ms else data
 
+    def alive(self, stored: Any, now_ms: int) -> Any:
+        return None if stored[0] <= now_ms else stored
+
 
 class TtlListCodec:
     """Stored objects are lists of `(expires_at_ms, element)`."""
@@ -63,10 +73,16 @@ class TtlListCodec:
 
     def compact(self, data: bytes, now_ms: int) -> bytes | None:
         elements = self.loads(data)
-        alive = [entry for entry in elements if entry[0] > now_ms]
-        if not alive:
+        kept = self.alive(elements, now_ms)
+        if kept is None:
             return None
-        return data if len(alive) == len(elements) else self.dumps(alive)
+        return data if kept is elements else self.dumps(kept)
+
+    def alive(self, stored: Any, now_ms: int) -> Any:
+        kept = [entry for entry in stored if entry[0] > now_ms]
+        if not kept:
+            return None
+        return stored if len(kept) == len(stored) else kept
 
 
 def codec_for(descriptor: StateDescriptor) -> Codec:

@@ -15,6 +15,7 @@ from lockgate.runtime.state.backend import KeyedStateBackend, StateMeta
 from lockgate.runtime.state.codecs import Codec, codec_for
 from lockgate.runtime.state.descriptors import StateDescriptor
 from lockgate.runtime.state.tables import MISSING, CurrentKey, FrozenTable, map_rest
+from lockgate.runtime.state.ttl_cleanup import KeyGroupsSweep
 from lockgate.runtime.varint import decode_varint
 
 RawEntries = dict[int, list[tuple[bytes, bytes]]]
@@ -162,6 +163,9 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         for group, entries in self._pending.pop(name, {}).items():
             table.load(group, entries)
         self._tables[name] = table
+        if table.descriptor.ttl_ms is not None:
+            is_map = isinstance(table, HeapMapTable)
+            self._ttl_cleanup.add(KeyGroupsSweep(table.groups, table.codec.alive, is_map))
 
     def freeze(self) -> dict[str, FrozenTable]:
         frozen: dict[str, FrozenTable] = {n: t.freeze() for n, t in self._tables.items()}

@@ -21,6 +21,7 @@ from lockgate.runtime.state.backend import KeyedStateBackend, StateMeta
 from lockgate.runtime.state.codecs import Codec, codec_for
 from lockgate.runtime.state.descriptors import StateDescriptor
 from lockgate.runtime.state.tables import MISSING, CurrentKey, FrozenTable
+from lockgate.runtime.state.ttl_cleanup import ColumnFamilySweep
 
 _WRITE_BATCH_ROWS = 10_000
 
@@ -223,10 +224,18 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         return dict(self._cfs)
 
     def _value_table(self, descriptor: StateDescriptor) -> RocksDBValueTable:
-        return RocksDBValueTable(descriptor, self.column_family(descriptor.name))
+        table = RocksDBValueTable(descriptor, self.column_family(descriptor.name))
+        self._sweep_if_ttl(descriptor, table.codec)
+        return table
 
     def _map_table(self, descriptor: StateDescriptor) -> RocksDBMapTable:
-        return RocksDBMapTable(descriptor, self.column_family(descriptor.name))
+        table = RocksDBMapTable(descriptor, self.column_family(descriptor.name))
+        self._sweep_if_ttl(descriptor, table.codec)
+        return table
+
+    def _sweep_if_ttl(self, descriptor: StateDescriptor, codec: Codec) -> None:
+        if descriptor.ttl_ms is not None:
+            self._ttl_cleanup.add(ColumnFamilySweep(self.column_family(descriptor.name), codec.compact))
 
     def freeze(self) -> dict[str, FrozenTable]:
         directory = self.path.parent / f"frozen-{uuid.uuid4().hex}"

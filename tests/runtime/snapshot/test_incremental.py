@@ -6,6 +6,7 @@ import posixpath
 from pathlib import Path
 
 from lockgate.runtime import ValueStateDescriptor
+from lockgate.runtime.clock import ManualClock
 from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex, snapshot_vertex
 from lockgate.runtime.snapshot.metadata import CheckpointMetadata, SubtaskState
 from lockgate.runtime.snapshot.native import NativeSnapshotStrategy
@@ -19,6 +20,7 @@ from lockgate.runtime.snapshot.subtask import SnapshotTarget, snapshot_subtask
 from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
 
 COUNT = ValueStateDescriptor("count", default=0)
+SESSION = ValueStateDescriptor("session", ttl=1)
 
 
 def _write(backend: RocksDBKeyedStateBackend, keys: range, value: int) -> None:
@@ -126,3 +128,27 @@ def test_files_of_in_flight_or_newer_checkpoints_are_never_taken(
     # Once it is neither in flight nor newer than the latest completed one, and no
     # retained checkpoint names them, they are garbage (an aborted checkpoint's).
     assert set(unreferenced_shared_files(storage, "job", [], latest_completed=5)) == uploaded
+
+
+def test_expired_entries_nobody_reads_leave_the_native_checkpoints(
+    storage: CheckpointStorage, tmp_path: Path
+) -> None:
+    clock = ManualClock(start_ms=1_000_000)
+    backend = RocksDBKeyedStateBackend(8, range(8), tmp_path, clock)
+    subtask = LocalSubtask(backend, native=NativeSnapshotStrategy(backend))
+    session = backend.state(SESSION)
+    for user in range(5_000):
+        backend.set_current_key(user)
+        session.update("open")
+    _checkpoint(storage, subtask, 1)
+    clock.advance(2_000)  # every session has expired; none is read again
+    for user in range(5_000, 5_100):
+        backend.set_current_key(user)
+        session.update("open")
+    _checkpoint(storage, subtask, 2)
+
+    restored = RocksDBKeyedStateBackend(8, range(8), tmp_path / "restored", clock)
+    restore_vertex(storage, storage.checkpoint_dir("job", 2), "v", [LocalSubtask(restored, native=None)])
+    assert restored.metas["session"].ttl
+    rows = list(restored.column_family("session").keys())
+    assert len(rows) == 100, "only the live sessions are in the checkpoint"

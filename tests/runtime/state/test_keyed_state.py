@@ -21,6 +21,7 @@ from lockgate.runtime.state.backend import (
     KeyGroupOwnershipError,
     StateMigrationError,
 )
+from lockgate.runtime.state.codecs import codec_for
 from lockgate.runtime.state.keyed import NoCurrentKeyError
 
 from tests.conftest import Average
@@ -287,3 +288,87 @@ def test_expired_entries_are_deleted_when_read(backend: KeyedStateBackend, clock
         for table in frozen.values():
             table.release()
     assert rows == 0
+
+
+# -- incremental TTL cleanup (entries nobody reads again) ----------------------------
+
+
+def _stored(backend: KeyedStateBackend, state: str) -> list[bytes]:
+    """The stored bytes of `state`, expired or not: what a snapshot would read."""
+    frozen = backend.freeze()
+    try:
+        return [data for g in backend.key_groups for _, data in frozen[state].entries(g)]
+    finally:
+        for table in frozen.values():
+            table.release()
+
+
+def test_incremental_cleanup_deletes_expired_entries_nobody_reads(
+    backend: KeyedStateBackend, clock: ManualClock
+) -> None:
+    session = backend.state(ValueStateDescriptor("session", ttl=10))
+    events = backend.state(ListStateDescriptor("events", ttl=10))
+    seen = backend.state(MapStateDescriptor("seen", ttl=10))
+    count = backend.state(ValueStateDescriptor("count"))  # no TTL: never touched
+    for user in range(300):
+        backend.set_current_key(user)
+        session.update("old")
+        events.add("old")
+        seen.put_all({"home": 1, "cart": 1})
+        count.update(user)
+    clock.advance(5_000)
+    for user in range(100):  # written again: these stay
+        backend.set_current_key(user)
+        session.update("new")
+        events.add("new")
+        seen.put("home", 2)
+    clock.advance(6_000)  # the first writes have expired, the second have not
+
+    dropped = [backend.drop_expired(budget=150) for _ in range(12)]
+    assert all(d <= 150 for d in dropped), dropped
+    # 200 sessions, 200 whole lists, 400 + 100 map entries; the 100 lists that keep
+    # their new element are rewritten, not deleted.
+    assert sum(dropped) == 200 + 200 + 500
+    assert len(_stored(backend, "session")) == 100
+    assert len(_stored(backend, "seen")) == 100
+    assert len(_stored(backend, "count")) == 300
+    lists = [codec_for(ListStateDescriptor("events", ttl=10)).loads(d) for d in _stored(backend, "events")]
+    assert [len(stored) for stored in lists] == [1] * 100, "expired elements are dropped from kept lists"
+    backend.set_current_key(7)
+    assert (session.value(), events.get(), seen.get("home"), count.value()) == ("new", ["new"], 2, 7)
+    backend.set_current_key(250)
+    assert (session.value(), events.get(), count.value()) == (None, [], 250)
+
+
+def test_incremental_cleanup_is_bounded_and_resumes_where_it_stopped(
+    backend: KeyedStateBackend, clock: ManualClock
+) -> None:
+    session = backend.state(ValueStateDescriptor("session", ttl=1))
+    for user in range(1_000):
+        backend.set_current_key(user)
+        session.update("open")
+    assert backend.drop_expired(budget=300) == 0, "nothing has expired yet"
+    clock.advance(1_000)
+    # The pass resumes after the 300 entries already examined, wraps after the
+    # 1,000th, and ends where it began.
+    assert [backend.drop_expired(budget=300) for _ in range(5)] == [300, 300, 100, 300, 0]
+    assert _stored(backend, "session") == []
+
+
+def test_incremental_cleanup_budget_grows_with_the_backlog_and_shrinks_back(
+    backend: KeyedStateBackend, clock: ManualClock
+) -> None:
+    session = backend.state(ValueStateDescriptor("session", ttl=1))
+    for user in range(70_000):
+        backend.set_current_key(user)
+        session.update("open")
+    clock.advance(1_000)
+    # At the least budget a pass would take 7 checkpoints; doubling takes 3.
+    assert [backend.drop_expired() for _ in range(4)] == [10_000, 20_000, 40_000, 0]
+    assert _stored(backend, "session") == []
+    for user in range(20_000):  # live entries only: the budget halves back to 10,000
+        backend.set_current_key(user)
+        session.update("open")
+    assert [backend.drop_expired() for _ in range(3)] == [0, 0, 0]
+    clock.advance(1_000)
+    assert backend.drop_expired() == 10_000, "a quiet job pays for the least budget again"

@@ -23,7 +23,7 @@ from lockgate.runtime.coordination.errors import (
 )
 from lockgate.runtime.coordination.etcd import Etcd, delete_prefix_op, put_op
 from lockgate.runtime.coordination.keys import JobKeys
-from lockgate.runtime.coordination.leadership import Leadership
+from lockgate.runtime.coordination.leadership import LEASE_TTL_S, Leadership
 from lockgate.runtime.coordination.records import (
     Ack,
     CompletedCheckpoint,
@@ -116,7 +116,7 @@ class CheckpointCoordinator:
         config: CheckpointConfig,
         *,
         savepoint_dir: str | None = None,
-        lease_ttl_s: int = 10,
+        lease_ttl_s: int = LEASE_TTL_S,
         listener: CheckpointListener | None = None,
     ) -> None:
         self._etcd = etcd

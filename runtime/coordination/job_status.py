@@ -31,11 +31,18 @@ class StatusHeartbeat:
     """Publishes `running` every `ttl_s / 3` seconds under a lease of `ttl_s`."""
 
     def __init__(
-        self, etcd: Etcd, keys: JobKeys, parallelism: int, restarts: Callable[[], int], ttl_s: int = 10
+        self,
+        etcd: Etcd,
+        keys: JobKeys,
+        parallelism: int,
+        restarts: Callable[[], int],
+        *,
+        driver: str | None = None,
+        ttl_s: int = 10,
     ) -> None:
         self._etcd = etcd
         self._keys = keys
-        self._status = JobStatus("running", now_ms(), parallelism)
+        self._status = JobStatus("running", now_ms(), parallelism, driver=driver)
         self._restarts = restarts
         self._ttl_s = ttl_s
         self._lease: int | None = None

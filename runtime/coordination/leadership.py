@@ -27,10 +27,13 @@ from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import CoordinatorRecord, decode, encode
 
 log = logging.getLogger(__name__)
+# How long a coordinator that stops refreshing its lease (killed, cut off) keeps
+# the job: its successor can take over this long after the last refresh.
+LEASE_TTL_S = 10
 
 
 class Leadership:
-    def __init__(self, etcd: Etcd, keys: JobKeys, ttl_s: int = 10) -> None:
+    def __init__(self, etcd: Etcd, keys: JobKeys, ttl_s: int = LEASE_TTL_S) -> None:
         if ttl_s < 2:
             raise ValueError(f"the coordinator lease TTL must be at least 2 s, got {ttl_s}")
         self._etcd = etcd
@@ -66,21 +69,23 @@ class Leadership:
                 return
             await self._etcd.revoke_lease(lease)
             remaining = deadline - time.monotonic()
+            holder = await self._holder()
+            job = f"job {self._keys.namespace}/{self._keys.job}"
             if remaining <= 0:
-                raise CoordinatorConflictError(await self._describe_holder())
+                raise CoordinatorConflictError(
+                    f"{job} is already coordinated by {holder}; stop that driver first, or start "
+                    f"this one with a wait (--takeover-wait) so it takes over once the other's "
+                    f"lease expires, within {self.ttl_s} s of its last refresh"
+                )
+            log.info("%s is coordinated by %s; waiting up to %.0f s for it to go", job, holder, remaining)
             await self._wait_for_release(remaining)
 
-    async def _describe_holder(self) -> str:
+    async def _holder(self) -> str:
         data = await self._etcd.get(self._keys.coordinator)
-        who = "an unknown process"
-        if data is not None:
-            holder = decode(CoordinatorRecord, data)
-            who = f"coordinator {holder.coordinator_id} (pid {holder.pid} on {holder.host})"
-        return (
-            f"job {self._keys.namespace}/{self._keys.job} is already coordinated by {who}; "
-            "stop that driver first, or start this one with a wait so it takes over when "
-            "the other's lease expires"
-        )
+        if data is None:
+            return "an unknown process"
+        holder = decode(CoordinatorRecord, data)
+        return f"coordinator {holder.coordinator_id} (pid {holder.pid} on {holder.host})"
 
     async def _wait_for_release(self, timeout: float) -> None:
         _, revision = await self._etcd.get_prefix_at(self._keys.coordinator)

@@ -133,3 +133,6 @@ class JobStatus:
     restarts: int = 0
     savepoint: str | None = None  # where a stop with savepoint left the state
     message: str | None = None  # why the job failed
+    # Which driver says so (its pod's name on a cluster): a successor starting up
+    # is not taken for the one whose outcome is still recorded.
+    driver: str | None = None

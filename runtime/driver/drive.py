@@ -49,7 +49,13 @@ async def drive(
     spec = job_spec(settings, etcd_config)
     metrics = JobMetrics(settings.keys, settings.checkpoint, settings.parallelism)
     master = JobMaster(
-        spec, stage, storage, settings.checkpoint, savepoint_dir=settings.savepoint_dir, listener=metrics
+        spec,
+        stage,
+        storage,
+        settings.checkpoint,
+        savepoint_dir=settings.savepoint_dir,
+        listener=metrics,
+        takeover_wait_s=settings.takeover_wait_s,
     )
     server = None
     if settings.metrics_port is not None:
@@ -69,7 +75,9 @@ async def _drive(
     storage = CheckpointStorage(settings.checkpoint_dir)
     async with Etcd(etcd_config) as etcd:
         store = CompletedCheckpointStore(etcd, settings.keys, storage, settings.checkpoint.retained)
-        status = StatusHeartbeat(etcd, settings.keys, settings.parallelism, lambda: master.restarts)
+        status = StatusHeartbeat(
+            etcd, settings.keys, settings.parallelism, lambda: master.restarts, driver=settings.driver_name
+        )
         await status.start()
         display = (
             None

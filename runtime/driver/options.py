@@ -4,6 +4,7 @@ and `lockgate run`: from the command line, a StreamingJob manifest, and defaults
 from __future__ import annotations
 
 import argparse
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +63,19 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
         help="start from empty state, deleting the checkpoints of an earlier run of this job id",
     )
     command.add_argument("--job-id", help="the job's id in etcd and storage (default: the job's name)")
+    command.add_argument(
+        "--takeover-wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="when another driver still coordinates the job (a killed one's lease lingers), wait this "
+        "long for it to go instead of failing at once (default 0)",
+    )
+    command.add_argument(
+        "--driver-name",
+        default=socket.gethostname(),
+        help="who this driver is in the job's status (default: the host name, a pod's name)",
+    )
     command.add_argument("--namespace", help="the job's namespace (default: default)")
     command.add_argument(
         "--bounded",
@@ -107,6 +121,8 @@ class JobSettings:
     from_savepoint: str | None
     earlier_checkpoints: EarlierCheckpoints
     arguments: argparse.Namespace
+    driver_name: str = ""
+    takeover_wait_s: float = 0.0
     metrics_port: int | None = None
     task_metrics_ports: PortRange | None = None
 
@@ -156,6 +172,8 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
     """Resolve the options; imports and validates the job. `fresh_by_default`: a new
     run refuses an earlier run's checkpoints (a local run) instead of resuming
     from them (a driver relaunched by the operator)."""
+    if arguments.takeover_wait < 0:
+        raise ValueError(f"--takeover-wait must be 0 or more seconds, got {arguments.takeover_wait}")
     args = _apply_manifest(arguments)
     for name, default in DEFAULTS.items():
         if getattr(arguments, name) is None:
@@ -193,6 +211,8 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
         from_savepoint=arguments.from_savepoint,
         earlier_checkpoints=earlier,
         arguments=arguments,
+        driver_name=arguments.driver_name,
+        takeover_wait_s=arguments.takeover_wait,
         metrics_port=arguments.metrics_port,
         task_metrics_ports=arguments.task_metrics_ports,
     )

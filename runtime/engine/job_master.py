@@ -107,8 +107,11 @@ class JobMaster:
         *,
         savepoint_dir: str | None = None,
         listener: JobListener | None = None,
+        takeover_wait_s: float = 0.0,
     ) -> None:
         self.spec = spec
+        # How long a launch waits for an earlier driver's coordinator to let go.
+        self._takeover_wait_s = takeover_wait_s
         self._listener = listener
         self._stage = stage
         self._storage = storage
@@ -160,7 +163,7 @@ class JobMaster:
                 savepoint_dir=self._savepoint_dir,
                 listener=self._listener,
             )
-            await coordinator.start()
+            await coordinator.start(self._takeover_wait_s)
             try:
                 restore = await self._restore_point(coordinator, from_savepoint, earlier)
                 if restore is not None:

@@ -11,10 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from lockgate.runtime import read_committed
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.job_status import read_status
 from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.leadership import Leadership
 from lockgate.runtime.coordination.records import JobStatus
 
 from tests.runtime.recovery.lockgate_process import committed_count, environment, run, wait_for
@@ -22,7 +24,7 @@ from tests.runtime.recovery.lockgate_process import committed_count, environment
 COUNT, KEYS = 20_000, 23
 
 
-def _submit(tmp_path: Path, etcd: str, job: JobKeys, parallelism: int, *flags: str) -> subprocess.Popen[str]:
+def _command(tmp_path: Path, etcd: str, job: JobKeys, parallelism: int, *flags: str) -> list[str]:
     """The command the operator's driver pods run, with local[P] for the cluster."""
     command = [
         sys.executable,
@@ -38,9 +40,14 @@ def _submit(tmp_path: Path, etcd: str, job: JobKeys, parallelism: int, *flags: s
     command += ["--savepoint-dir", f"file://{tmp_path}/savepoints", "--work-dir", str(tmp_path / "work")]
     job_args = {"count": COUNT, "keys": KEYS, "rate": 4000, "output": f"file://{tmp_path}/out"}
     command += [x for key, value in job_args.items() for x in ("--arg", f"{key}={value}")]
+    return [*command, *flags]
+
+
+def _submit(tmp_path: Path, etcd: str, job: JobKeys, parallelism: int, *flags: str) -> subprocess.Popen[str]:
+    command = _command(tmp_path, etcd, job, parallelism, *flags)
     log = (tmp_path / f"driver-p{parallelism}.log").open("w")  # Spark's logs, read on failure
     return subprocess.Popen(
-        [*command, *flags], cwd=tmp_path, env=environment(), stdout=subprocess.PIPE, stderr=log, text=True
+        command, cwd=tmp_path, env=environment(), stdout=subprocess.PIPE, stderr=log, text=True
     )
 
 
@@ -94,6 +101,48 @@ def test_submitted_driver_stops_with_a_savepoint_and_resumes_at_3(
     assert finals == {k: sum(range(k, COUNT, KEYS)) for k in range(KEYS)}, "keyed state intact at P = 3"
 
 
+def _killed_drivers_lease(etcd: str, job: JobKeys, ttl_s: int) -> str:
+    """What a driver killed mid-run leaves in etcd: its coordinator record, bound to
+    a lease nobody refreshes any more. Its coordinator id."""
+
+    async def abandoned() -> str:
+        async with Etcd(EtcdConfig.from_url(etcd)) as client:
+            leadership = Leadership(client, job, ttl_s)
+            await leadership.acquire()
+            leadership.abandon()
+            return leadership.record.coordinator_id
+
+    return asyncio.run(abandoned())
+
+
+def test_a_driver_waits_out_a_killed_drivers_lease_with_takeover_wait(
+    tmp_path: Path, etcd_server, keys: JobKeys
+) -> None:
+    etcd, out = etcd_server.endpoint, f"file://{tmp_path}/out"
+    dead = _killed_drivers_lease(etcd, keys, ttl_s=25)  # longer than a driver takes to start
+    waiting = _submit(tmp_path, etcd, keys, 2, "--bounded", "--takeover-wait", "120")
+    refused = subprocess.run(
+        _command(tmp_path, etcd, keys, 1, "--restart-strategy", "none", "--work-dir", str(tmp_path / "w2")),
+        cwd=tmp_path,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert refused.returncode == 1, refused.stdout
+    assert f"already coordinated by coordinator {dead}" in refused.stdout
+    assert "--takeover-wait" in refused.stdout, "the refusal says how to wait instead"
+
+    lines = _ended(waiting, tmp_path, 2)
+    assert lines[-1].startswith(f"job {keys.job}: read "), "the waiting driver ran the job to its end"
+    # spark-submit merges the Python driver's log into its stdout.
+    waited = [line for line in lines if f"is coordinated by coordinator {dead} " in line]
+    assert waited, "the driver waited for the dead one's lease"
+    assert "waiting up to" in waited[0]
+    assert sorted(r["n"] for r in read_committed(out)) == list(range(COUNT))
+
+
 def test_a_driver_that_gives_up_exits_1_with_the_cause_in_etcd(
     tmp_path: Path, etcd_server, keys: JobKeys
 ) -> None:
@@ -113,16 +162,22 @@ def test_a_driver_that_gives_up_exits_1_with_the_cause_in_etcd(
     assert "consecutive checkpoints failed" in failed.message, failed.message
 
 
-def test_a_job_that_does_not_resolve_exits_2_before_spark_starts(tmp_path: Path, etcd_server) -> None:
+@pytest.mark.parametrize(
+    ("arguments", "culprit"),
+    [
+        (["no_such_module:build"], "no_such_module"),
+        (
+            ["tests.jobs.configurable:running_sum", "--takeover-wait", "-5"],
+            "--takeover-wait must be 0 or more",
+        ),
+    ],
+    ids=["job that does not resolve", "negative takeover wait"],
+)
+def test_bad_options_exit_2_before_spark_starts(
+    tmp_path: Path, etcd_server, arguments: list[str], culprit: str
+) -> None:
     driver = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "lockgate.runtime.driver",
-            "no_such_module:build",
-            "--etcd",
-            etcd_server.endpoint,
-        ],
+        [sys.executable, "-m", "lockgate.runtime.driver", *arguments, "--etcd", etcd_server.endpoint],
         cwd=tmp_path,
         env=environment(),
         capture_output=True,
@@ -131,4 +186,4 @@ def test_a_job_that_does_not_resolve_exits_2_before_spark_starts(tmp_path: Path,
         check=False,
     )
     assert driver.returncode == 2
-    assert "no_such_module" in driver.stderr
+    assert culprit in driver.stderr

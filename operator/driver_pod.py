@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from lockgate.operator.naming import JobNames
 from lockgate.operator.spec import Resources, SpecError, StreamingJobSpec
+from lockgate.runtime.coordination.leadership import LEASE_TTL_S
 
 CONFIG_DIR = "/etc/lockgate"
 ETCD_TLS_DIR, ETCD_TLS_VOLUME = "/etc/lockgate-etcd-tls", "etcd-tls"  # same path in driver and executors
@@ -25,6 +26,10 @@ DRIVER_PORT, BLOCK_MANAGER_PORT, UI_PORT = 7078, 7079, 4040
 # Prometheus ports, both named METRICS_PORT_NAME: the driver's and each executor's one task's.
 DRIVER_METRICS_PORT, TASK_METRICS_PORT, METRICS_PORT_NAME = 9249, 9250, "metrics"
 API_SERVER = "k8s://https://kubernetes.default.svc"
+# A driver replacing a killed one waits for the dead one's coordinator lease to
+# expire (at most LEASE_TTL_S after its last refresh) instead of failing on it;
+# the margin covers etcd's expiry sweep on a busy node.
+TAKEOVER_WAIT_S = 2 * LEASE_TTL_S
 # spark-submit options the operator derives from the spec; a sparkConf entry may not override them.
 OWNED_CONF_PREFIXES = (
     "spark.executor.instances",
@@ -171,6 +176,7 @@ def driver_arguments(names: JobNames, spec: StreamingJobSpec, launch: Launch, cl
     storage = storage_layout(names, spec, cluster)
     c = spec.checkpointing
     flags = [f"{CONFIG_DIR}/{MANIFEST_FILE}", "--namespace", names.namespace, "--job-id", names.name]
+    flags += ["--driver-name", names.driver_pod(launch.number), "--takeover-wait", str(TAKEOVER_WAIT_S)]
     flags += ["--parallelism", str(spec.replicas), "--max-parallelism", str(launch.max_parallelism)]
     flags += ["--state-backend", spec.state_backend, "--mode", c.mode]
     flags += ["--checkpoint-interval", str(c.interval_s), "--checkpoint-timeout", str(c.timeout_s)]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime
 import json
 import time
 from typing import Any
@@ -25,6 +24,7 @@ from lockgate.operator.transition import (
     remove_driver,
     restart_plan,
 )
+from lockgate.runtime.coordination.records import JobStatus
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 
@@ -217,32 +217,25 @@ async def observe(job: Job) -> None:
         await job.record(lastCheckpoint=checkpoint)
     # A pod the kubelet has not reported on yet is Pending; only a missing or Failed pod is lost.
     pod_phase = None if pod is None else (pod.get("status") or {}).get("phase") or "Pending"
-    if running is not None and running.state == "finished" and pod_phase in (None, "Succeeded"):
+    # What an earlier driver said (its failure, its lingering heartbeat) is not this one's.
+    own = running if _said_by(running, names.driver_pod(launch)) else None
+    if own is not None and own.state == "finished" and pod_phase in (None, "Succeeded"):
         await job.record(phase="Finished")
-    elif pod_phase in (None, "Failed") or (running is not None and running.state == "failed"):
-        await _driver_lost(job, pod_phase, running.message if running is not None else None)
-    elif (
-        pod_phase == "Running"
-        and running is not None
-        and running.state == "running"
-        and _beats_since(pod, running.at_ms)
-    ):
+    elif pod_phase in (None, "Failed") or (own is not None and own.state == "failed"):
+        cause = own.message if own is not None else None
+        await _driver_lost(job, pod_phase, cause)
+    elif pod_phase == "Running" and own is not None and own.state == "running":
         conditions = set_condition(job.status.get("conditions"), "Ready", true=True, reason="Running")
         await job.record(
             phase="Running",
             conditions=conditions,
-            restarts=running.restarts + job.status.get("driverRestarts", 0),
+            restarts=own.restarts + job.status.get("driverRestarts", 0),
         )
 
 
-def _beats_since(pod: dict[str, Any] | None, at_ms: int) -> bool:
-    """Whether the heartbeat is the pod's own: a killed driver's lingers until its
-    lease expires, and must not make its successor look Running before it is."""
-    started = ((pod or {}).get("status") or {}).get("startTime")
-    if not started:
-        return True
-    started_s = datetime.datetime.fromisoformat(str(started).replace("Z", "+00:00")).timestamp()
-    return at_ms >= int(started_s) * 1000  # startTime has whole seconds
+def _said_by(status: JobStatus | None, driver: str) -> bool:
+    """Whether `status` is the current driver's: every driver names itself in it."""
+    return status is not None and status.driver == driver
 
 
 async def _driver_lost(job: Job, pod_phase: str | None, cause: str | None) -> None:

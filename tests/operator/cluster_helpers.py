@@ -93,10 +93,15 @@ class Kubectl:
 class StandInDriver:
     """Answers through etcd as a running driver does: heartbeat, savepoints."""
 
-    def __init__(self, kubectl: Kubectl, etcd: Etcd, keys: JobKeys, *, answer: bool = True) -> None:
+    def __init__(
+        self, kubectl: Kubectl, etcd: Etcd, keys: JobKeys, *, answer: bool = True, launch: int = 1
+    ) -> None:
         self.kubectl, self.etcd, self.keys, self.answer = kubectl, etcd, keys, answer
         self.requests: list[tuple[str, SavepointRequest]] = []
-        self.heartbeat = StatusHeartbeat(etcd, keys, parallelism=2, restarts=lambda: 0, ttl_s=5)
+        driver = f"{keys.job}-driver-{launch}"  # the name the operator gives it
+        self.heartbeat = StatusHeartbeat(
+            etcd, keys, parallelism=2, restarts=lambda: 0, driver=driver, ttl_s=5
+        )
 
     async def _serve(self) -> None:
         _, revision = await self.etcd.get_prefix_at(self.keys.savepoint_requests)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -304,19 +305,57 @@ async def test_a_lost_driver_is_restarted_then_given_up_on(
     assert not kubectl.exists(PODS, f"{job_name}-driver-3")
 
 
+def _observations(operator: Operator) -> Callable[[], float]:
+    """How many times the operator has observed its jobs so far."""
+    assert operator.context is not None
+    registry = operator.context.metrics.registry
+
+    def count() -> float:
+        labels = {"handler": "observe", "result": "ok"}
+        return registry.get_sample_value("lockgate_operator_reconciles_total", labels) or 0.0
+
+    return count
+
+
+async def _observed_again(operator: Operator, times: int) -> None:
+    observations = _observations(operator)
+    before = observations()
+    await eventually(lambda: observations() >= before + times, f"{times} more observations")
+
+
 async def test_a_pending_driver_is_not_taken_for_lost(
     kubectl: Kubectl, job_name: str, operator: Operator
 ) -> None:
     await kubectl.apply(job_name, {**SPEC, "restartStrategy": {"type": "fixed-delay", "delay": "100ms"}})
     await _launched(kubectl, job_name, 1)
-    assert operator.context is not None
-    registry = operator.context.metrics.registry
-
-    def observations() -> float:
-        labels = {"handler": "observe", "result": "ok"}
-        return registry.get_sample_value("lockgate_operator_reconciles_total", labels) or 0.0
-
-    before = observations()
-    await eventually(lambda: observations() >= before + 5, "five observations of the pending driver")
+    await _observed_again(operator, 5)
     assert kubectl.status(job_name)["phase"] == "Deploying"
     assert not kubectl.exists(PODS, f"{job_name}-driver-2")
+
+
+async def test_what_a_lost_driver_said_is_not_taken_for_its_successor(
+    kubectl: Kubectl, job_name: str, etcd: Etcd, operator: Operator
+) -> None:
+    await kubectl.apply(job_name, {**SPEC, "restartStrategy": {"type": "fixed-delay", "delay": "100ms"}})
+    await _launched(kubectl, job_name, 1)
+    keys = JobKeys(NAMESPACE, job_name)
+    first = StandInDriver(kubectl, etcd, keys, launch=1)
+    async with first.running():
+        await kubectl.set_pod_phase(f"{job_name}-driver-1", "Running")
+        await eventually(lambda: kubectl.status(job_name).get("phase") == "Running", "the job is Running")
+        await first.heartbeat.finish("failed", message="boom")  # kept in etcd: it outlives the driver
+        await kubectl.set_pod_phase(f"{job_name}-driver-1", "Failed")
+        await _launched(kubectl, job_name, 2)
+
+    # Driver 2 is starting (its JVM, its Spark session) and has said nothing yet:
+    # driver 1's failure, still recorded, is neither a loss of driver 2 nor Running.
+    await kubectl.set_pod_phase(f"{job_name}-driver-2", "Running")
+    await _observed_again(operator, 5)
+    status = kubectl.status(job_name)
+    assert status["phase"] == "Deploying", status.get("message")
+    assert status["driverRestarts"] == 1
+    assert not kubectl.exists(PODS, f"{job_name}-driver-3")
+
+    async with StandInDriver(kubectl, etcd, keys, launch=2).running():
+        await eventually(lambda: kubectl.status(job_name).get("phase") == "Running", "driver 2 is Running")
+    assert kubectl.status(job_name)["launch"] == 2

@@ -13,6 +13,7 @@ from typing import Any
 from kubernetes import client
 from lockgate.runtime.coordination.etcd import EtcdConfig
 
+from e2e.log_tail import telling_tail
 from e2e.pod_runner import PodRunner
 from tests.kube_emulator import emulated_api_server
 from tests.operator.operator_process import OperatorProcess
@@ -55,4 +56,4 @@ class EmulatedCluster:
 
     async def diagnostics(self) -> str:
         drivers = "\n".join(f"--- {name}\n{self.runner.log_tail(name)}" for name in self.runner.pods)
-        return f"--- operator\n{self.operator.log_tail()}\n{drivers}"
+        return f"--- operator\n{telling_tail(self.operator.log.read_text())}\n{drivers}"

@@ -17,6 +17,8 @@ from kubernetes.stream import stream
 from lockgate.operator.naming import COMPONENT_LABEL
 from lockgate.runtime.coordination.etcd import EtcdConfig
 
+from e2e.log_tail import telling_tail
+
 
 def _setting(name: str, default: str) -> str:
     return os.environ.get(f"LOCKGATE_E2E_{name}", default)
@@ -95,7 +97,7 @@ class KindCluster:
             pods = await asyncio.to_thread(core.list_namespaced_pod, namespace, label_selector=selector)
             for pod in pods.items:
                 text = await asyncio.to_thread(
-                    core.read_namespaced_pod_log, pod.metadata.name, namespace, tail_lines=60
+                    core.read_namespaced_pod_log, pod.metadata.name, namespace, tail_lines=2000
                 )
-                logs.append(f"--- {pod.metadata.name}\n{text}")
+                logs.append(f"--- {pod.metadata.name}\n{telling_tail(text)}")
         return "\n".join(logs)

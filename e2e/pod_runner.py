@@ -27,6 +27,7 @@ from typing import Any
 from kubernetes import client
 
 from e2e.local_pod import container, local_pod
+from e2e.log_tail import telling_tail
 
 log = logging.getLogger(__name__)
 FINALIZER = "e2e.lockgate.dev/pod-runner"
@@ -81,9 +82,11 @@ class PodRunner:
         """What a crash or the OOM killer does to the pod's processes."""
         self.pods[name].signal_group(signal.SIGKILL)
 
-    def log_tail(self, name: str, chars: int = 4000) -> str:
+    def log_tail(self, name: str) -> str:
         pod = self.pods.get(name)
-        return pod.log.read_text(errors="replace")[-chars:] if pod is not None else f"(no pod {name} ran)"
+        if pod is None:
+            return f"(no pod {name} ran)"
+        return telling_tail(pod.log.read_text(errors="replace"))
 
     async def _sync_forever(self) -> None:
         while True:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from lockgate.runtime import read_committed
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
+from lockgate.runtime.coordination.job_status import read_status
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import Trigger, decode
 
@@ -32,6 +33,20 @@ def _checkpoint_in_flight(cwd: Path) -> bool:
             trigger = await etcd.get(KEYS_IN_ETCD.trigger)
             latest = await etcd.get(KEYS_IN_ETCD.latest)
         return trigger is not None and decode(Trigger, trigger).checkpoint_id > int(latest or 0)
+
+    return asyncio.run(read())
+
+
+def _restarts(cwd: Path) -> int:
+    """The run's restarts so far, as its status heartbeat reports them."""
+    record = run_record(cwd)
+    if record is None:
+        return 0
+
+    async def read() -> int:
+        async with Etcd(EtcdConfig.from_url(record["etcd"])) as etcd:
+            status = await read_status(etcd, KEYS_IN_ETCD)
+        return 0 if status is None else status.restarts
 
     return asyncio.run(read())
 
@@ -67,27 +82,33 @@ def test_killed_workers_and_executors_lose_nothing_and_duplicate_nothing(tmp_pat
         f"output={out}",
     )
 
+    kills = 0
+
     def kill(pids: list[int], what: str) -> None:
+        nonlocal kills
         assert pids, f"no {what} to kill"
         os.kill(pids[0], signal.SIGKILL)
+        kills += 1
 
-    def progress_after(count: int) -> None:
-        wait_for(
-            lambda: committed_count(out) > count, "committed output after a restart", process, timeout=180
-        )
+    def restarted() -> None:
+        """The restart the last kill caused, and output from the relaunch: a kill while
+        the previous one's stage is still failing would be no new fault."""
+        wait_for(lambda: _restarts(tmp_path) >= kills, f"restart {kills}", process)
+        count = committed_count(out)
+        wait_for(lambda: committed_count(out) > count, f"output after restart {kills}", process, timeout=180)
 
     wait_for(lambda: committed_count(out) > 0, "committed output", process)
     wait_for(lambda: len(python_task_workers(process.pid)) >= 2, "two task workers", process)
     kill(python_task_workers(process.pid), "Python worker")  # mid-stream
-    progress_after(committed_count(out))
+    restarted()
 
     wait_for(lambda: len(python_task_workers(process.pid)) >= 2, "two task workers", process)
     kill(executor_jvms(process.pid), "executor JVM")  # mid-stream
-    progress_after(committed_count(out))
+    restarted()
 
     wait_for(lambda: _checkpoint_in_flight(tmp_path), "a checkpoint in flight", process)
     kill(executor_jvms(process.pid), "executor JVM")  # mid-checkpoint
-    progress_after(committed_count(out))
+    restarted()
 
     wait_for(lambda: _checkpoint_in_flight(tmp_path), "a checkpoint in flight", process)
     wait_for(lambda: bool(python_task_workers(process.pid)), "a task worker", process)

@@ -49,6 +49,9 @@ class StatusHeartbeat:
         self._beating: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
+        """Begin beating; once only (a job master's relaunches call it again)."""
+        if self._beating is not None:
+            return
         await self._beat()
         self._beating = asyncio.create_task(self._keep_beating(), name="status-heartbeat")
 

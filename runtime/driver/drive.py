@@ -78,7 +78,6 @@ async def _drive(
         status = StatusHeartbeat(
             etcd, settings.keys, settings.parallelism, lambda: master.restarts, driver=settings.driver_name
         )
-        await status.start()
         display = (
             None
             if progress is None
@@ -89,6 +88,7 @@ async def _drive(
                 settings.restart_strategy(),
                 from_savepoint=settings.from_savepoint,
                 earlier_checkpoints=settings.earlier_checkpoints,
+                coordinating=status.start,  # `running` only once this driver leads the job
             )
         except Exception as error:
             await status.finish("failed", message=str(error))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -128,10 +129,13 @@ class JobMaster:
         *,
         from_savepoint: str | None = None,
         earlier_checkpoints: EarlierCheckpoints = "resume",
+        coordinating: Callable[[], Awaitable[None]] | None = None,
     ) -> RunResult:
+        """`coordinating` is awaited each time a launch holds the job's coordinator,
+        before its tasks start (the driver's status heartbeat begins there)."""
         while True:
             try:
-                savepoint = await self._launch(from_savepoint, earlier_checkpoints)
+                savepoint = await self._launch(from_savepoint, earlier_checkpoints, coordinating)
             except PERMANENT_FAILURES:
                 raise
             except Exception as failure:
@@ -150,7 +154,12 @@ class JobMaster:
             restored = None if self._first_restore is None else self._first_restore.url
             return RunResult(restored, savepoint, self.restarts)
 
-    async def _launch(self, from_savepoint: str | None, earlier: EarlierCheckpoints) -> str | None:
+    async def _launch(
+        self,
+        from_savepoint: str | None,
+        earlier: EarlierCheckpoints,
+        coordinating: Callable[[], Awaitable[None]] | None,
+    ) -> str | None:
         graph = self.spec.graph()  # imported and validated here before any task starts
         plan = job_plan(graph, self.spec.parallelism, self.spec.state.max_parallelism)
         async with Etcd(self.spec.etcd) as etcd:
@@ -165,6 +174,8 @@ class JobMaster:
             )
             await coordinator.start(self._takeover_wait_s)
             try:
+                if coordinating is not None:
+                    await coordinating()
                 restore = await self._restore_point(coordinator, from_savepoint, earlier)
                 if restore is not None:
                     check_restorable(restore, self.spec)

@@ -17,7 +17,7 @@ from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.job_status import read_status
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.leadership import Leadership
-from lockgate.runtime.coordination.records import JobStatus
+from lockgate.runtime.coordination.records import CoordinatorRecord, JobStatus, decode
 
 from tests.runtime.recovery.lockgate_process import committed_count, environment, run, wait_for
 
@@ -115,12 +115,31 @@ def _killed_drivers_lease(etcd: str, job: JobKeys, ttl_s: int) -> str:
     return asyncio.run(abandoned())
 
 
+def _leader_when_first_running(etcd: str, job: JobKeys, driver: str, process: subprocess.Popen[str]) -> str:
+    """Which coordinator held the job when `driver` first said it was running."""
+
+    async def watch() -> str:
+        async with Etcd(EtcdConfig.from_url(etcd)) as client:
+            while process.poll() is None:
+                status = await read_status(client, job)
+                leader = await client.get(job.coordinator)
+                if status is not None and (status.driver, status.state) == (driver, "running"):
+                    assert leader is not None, "a running driver leads the job"
+                    return decode(CoordinatorRecord, leader).coordinator_id
+                await asyncio.sleep(0.05)  # the polling interval of what etcd says
+        raise AssertionError(f"{driver} ended without saying it was running")
+
+    return asyncio.run(asyncio.wait_for(watch(), 180))
+
+
 def test_a_driver_waits_out_a_killed_drivers_lease_with_takeover_wait(
     tmp_path: Path, etcd_server, keys: JobKeys
 ) -> None:
     etcd, out = etcd_server.endpoint, f"file://{tmp_path}/out"
     dead = _killed_drivers_lease(etcd, keys, ttl_s=25)  # longer than a driver takes to start
-    waiting = _submit(tmp_path, etcd, keys, 2, "--bounded", "--takeover-wait", "120")
+    waiting = _submit(
+        tmp_path, etcd, keys, 2, "--bounded", "--takeover-wait", "120", "--driver-name", "waiter"
+    )
     refused = subprocess.run(
         _command(tmp_path, etcd, keys, 1, "--restart-strategy", "none", "--work-dir", str(tmp_path / "w2")),
         cwd=tmp_path,
@@ -133,6 +152,8 @@ def test_a_driver_waits_out_a_killed_drivers_lease_with_takeover_wait(
     assert refused.returncode == 1, refused.stdout
     assert f"already coordinated by coordinator {dead}" in refused.stdout
     assert "--takeover-wait" in refused.stdout, "the refusal says how to wait instead"
+    leader = _leader_when_first_running(etcd, keys, "waiter", waiting)
+    assert leader != dead, "a driver still waiting for the job is not yet reported running"
 
     lines = _ended(waiting, tmp_path, 2)
     assert lines[-1].startswith(f"job {keys.job}: read "), "the waiting driver ran the job to its end"

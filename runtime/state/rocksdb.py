@@ -224,18 +224,20 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         return dict(self._cfs)
 
     def _value_table(self, descriptor: StateDescriptor) -> RocksDBValueTable:
-        table = RocksDBValueTable(descriptor, self.column_family(descriptor.name))
-        self._sweep_if_ttl(descriptor, table.codec)
+        cf = self.column_family(descriptor.name)
+        table = RocksDBValueTable(descriptor, cf)
+        self._sweep_if_ttl(descriptor, cf, table.codec)
         return table
 
     def _map_table(self, descriptor: StateDescriptor) -> RocksDBMapTable:
-        table = RocksDBMapTable(descriptor, self.column_family(descriptor.name))
-        self._sweep_if_ttl(descriptor, table.codec)
+        cf = self.column_family(descriptor.name)
+        table = RocksDBMapTable(descriptor, cf)
+        self._sweep_if_ttl(descriptor, cf, table.codec)
         return table
 
-    def _sweep_if_ttl(self, descriptor: StateDescriptor, codec: Codec) -> None:
+    def _sweep_if_ttl(self, descriptor: StateDescriptor, cf: rocksdict.Rdict, codec: Codec) -> None:
         if descriptor.ttl_ms is not None:
-            self._ttl_cleanup.add(ColumnFamilySweep(self.column_family(descriptor.name), codec.compact))
+            self._ttl_cleanup.add(ColumnFamilySweep(cf, codec.compact))
 
     def freeze(self) -> dict[str, FrozenTable]:
         directory = self.path.parent / f"frozen-{uuid.uuid4().hex}"

@@ -35,8 +35,13 @@ def start(cwd: Path, *args: str, own_group: bool = False) -> subprocess.Popen[st
 
 
 def run(cwd: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return run_command(cwd, [LOCKGATE, *args], timeout)
+
+
+def run_command(cwd: Path, command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """`command` to its end with the repository importable; its output captured."""
     return subprocess.run(
-        [LOCKGATE, *args],
+        command,
         cwd=cwd,
         env=environment(),
         capture_output=True,

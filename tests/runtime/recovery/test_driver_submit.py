@@ -19,7 +19,13 @@ from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.leadership import Leadership
 from lockgate.runtime.coordination.records import CoordinatorRecord, JobStatus, decode
 
-from tests.runtime.recovery.lockgate_process import committed_count, environment, run, wait_for
+from tests.runtime.recovery.lockgate_process import (
+    committed_count,
+    environment,
+    run,
+    run_command,
+    wait_for,
+)
 
 COUNT, KEYS = 20_000, 23
 
@@ -140,15 +146,8 @@ def test_a_driver_waits_out_a_killed_drivers_lease_with_takeover_wait(
     waiting = _submit(
         tmp_path, etcd, keys, 2, "--bounded", "--takeover-wait", "120", "--driver-name", "waiter"
     )
-    refused = subprocess.run(
-        _command(tmp_path, etcd, keys, 1, "--restart-strategy", "none", "--work-dir", str(tmp_path / "w2")),
-        cwd=tmp_path,
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    refuse = ["--restart-strategy", "none", "--work-dir", str(tmp_path / "w2")]
+    refused = run_command(tmp_path, _command(tmp_path, etcd, keys, 1, *refuse), timeout=180)
     assert refused.returncode == 1, refused.stdout
     assert f"already coordinated by coordinator {dead}" in refused.stdout
     assert "--takeover-wait" in refused.stdout, "the refusal says how to wait instead"
@@ -197,14 +196,10 @@ def test_a_driver_that_gives_up_exits_1_with_the_cause_in_etcd(
 def test_bad_options_exit_2_before_spark_starts(
     tmp_path: Path, etcd_server, arguments: list[str], culprit: str
 ) -> None:
-    driver = subprocess.run(
+    driver = run_command(
+        tmp_path,
         [sys.executable, "-m", "lockgate.runtime.driver", *arguments, "--etcd", etcd_server.endpoint],
-        cwd=tmp_path,
-        env=environment(),
-        capture_output=True,
-        text=True,
         timeout=60,
-        check=False,
     )
     assert driver.returncode == 2
     assert culprit in driver.stderr

@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 from lockgate.runtime import read_committed
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
@@ -21,34 +23,32 @@ from tests.runtime.recovery.lockgate_process import committed_count, finish, run
 
 COUNT, KEYS = 50_000, 31
 KEYS_IN_ETCD = JobKeys("default", "chaos")
+T = TypeVar("T")
 
 
-def _checkpoint_in_flight(cwd: Path) -> bool:
+def _ask_run_etcd(cwd: Path, question: Callable[[Etcd], Awaitable[T]], before_start: T) -> T:
+    """`question` answered by the run's embedded etcd; `before_start` while it has none."""
     record = run_record(cwd)
     if record is None:
-        return False
+        return before_start
 
-    async def read() -> bool:
+    async def ask() -> T:
         async with Etcd(EtcdConfig.from_url(record["etcd"])) as etcd:
-            trigger = await etcd.get(KEYS_IN_ETCD.trigger)
-            latest = await etcd.get(KEYS_IN_ETCD.latest)
-        return trigger is not None and decode(Trigger, trigger).checkpoint_id > int(latest or 0)
+            return await question(etcd)
 
-    return asyncio.run(read())
+    return asyncio.run(ask())
 
 
-def _restarts(cwd: Path) -> int:
+async def _checkpoint_in_flight(etcd: Etcd) -> bool:
+    trigger = await etcd.get(KEYS_IN_ETCD.trigger)
+    latest = await etcd.get(KEYS_IN_ETCD.latest)
+    return trigger is not None and decode(Trigger, trigger).checkpoint_id > int(latest or 0)
+
+
+async def _restarts(etcd: Etcd) -> int:
     """The run's restarts so far, as its status heartbeat reports them."""
-    record = run_record(cwd)
-    if record is None:
-        return 0
-
-    async def read() -> int:
-        async with Etcd(EtcdConfig.from_url(record["etcd"])) as etcd:
-            status = await read_status(etcd, KEYS_IN_ETCD)
-        return 0 if status is None else status.restarts
-
-    return asyncio.run(read())
+    status = await read_status(etcd, KEYS_IN_ETCD)
+    return 0 if status is None else status.restarts
 
 
 def test_killed_workers_and_executors_lose_nothing_and_duplicate_nothing(tmp_path: Path) -> None:
@@ -93,7 +93,7 @@ def test_killed_workers_and_executors_lose_nothing_and_duplicate_nothing(tmp_pat
     def restarted() -> None:
         """The restart the last kill caused, and output from the relaunch: a kill while
         the previous one's stage is still failing would be no new fault."""
-        wait_for(lambda: _restarts(tmp_path) >= kills, f"restart {kills}", process)
+        wait_for(lambda: _ask_run_etcd(tmp_path, _restarts, 0) >= kills, f"restart {kills}", process)
         count = committed_count(out)
         wait_for(lambda: committed_count(out) > count, f"output after restart {kills}", process, timeout=180)
 
@@ -106,11 +106,11 @@ def test_killed_workers_and_executors_lose_nothing_and_duplicate_nothing(tmp_pat
     kill(executor_jvms(process.pid), "executor JVM")  # mid-stream
     restarted()
 
-    wait_for(lambda: _checkpoint_in_flight(tmp_path), "a checkpoint in flight", process)
+    wait_for(lambda: _ask_run_etcd(tmp_path, _checkpoint_in_flight, False), "a checkpoint in flight", process)
     kill(executor_jvms(process.pid), "executor JVM")  # mid-checkpoint
     restarted()
 
-    wait_for(lambda: _checkpoint_in_flight(tmp_path), "a checkpoint in flight", process)
+    wait_for(lambda: _ask_run_etcd(tmp_path, _checkpoint_in_flight, False), "a checkpoint in flight", process)
     wait_for(lambda: bool(python_task_workers(process.pid)), "a task worker", process)
     kill(python_task_workers(process.pid), "Python worker")  # mid-checkpoint
     stdout, _ = finish(process, timeout=300)

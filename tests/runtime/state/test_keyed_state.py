@@ -22,7 +22,7 @@ from lockgate.runtime.state.backend import (
     StateMigrationError,
 )
 from lockgate.runtime.state.codecs import codec_for
-from lockgate.runtime.state.keyed import NoCurrentKeyError
+from lockgate.runtime.state.keyed import NoCurrentKeyError, ValueState
 
 from tests.conftest import Average
 
@@ -293,6 +293,15 @@ def test_expired_entries_are_deleted_when_read(backend: KeyedStateBackend, clock
 # -- incremental TTL cleanup (entries nobody reads again) ----------------------------
 
 
+def _open_sessions(backend: KeyedStateBackend, users: range) -> ValueState:
+    """A 1 ms-TTL `session` state with an open session for each of `users`."""
+    session = backend.state(ValueStateDescriptor("session", ttl=1))
+    for user in users:
+        backend.set_current_key(user)
+        session.update("open")
+    return session
+
+
 def _stored(backend: KeyedStateBackend, state: str) -> list[bytes]:
     """The stored bytes of `state`, expired or not: what a snapshot would read."""
     frozen = backend.freeze()
@@ -343,10 +352,7 @@ def test_incremental_cleanup_deletes_expired_entries_nobody_reads(
 def test_incremental_cleanup_is_bounded_and_resumes_where_it_stopped(
     backend: KeyedStateBackend, clock: ManualClock
 ) -> None:
-    session = backend.state(ValueStateDescriptor("session", ttl=1))
-    for user in range(1_000):
-        backend.set_current_key(user)
-        session.update("open")
+    _open_sessions(backend, range(1_000))
     assert backend.drop_expired(budget=300) == 0, "nothing has expired yet"
     clock.advance(1_000)
     # The pass resumes after the 300 entries already examined, wraps after the
@@ -358,17 +364,12 @@ def test_incremental_cleanup_is_bounded_and_resumes_where_it_stopped(
 def test_incremental_cleanup_budget_grows_with_the_backlog_and_shrinks_back(
     backend: KeyedStateBackend, clock: ManualClock
 ) -> None:
-    session = backend.state(ValueStateDescriptor("session", ttl=1))
-    for user in range(70_000):
-        backend.set_current_key(user)
-        session.update("open")
+    _open_sessions(backend, range(70_000))
     clock.advance(1_000)
     # At the least budget a pass would take 7 checkpoints; doubling takes 3.
     assert [backend.drop_expired() for _ in range(4)] == [10_000, 20_000, 40_000, 0]
     assert _stored(backend, "session") == []
-    for user in range(20_000):  # live entries only: the budget halves back to 10,000
-        backend.set_current_key(user)
-        session.update("open")
+    _open_sessions(backend, range(20_000))  # live entries only: the budget halves back to 10,000
     assert [backend.drop_expired() for _ in range(3)] == [0, 0, 0]
     clock.advance(1_000)
     assert backend.drop_expired() == 10_000, "a quiet job pays for the least budget again"

@@ -42,7 +42,9 @@ class JobEtcd:
         operator restarted mid-upgrade) waits for the first request's result."""
         etcd = self._etcd
         if await etcd.get(keys.savepoint_request(request_id)) is None:
-            await request_savepoint(etcd, keys, stop=stop, directory=directory, request_id=request_id)
+            await request_savepoint(
+                etcd, keys, stop=stop, directory=directory, request_id=request_id, expires_in_s=timeout_s
+            )
         try:
             return await await_savepoint(etcd, keys, request_id, timeout_s)
         except TimeoutError:

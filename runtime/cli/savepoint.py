@@ -17,7 +17,12 @@ def register(commands: Any) -> None:
     command.add_argument("--stop", action="store_true", help="stop the job after the savepoint")
     command.add_argument("--dir", help="savepoint directory URL (default: the job's savepoints.dir)")
     command.add_argument("--id", dest="request_id", help="request id; a repeated id is served once")
-    command.add_argument("--timeout", type=float, default=600.0, help="seconds to wait (default 600)")
+    command.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        help="seconds to wait (default 600); a request no driver took up by then expires",
+    )
     command.set_defaults(handler=lambda a: asyncio.run(take_savepoint(a)))
 
 
@@ -30,6 +35,7 @@ async def take_savepoint(arguments: argparse.Namespace) -> int:
             stop=arguments.stop,
             directory=arguments.dir,
             request_id=arguments.request_id,
+            expires_in_s=arguments.timeout,
         )
         print(
             f"savepoint {request_id} requested from {keys.namespace}/{keys.job}; waiting…",
@@ -39,8 +45,8 @@ async def take_savepoint(arguments: argparse.Namespace) -> int:
             result = await await_savepoint(etcd, keys, request_id, arguments.timeout)
         except TimeoutError:
             raise ValueError(
-                f"no result for savepoint {request_id} within {arguments.timeout:.0f} s: "
-                "is the job running? The request stays; the job serves it when it runs"
+                f"no result for savepoint {request_id} within {arguments.timeout:.0f} s: is the job "
+                "running? A request no driver took up by then expires; ask again once it runs"
             ) from None
     if result.status != "completed":
         raise ValueError(f"savepoint {request_id} failed: {result.error}")

@@ -11,7 +11,8 @@ import asyncio
 import logging
 from typing import Any
 
-from lockgate.runtime.coordination.etcd import Etcd, delete_prefix_op, put_op
+from lockgate.runtime.coordination.errors import CoordinatorFencedError
+from lockgate.runtime.coordination.etcd import Etcd, delete_op, delete_prefix_op, put_op
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import CompletedCheckpoint, decode, encode
 from lockgate.runtime.snapshot.retention import delete_unreferenced_shared_files
@@ -48,10 +49,21 @@ class CompletedCheckpointStore:
             delete_prefix_op(self._keys.acks_of(n)),
         ]
 
-    async def discard_old(self, in_flight: set[int]) -> list[int]:
+    async def _forget(self, guard: Any, summary: CompletedCheckpoint) -> None:
+        """Drop a summary from etcd, only while `guard` (the coordinator leads) holds:
+        a deposed coordinator must not decide what its successor may restore."""
+        if not await self._etcd.transaction(
+            [guard], [delete_op(self._keys.completed_of(summary.checkpoint_id))]
+        ):
+            raise CoordinatorFencedError(
+                f"the coordinator was replaced; checkpoint {summary.checkpoint_id} is left to its successor"
+            )
+
+    async def discard_old(self, in_flight: set[int], guard: Any) -> list[int]:
         """Forget checkpoints beyond the retained ones; delete their files and the
         shared files no retained checkpoint references (never those of checkpoints
-        `in_flight`). Returns the discarded ids."""
+        `in_flight`). Each summary is forgotten under `guard` before its files go.
+        Returns the discarded ids."""
         completed = await self.all()
         checkpoints = [c for c in completed if c.kind == "checkpoint"]
         keep = checkpoints[-self.retained :]
@@ -60,7 +72,7 @@ class CompletedCheckpointStore:
         for summary in completed:
             if summary.checkpoint_id >= oldest_kept or summary in keep:
                 continue
-            await self._etcd.delete(self._keys.completed_of(summary.checkpoint_id))
+            await self._forget(guard, summary)
             if summary.kind == "checkpoint":
                 directory = self._storage.checkpoint_dir(self._keys.job, summary.checkpoint_id)
                 await asyncio.to_thread(self._storage.delete, directory, True)
@@ -77,17 +89,18 @@ class CompletedCheckpointStore:
             log.info("retention discarded checkpoints %s and %d shared files", discarded, len(deleted))
         return discarded
 
-    async def discard_all(self) -> list[int]:
+    async def discard_all(self, guard: Any) -> list[int]:
         """Forget every completed checkpoint and savepoint of the job and delete the
         checkpoints' files, shared ones included (savepoint files are the user's).
-        For starting a job over from empty state."""
+        For starting a job over from empty state, under `guard` as `discard_old`."""
         completed = await self.all()
         for summary in completed:
-            await self._etcd.delete(self._keys.completed_of(summary.checkpoint_id))
+            await self._forget(guard, summary)
             if summary.kind == "checkpoint":
                 directory = self._storage.checkpoint_dir(self._keys.job, summary.checkpoint_id)
                 await asyncio.to_thread(self._storage.delete, directory, True)
-        await self._etcd.delete(self._keys.latest)
+        if not await self._etcd.transaction([guard], [delete_op(self._keys.latest)]):
+            raise CoordinatorFencedError("the coordinator was replaced while it discarded checkpoints")
         shared = self._storage.shared_dir(self._keys.job)
         if await asyncio.to_thread(self._storage.exists, shared):
             await asyncio.to_thread(self._storage.delete, shared, True)

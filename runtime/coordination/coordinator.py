@@ -13,15 +13,16 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
+from lockgate.runtime.coordination.cancellation import cancel_and_wait
 from lockgate.runtime.coordination.completed_store import CompletedCheckpointStore
 from lockgate.runtime.coordination.errors import (
     CheckpointAbortedError,
     CoordinatorFencedError,
     JobFailedError,
 )
-from lockgate.runtime.coordination.etcd import Etcd, delete_prefix_op, put_op
+from lockgate.runtime.coordination.etcd import Etcd, delete_op, delete_prefix_op, put_op, value_is
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.leadership import LEASE_TTL_S, Leadership
 from lockgate.runtime.coordination.records import (
@@ -100,6 +101,9 @@ class PendingCheckpoint:
     acks: dict[tuple[str, int], SubtaskState] = field(default_factory=dict)
     drained: set[tuple[str, int]] = field(default_factory=set)
     status: Literal["pending", "completing", "finished"] = "pending"
+    # Its trigger reached etcd, allocating its id: only then can anything exist
+    # under that id for an abort to clean up.
+    published: bool = False
 
 
 def _now_ms() -> int:
@@ -127,9 +131,12 @@ class CheckpointCoordinator:
         self.config = config
         self.leadership = Leadership(etcd, keys, lease_ttl_s)
         self.store = CompletedCheckpointStore(etcd, keys, storage, config.retained)
-        self.savepoints = SavepointQueue(etcd, keys, self.trigger, self._stop_with, savepoint_dir)
+        self.savepoints = SavepointQueue(
+            etcd, keys, self.trigger, self._stop_with, savepoint_dir, guarded=self._guarded
+        )
         self.pending: dict[int, PendingCheckpoint] = {}
         self._next_id = 1
+        self._last_allocated = 0
         self._consecutive_failures = 0
         self._last_completion = time.monotonic()
         self._last_trigger = time.monotonic()
@@ -155,8 +162,9 @@ class CheckpointCoordinator:
         return self._keys
 
     @property
-    def epoch(self) -> str:
-        return self.leadership.record.coordinator_id
+    def launch(self) -> int:
+        """This launch's number: the fencing epoch every trigger, ack and completion carries."""
+        return self.leadership.launch
 
     # -- life cycle ----------------------------------------------------------------
 
@@ -167,15 +175,20 @@ class CheckpointCoordinator:
         # Subtasks watch triggers from here, so none is missed by a task that
         # subscribes after this coordinator's first trigger.
         self.trigger_revision = revision + 1
-        latest = await self.store.latest_id() or 0
-        trigger = await self._etcd.get(self._keys.trigger)
-        last_triggered = decode(Trigger, trigger).checkpoint_id if trigger else 0
-        self._next_id = max(latest, last_triggered) + 1
+        self._last_allocated = await self._highest_id_in_use()
+        self._next_id = self._last_allocated + 1
         # Acks of an earlier coordinator belong to checkpoints nobody will complete,
         # and sources restored by this run report being drained anew.
         _, revision = await self._etcd.get_prefix_at(self._keys.acks)
-        await self._etcd.delete_prefix(self._keys.acks)
-        await self._etcd.delete_prefix(self._keys.drained)
+        if not await self._etcd.transaction(
+            [self.leadership.guard],
+            [
+                put_op(self._keys.last_checkpoint_id, str(self._last_allocated).encode()),
+                delete_prefix_op(self._keys.acks),
+                delete_prefix_op(self._keys.drained),
+            ],
+        ):
+            raise CoordinatorFencedError("the coordinator was replaced while it started")
         self._tasks = [
             asyncio.create_task(self._watch_acks(revision + 1), name="acks"),
             asyncio.create_task(self._watch_drained(revision + 1), name="drained"),
@@ -218,10 +231,20 @@ class CheckpointCoordinator:
                 error = task.exception()
                 raise JobFailedError(f"the coordinator's {task.get_name()} loop failed: {error!r}") from error
 
+    async def _highest_id_in_use(self) -> int:
+        """Ids are allocated by compare-and-swap on `last-id`; what etcd recorded
+        before that key existed counts too."""
+        allocated = await self._etcd.get(self._keys.last_checkpoint_id)
+        latest = await self.store.latest_id() or 0
+        trigger = await self._etcd.get(self._keys.trigger)
+        last_triggered = decode(Trigger, trigger).checkpoint_id if trigger else 0
+        return max(int(allocated or 0), latest, last_triggered)
+
     async def close(self, release: bool = True) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        """Stop the coordinator's loops and give up the job, each within a bound: a
+        driver whose clean-up hangs would go on holding the lease and beating
+        `running`, so neither the operator nor a successor could act."""
+        await cancel_and_wait(self._tasks, "closing the checkpoint coordinator")
         if release:
             await self.leadership.release()
         else:
@@ -263,21 +286,32 @@ class CheckpointCoordinator:
         self._last_trigger = time.monotonic()
         if target is None:
             target = f"{self._storage.url.rstrip('/')}/{self._keys.job}/chk-{n}"
-        trigger = Trigger(n, self.epoch, kind, target, _now_ms(), stop)
+        trigger = Trigger(n, self.launch, kind, target, _now_ms(), stop)
         done = asyncio.get_running_loop().create_future()
         self.pending[n] = PendingCheckpoint(trigger, time.monotonic() + self.config.timeout_s, done)
         self._unpublished.put_nowait(trigger)
         return done
 
     async def _publish(self) -> None:
-        """Write triggers one at a time, in id order: subtasks see every one, in order."""
+        """Write triggers one at a time, in id order: subtasks see every one, in order.
+        Publishing allocates the id: the same transaction moves `last-id` up from the
+        last id this coordinator allocated, so no two launches ever share an id."""
         while True:
             trigger = await self._unpublished.get()
+            n = trigger.checkpoint_id
+            pending = self.pending.get(n)
+            if pending is None:
+                continue  # aborted before it was published
+            last = self._keys.last_checkpoint_id
             if not await self._etcd.transaction(
-                [self.leadership.guard], [put_op(self._keys.trigger, encode(trigger))]
+                [self.leadership.guard, value_is(last, str(self._last_allocated).encode())],
+                [put_op(self._keys.trigger, encode(trigger)), put_op(last, str(n).encode())],
             ):
                 self.leadership.lost.set()
-                await self._abort(trigger.checkpoint_id, "this coordinator was replaced")
+                await self._abort(n, "this coordinator was replaced")
+                continue
+            self._last_allocated = n
+            pending.published = True
 
     # -- acknowledgements ----------------------------------------------------------
 
@@ -288,9 +322,16 @@ class CheckpointCoordinator:
             n, vertex, subtask = JobKeys.parse_ack(event.key, self._keys.acks)
             ack = decode(Ack, event.value)
             pending = self.pending.get(n)
-            if pending is None or ack.epoch != self.epoch or pending.status != "pending":
-                log.info("ignoring a late or stale acknowledgement of checkpoint %s", n)
-                await self._etcd.delete(event.key)
+            if ack.launch != self.launch:
+                log.warning(
+                    "refused an acknowledgement of checkpoint %s by %s/%s of launch %s (this is launch %s)",
+                    n, vertex, subtask, ack.launch, self.launch,
+                )  # fmt: skip
+                await self._guarded([delete_op(event.key)])
+                continue
+            if pending is None or pending.status != "pending":
+                log.info("ignoring a late acknowledgement of checkpoint %s", n)
+                await self._guarded([delete_op(event.key)])
                 continue
             if ack.declined is not None:
                 await self._abort(n, f"{vertex}/{subtask} declined: {ack.declined}")
@@ -348,6 +389,7 @@ class CheckpointCoordinator:
             trigger_ms=trigger.timestamp_ms,
             completed_ms=_now_ms(),
             final=bool(self._plan.sources) and pending.drained >= self._plan.source_subtasks,
+            launch=self.launch,
         )
         if not await self._etcd.transaction([self.leadership.guard], self.store.completion_ops(summary)):
             self.leadership.lost.set()
@@ -361,7 +403,9 @@ class CheckpointCoordinator:
         self._last_completion = time.monotonic()
         log.info("checkpoint %s complete: %s bytes", trigger.checkpoint_id, summary.bytes)
         try:
-            await self.store.discard_old(set(self.pending))
+            await self.store.discard_old(set(self.pending), self.leadership.guard)
+        except CoordinatorFencedError:
+            self.leadership.lost.set()
         except Exception:
             log.exception("discarding old checkpoints failed; the next completion retries")
         pending.done.set_result(summary)
@@ -372,6 +416,13 @@ class CheckpointCoordinator:
         self._wake.set()
 
     # -- failures ------------------------------------------------------------------
+
+    async def _guarded(self, operations: list[Any]) -> bool:
+        """Write only while this coordinator leads; a failed guard fences it."""
+        if await self._etcd.transaction([self.leadership.guard], operations):
+            return True
+        self.leadership.lost.set()
+        return False
 
     async def _abort_expired(self) -> None:
         now = time.monotonic()
@@ -387,9 +438,12 @@ class CheckpointCoordinator:
         del self.pending[n]
         trigger = pending.trigger
         log.warning("%s %s aborted: %s", trigger.kind, n, reason)
-        await self._etcd.transaction([], [delete_prefix_op(self._keys.acks_of(n))])
-        target = CheckpointStorage(trigger.target)
-        await asyncio.to_thread(target.delete, target.root, True)
+        if pending.published:
+            # Its id and directory were allocated to this launch alone: the files are
+            # its own tasks'. The acks go only while this coordinator still leads.
+            await self._guarded([delete_prefix_op(self._keys.acks_of(n))])
+            target = CheckpointStorage(trigger.target)
+            await asyncio.to_thread(target.delete, target.root, True)
         pending.done.set_exception(CheckpointAbortedError(n, reason))
         if self._listener is not None:
             self._listener.aborted(trigger, reason)

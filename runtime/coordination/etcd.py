@@ -18,9 +18,11 @@ import aetcd
 import aetcd.exceptions
 import aetcd.transactions
 import grpc
+from lockgate.runtime.coordination.cancellation import bounded, raise_if_cancelling
 from lockgate.runtime.coordination.etcd_tls import connect_tls
 
 log = logging.getLogger(__name__)
+WATCH_CANCEL_WAIT_S = 1.0
 
 _TRANSIENT = (
     aetcd.exceptions.ConnectionFailedError,
@@ -86,6 +88,10 @@ def key_absent(key: bytes) -> Any:
 
 def put_op(key: bytes, value: bytes, lease: int | None = None) -> Any:
     return aetcd.transactions.Put(key, value, lease=lease)
+
+
+def delete_op(key: bytes) -> Any:
+    return aetcd.transactions.Delete(key)
 
 
 def delete_prefix_op(prefix: bytes) -> Any:
@@ -182,6 +188,7 @@ class Etcd:
             except EtcdUnavailableError as error:
                 last = error
             except _TRANSIENT as error:
+                raise_if_cancelling()
                 last = error
                 log.warning("etcd %s failed (%s); reconnecting", operation, _describe(error))
                 try:
@@ -262,6 +269,7 @@ class Etcd:
                 finally:
                     await _cancel_quietly(watch)
             except _TRANSIENT as error:
+                raise_if_cancelling()  # a cancelled watch's stream fails too: that is no break
                 log.warning("etcd watch on %r broke (%s); resuming", prefix, _describe(error))
                 await self._reconnect_with_backoff(client)
 
@@ -292,7 +300,9 @@ async def _close_quietly(client: aetcd.Client) -> None:
 
 
 async def _cancel_quietly(watch: Any) -> None:
+    """Tell etcd the watch is over, within a bound: aetcd's cancel waits on the
+    watch stream, which a broken or paused connection never drains."""
     try:
-        await watch.cancel()
+        await bounded(watch.cancel(), "cancelling an etcd watch", WATCH_CANCEL_WAIT_S)
     except Exception:
         log.debug("cancelling an etcd watch failed", exc_info=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -138,6 +139,15 @@ class EtcdServer:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+    def pause(self) -> None:
+        """Freeze etcd (SIGSTOP): connections stay open and go silent, as in a partition."""
+        assert self._process is not None, "start() first"
+        self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self._process is not None, "start() first"
+        self._process.send_signal(signal.SIGCONT)
 
     @property
     def running(self) -> bool:

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from lockgate.runtime.coordination.cancellation import cancel_and_wait
 from lockgate.runtime.coordination.etcd import Etcd, EtcdUnavailableError
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import JobState, JobStatus, decode, encode
@@ -80,9 +81,8 @@ class StatusHeartbeat:
     ) -> None:
         """Stop the heartbeat and record the outcome, without a lease."""
         if self._beating is not None:
-            self._beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._beating
+            # Awaiting it under suppress(CancelledError) would also swallow a cancellation of this call.
+            await cancel_and_wait([self._beating], "stopping the status heartbeat")
         outcome = dataclasses.replace(
             self._status,
             state=state,

@@ -1,7 +1,9 @@
 """The etcd keys of a job: the contract between operator, driver, tasks and tools.
 
 /lockgate/<namespace>/<job>/coordinator                 lease-bound record of the live driver
+/lockgate/<namespace>/<job>/launch                      the newest launch number (the fencing epoch)
 /lockgate/<namespace>/<job>/checkpoints/trigger         current trigger
+/lockgate/<namespace>/<job>/checkpoints/last-id         the last checkpoint id allocated
 /lockgate/<namespace>/<job>/checkpoints/acks/<n>/<vertex>/<subtask>
 /lockgate/<namespace>/<job>/checkpoints/completed/<n>   summary of a completed checkpoint
 /lockgate/<namespace>/<job>/checkpoints/latest          n
@@ -49,6 +51,16 @@ class JobKeys:
     @property
     def coordinator(self) -> bytes:
         return self._key("coordinator")
+
+    @property
+    def launch(self) -> bytes:
+        """The newest launch number; each coordinator moves it up by compare-and-swap."""
+        return self._key("launch")
+
+    @property
+    def last_checkpoint_id(self) -> bytes:
+        """The last checkpoint id allocated; each trigger moves it up by compare-and-swap."""
+        return self._key("checkpoints/last-id")
 
     @property
     def status(self) -> bytes:

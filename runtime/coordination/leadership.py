@@ -13,8 +13,10 @@ import os
 import socket
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
+from lockgate.runtime.coordination.cancellation import bounded
 from lockgate.runtime.coordination.errors import CoordinatorConflictError
 from lockgate.runtime.coordination.etcd import (
     Etcd,
@@ -55,19 +57,35 @@ class Leadership:
         """Transaction condition: this coordinator still leads."""
         return value_is(self._keys.coordinator, self._encoded)
 
+    @property
+    def launch(self) -> int:
+        return self.record.launch
+
     async def acquire(self, wait_s: float = 0.0) -> None:
-        """Become the job's coordinator, waiting up to `wait_s` for a current one to go."""
+        """Become the job's coordinator, waiting up to `wait_s` for a current one to go.
+        Taking the job allocates the next launch number in the same transaction."""
         deadline = time.monotonic() + wait_s
         while True:
+            current = await self._etcd.get(self._keys.launch)
+            record = replace(self.record, launch=(0 if current is None else int(current)) + 1)
+            encoded = encode(record)
+            unchanged = (
+                key_absent(self._keys.launch) if current is None else value_is(self._keys.launch, current)
+            )
             lease = await self._etcd.grant_lease(self.ttl_s)
             if await self._etcd.transaction(
-                [key_absent(self._keys.coordinator)],
-                [put_op(self._keys.coordinator, self._encoded, lease)],
+                [key_absent(self._keys.coordinator), unchanged],
+                [
+                    put_op(self._keys.coordinator, encoded, lease),
+                    put_op(self._keys.launch, str(record.launch).encode()),
+                ],
             ):
-                self.lease_id = lease
+                self.record, self._encoded, self.lease_id = record, encoded, lease
                 self._keepalive = asyncio.create_task(self._keep_alive(), name="lease-keepalive")
                 return
             await self._etcd.revoke_lease(lease)
+            if await self._etcd.get(self._keys.coordinator) is None:
+                continue  # another driver took a launch number between our read and write
             remaining = deadline - time.monotonic()
             holder = await self._holder()
             job = f"job {self._keys.namespace}/{self._keys.job}"
@@ -103,15 +121,22 @@ class Leadership:
             return
 
     async def _keep_alive(self) -> None:
+        """Refresh the lease; declare it lost by this process's own clock once a TTL has
+        passed since the last refresh etcd confirmed was sent, even while a call hangs
+        (etcd unreachable, a partition that drops packets): etcd may have expired it."""
         assert self.lease_id is not None
-        last_ok = time.monotonic()
+        confirmed_sent = time.monotonic()
         while True:
             await asyncio.sleep(self.ttl_s / 3)
+            sent = time.monotonic()
+            remaining = confirmed_sent + self.ttl_s - sent
             try:
-                ttl = await self._etcd.refresh_lease(self.lease_id)
-            except EtcdUnavailableError:
-                if time.monotonic() - last_ok >= self.ttl_s:
-                    log.error("coordinator lease lapsed while etcd was unreachable")
+                ttl = await asyncio.wait_for(self._etcd.refresh_lease(self.lease_id), max(remaining, 0.001))
+            except (EtcdUnavailableError, TimeoutError):
+                if time.monotonic() - confirmed_sent >= self.ttl_s:
+                    log.error(
+                        "coordinator lease lapsed while etcd was unreachable: this coordinator is fenced"
+                    )
                     self.lost.set()
                     return
                 continue
@@ -119,7 +144,7 @@ class Leadership:
                 log.error("coordinator lease %s expired: this coordinator is fenced", self.lease_id)
                 self.lost.set()
                 return
-            last_ok = time.monotonic()
+            confirmed_sent = sent
 
     def abandon(self) -> None:
         """Stop keeping the lease alive, as a crashed or partitioned driver would."""
@@ -131,7 +156,7 @@ class Leadership:
         self.abandon()
         if self.lease_id is not None:
             try:
-                await self._etcd.revoke_lease(self.lease_id)
+                await bounded(self._etcd.revoke_lease(self.lease_id), "revoking the coordinator lease")
             except EtcdUnavailableError:
                 log.warning("could not revoke the coordinator lease; it will expire")
             self.lease_id = None

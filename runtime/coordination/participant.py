@@ -1,7 +1,13 @@
-"""The subtask side of checkpoint coordination: triggers in, acknowledgements out."""
+"""The subtask side of checkpoint coordination: triggers in, acknowledgements out.
+
+A participant belongs to one launch. It takes triggers and completions of that
+launch only, and its acknowledgements carry that launch, never the trigger's:
+a task of an earlier launch (an executor cut off and back) can neither answer
+nor commit for the current one, and the coordinator refuses what it sends."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 
 from lockgate.runtime.coordination.etcd import Etcd
@@ -15,13 +21,16 @@ from lockgate.runtime.coordination.records import (
 )
 from lockgate.runtime.snapshot.metadata import SubtaskState
 
+log = logging.getLogger(__name__)
+
 
 class CheckpointParticipant:
-    def __init__(self, etcd: Etcd, keys: JobKeys, vertex: str, subtask: int) -> None:
+    def __init__(self, etcd: Etcd, keys: JobKeys, vertex: str, subtask: int, launch: int) -> None:
         self._etcd = etcd
         self._keys = keys
         self.vertex = vertex
         self.subtask = subtask
+        self.launch = launch
 
     async def start_revision(self) -> int:
         """Watch from here to miss nothing published after this call."""
@@ -29,28 +38,38 @@ class CheckpointParticipant:
         return revision + 1
 
     async def triggers(self, start_revision: int) -> AsyncIterator[Trigger]:
-        """Triggers published from `start_revision` on, each once, in order."""
+        """This launch's triggers published from `start_revision` on, each once, in order."""
         last = 0
         async for event in self._etcd.watch_prefix(self._keys.trigger, start_revision):
             if event.deleted or event.key != self._keys.trigger:
                 continue
             trigger = decode(Trigger, event.value)
+            if trigger.launch != self.launch:
+                log.warning(
+                    "task %s of launch %s ignores checkpoint %s of launch %s",
+                    self.subtask, self.launch, trigger.checkpoint_id, trigger.launch,
+                )  # fmt: skip
+                continue
             if trigger.checkpoint_id > last:
                 last = trigger.checkpoint_id
                 yield trigger
 
     async def completions(self, start_revision: int) -> AsyncIterator[CompletedCheckpoint]:
-        """Completed checkpoints, so two-phase-commit sinks can commit their epochs."""
+        """This launch's completed checkpoints, so two-phase-commit sinks can commit
+        their epochs (what an earlier launch completed, a restore commits)."""
         async for event in self._etcd.watch_prefix(self._keys.completed, start_revision):
-            if not event.deleted:
-                yield decode(CompletedCheckpoint, event.value)
+            if (
+                not event.deleted
+                and (completed := decode(CompletedCheckpoint, event.value)).launch == self.launch
+            ):
+                yield completed
 
     async def acknowledge(self, trigger: Trigger, state: SubtaskState, drained: bool = False) -> None:
-        ack = Ack(trigger.checkpoint_id, trigger.epoch, state=state, drained=drained)
+        ack = Ack(trigger.checkpoint_id, self.launch, state=state, drained=drained)
         await self._etcd.put(self._key(trigger), encode(ack))
 
     async def decline(self, trigger: Trigger, reason: str) -> None:
-        ack = Ack(trigger.checkpoint_id, trigger.epoch, declined=reason)
+        ack = Ack(trigger.checkpoint_id, self.launch, declined=reason)
         await self._etcd.put(self._key(trigger), encode(ack))
 
     def _key(self, trigger: Trigger) -> bytes:

@@ -29,6 +29,9 @@ class CoordinatorRecord:
     host: str
     pid: int
     started_ms: int
+    # The job's launch number: allocated by compare-and-swap when this coordinator
+    # took the job, one higher than any before it. Everything of this launch carries it.
+    launch: int = 0
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class Trigger:
     """Take snapshot `checkpoint_id` into `target` (a storage URL of the snapshot directory)."""
 
     checkpoint_id: int
-    epoch: str
+    launch: int
     kind: SnapshotKind
     target: str
     timestamp_ms: int
@@ -45,10 +48,11 @@ class Trigger:
 
 @dataclass(frozen=True)
 class Ack:
-    """A subtask's answer to a trigger: its state handles, or why it declined."""
+    """A subtask's answer to a trigger: its state handles, or why it declined.
+    `launch` is the answering task's own launch, never copied from the trigger."""
 
     checkpoint_id: int
-    epoch: str
+    launch: int
     state: SubtaskState | None = None
     declined: str | None = None
     # A bounded source subtask that reached the end of its input before this
@@ -58,7 +62,7 @@ class Ack:
     def to_json(self) -> dict[str, Any]:
         return {
             "checkpoint_id": self.checkpoint_id,
-            "epoch": self.epoch,
+            "launch": self.launch,
             "state": None if self.state is None else self.state.to_json(),
             "declined": self.declined,
             "drained": self.drained,
@@ -69,7 +73,7 @@ class Ack:
         state = data.get("state")
         return Ack(
             checkpoint_id=int(data["checkpoint_id"]),
-            epoch=str(data["epoch"]),
+            launch=int(data["launch"]),
             state=None if state is None else SubtaskState.from_json(state),
             declined=data.get("declined"),
             drained=bool(data.get("drained", False)),
@@ -91,6 +95,8 @@ class CompletedCheckpoint:
     # Every source was drained at this checkpoint: it holds all the job's output,
     # and once sinks commit it, a bounded job is finished.
     final: bool = False
+    # The launch whose tasks took it: only they commit its sink transactions.
+    launch: int = 0
 
     @property
     def duration_ms(self) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import uuid
 
 from lockgate.runtime.coordination.etcd import Etcd
@@ -21,10 +22,18 @@ async def request_savepoint(
     stop: bool = False,
     directory: str | None = None,
     request_id: str | None = None,
+    *,
+    expires_in_s: float,
 ) -> str:
-    """Write a savepoint request; returns its id. The same id is served only once."""
+    """Write a savepoint request; returns its id. The same id is served only once.
+    etcd removes the request `expires_in_s` after it was made if no driver took it
+    up by then (the requester stopped waiting: a stop nobody awaits would end a
+    later launch by surprise)."""
     request_id = request_id or uuid.uuid4().hex[:12]
-    await etcd.put(keys.savepoint_request(request_id), encode(SavepointRequest(stop, directory)))
+    if not expires_in_s > 0:
+        raise ValueError(f"a savepoint request's expiry must be positive, got {expires_in_s} s")
+    lease = await etcd.grant_lease(max(1, math.ceil(expires_in_s)))
+    await etcd.put(keys.savepoint_request(request_id), encode(SavepointRequest(stop, directory)), lease)
     return request_id
 
 

@@ -1,19 +1,26 @@
 """Savepoint requests from etcd, served one at a time and once per request id.
 
-The operator or the CLI writes `savepoints/requests/<id>`; the coordinator
-takes a canonical savepoint into `<dir>/savepoint-<id>` and writes
-`savepoints/results/<id>`. A request that already has a final result is not
-served again; a second request waits for the first to finish.
+The operator or the CLI writes `savepoints/requests/<id>`, bound to a lease
+that lapses when the requester stops waiting, so a request nobody served in
+time cannot stop a later launch by surprise. The coordinator takes a canonical
+savepoint into a directory of its own, `<dir>/savepoint-<id>-<random>`, created
+for that attempt alone (an abort deletes it and nothing else; a repeated id never
+touches an older savepoint), and writes `savepoints/results/<id>` while it still
+leads the job. A request that already has a final result is not served again; a
+second request waits for the first to finish.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from lockgate.runtime.coordination.errors import CheckpointAbortedError
-from lockgate.runtime.coordination.etcd import Etcd
+from lockgate.runtime.coordination.cancellation import cancel_and_wait
+from lockgate.runtime.coordination.errors import CheckpointAbortedError, CoordinatorFencedError
+from lockgate.runtime.coordination.etcd import Etcd, put_op
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import (
     CompletedCheckpoint,
@@ -27,6 +34,8 @@ from lockgate.runtime.snapshot.metadata import SnapshotKind
 log = logging.getLogger(__name__)
 
 TriggerFn = Callable[[SnapshotKind, str | None, bool], "asyncio.Future[CompletedCheckpoint]"]
+GuardedWrite = Callable[[list[Any]], Awaitable[bool]]
+"""Writes the operations only while the coordinator leads; False once it does not."""
 
 
 class SavepointQueue:
@@ -37,8 +46,11 @@ class SavepointQueue:
         trigger: TriggerFn,
         on_stop: Callable[[str], None],
         default_dir: str | None,
+        *,
+        guarded: GuardedWrite,
     ) -> None:
         self._etcd = etcd
+        self._guarded = guarded
         self._keys = keys
         self._trigger = trigger
         self._on_stop = on_stop
@@ -56,12 +68,12 @@ class SavepointQueue:
         requests, revision = await self._etcd.get_prefix_at(self._keys.savepoint_requests)
         for key, _ in requests:
             self._offer(key)
-        watcher = asyncio.create_task(self._watch(revision + 1))
+        watcher = asyncio.create_task(self._watch(revision + 1), name="savepoint-requests")
         try:
             while True:
                 await self._serve(await self._queue.get())
         finally:
-            watcher.cancel()
+            await cancel_and_wait([watcher], "closing the savepoint queue")
 
     async def _watch(self, start_revision: int) -> None:
         async for event in self._etcd.watch_prefix(self._keys.savepoint_requests, start_revision):
@@ -69,7 +81,8 @@ class SavepointQueue:
                 self._offer(event.key)
 
     async def _result(self, request_id: str, result: SavepointResult) -> None:
-        await self._etcd.put(self._keys.savepoint_result(request_id), encode(result))
+        if not await self._guarded([put_op(self._keys.savepoint_result(request_id), encode(result))]):
+            raise CoordinatorFencedError(f"the coordinator was replaced while serving savepoint {request_id}")
 
     async def _serve(self, request_id: str) -> None:
         existing = await self._etcd.get(self._keys.savepoint_result(request_id))
@@ -86,7 +99,7 @@ class SavepointQueue:
                 SavepointResult("failed", error="no savepoint directory: set savepoints.dir or pass --dir"),
             )
             return
-        target = f"{directory.rstrip('/')}/savepoint-{request_id}"
+        target = f"{directory.rstrip('/')}/savepoint-{request_id}-{uuid.uuid4().hex[:8]}"
         await self._result(request_id, SavepointResult("pending", path=target))
         try:
             summary = await self._trigger("savepoint", target, request.stop)

@@ -4,10 +4,10 @@ job's final status in etcd (for the operator and the CLI)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 from typing import TextIO
 
+from lockgate.runtime.coordination.cancellation import cancel_and_wait
 from lockgate.runtime.coordination.completed_store import CompletedCheckpointStore
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.job_status import StatusHeartbeat
@@ -95,8 +95,6 @@ async def _drive(
             raise
         finally:
             if display is not None:
-                display.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await display
+                await cancel_and_wait([display], "stopping the progress display")
         await status.finish("finished" if result.savepoint is None else "stopped", savepoint=result.savepoint)
         return result, await read_totals(etcd, settings.keys, store)

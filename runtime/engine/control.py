@@ -3,6 +3,11 @@
 Task threads are plain threads; etcd is asyncio. This bridge runs the
 participants' watches on an event loop in a daemon thread and hands triggers
 and completions to the chain threads through queues.
+
+A task belongs to one launch. It also watches the job's coordinator record:
+once that record is gone (the launch's coordinator lost its lease) or names
+another launch, the task is deposed and stops, instead of going on for a
+coordinator that can no longer complete its checkpoints.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.participant import CheckpointParticipant
-from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger
+from lockgate.runtime.coordination.records import CompletedCheckpoint, CoordinatorRecord, Trigger, decode
 from lockgate.runtime.snapshot.metadata import SubtaskState
 
 
@@ -32,11 +37,18 @@ class TaskProgress:
     at_ms: int
 
 
+class LaunchDeposedError(RuntimeError):
+    """This task's launch no longer coordinates the job: it must stop."""
+
+
 class CheckpointControl:
-    def __init__(self, etcd_config: EtcdConfig, keys: JobKeys, subtask: int) -> None:
+    def __init__(self, etcd_config: EtcdConfig, keys: JobKeys, subtask: int, launch: int) -> None:
         self._config = etcd_config
         self._keys = keys
         self._subtask = subtask
+        self.launch = launch
+        # Why this task's launch was deposed; set once, read by every chain.
+        self.deposed: str | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="etcd")
         self._thread.start()
@@ -52,12 +64,40 @@ class CheckpointControl:
     def start(self, from_revision: int | None = None) -> None:
         """Begin watching triggers and completions published from `from_revision` on
         (the coordinator's `trigger_revision`; default: from now)."""
-        participant = CheckpointParticipant(self._etcd, self._keys, "-", self._subtask)
+        participant = self._participant("-")
         revision = from_revision or self._call(participant.start_revision())
         self._watches = [
             asyncio.run_coroutine_threadsafe(self._pump_triggers(participant, revision), self._loop),
             asyncio.run_coroutine_threadsafe(self._pump_completions(participant, revision), self._loop),
+            asyncio.run_coroutine_threadsafe(self._watch_coordinator(), self._loop),
         ]
+
+    def _participant(self, vertex: str) -> CheckpointParticipant:
+        return CheckpointParticipant(self._etcd, self._keys, vertex, self._subtask, self.launch)
+
+    async def _watch_coordinator(self) -> None:
+        key = self._keys.coordinator
+        rows, revision = await self._etcd.get_prefix_at(key)
+        current = dict(rows).get(key)
+        if self._depose_unless_ours(current):
+            return
+        async for event in self._etcd.watch_prefix(key, revision + 1):
+            if event.key == key and self._depose_unless_ours(None if event.deleted else event.value):
+                return
+
+    def _depose_unless_ours(self, record: bytes | None) -> bool:
+        if record is None:
+            self.deposed = (
+                f"the coordinator of launch {self.launch} is gone (its lease expired or it stopped)"
+            )
+        elif (launch := decode(CoordinatorRecord, record).launch) != self.launch:
+            self.deposed = f"launch {launch} has replaced launch {self.launch}"
+        return self.deposed is not None
+
+    def check_launch(self) -> None:
+        """Raise if this task's launch was deposed."""
+        if self.deposed is not None:
+            raise LaunchDeposedError(f"task {self._subtask} stops: {self.deposed}")
 
     async def _pump_triggers(self, participant: CheckpointParticipant, revision: int) -> None:
         async for trigger in participant.triggers(revision):
@@ -80,12 +120,10 @@ class CheckpointControl:
         return subscriber
 
     def acknowledge(self, vertex: str, trigger: Trigger, state: SubtaskState, drained: bool = False) -> None:
-        participant = CheckpointParticipant(self._etcd, self._keys, vertex, self._subtask)
-        self._call(participant.acknowledge(trigger, state, drained))
+        self._call(self._participant(vertex).acknowledge(trigger, state, drained))
 
     def decline(self, vertex: str, trigger: Trigger, reason: str) -> None:
-        participant = CheckpointParticipant(self._etcd, self._keys, vertex, self._subtask)
-        self._call(participant.decline(trigger, reason))
+        self._call(self._participant(vertex).decline(trigger, reason))
 
     def report_progress(self, progress: TaskProgress) -> None:
         self._call(

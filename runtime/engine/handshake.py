@@ -29,20 +29,22 @@ class AuthenticationError(ConnectionError):
 
 @dataclass(frozen=True)
 class ChannelId:
-    """One exchange channel: records of `vertex` from subtask `source` to `target`."""
+    """One exchange channel of one launch: records of `vertex` from subtask `source`
+    to `target`. A channel of another launch is not one the acceptor expects."""
 
     job: str
+    launch: int
     vertex: str
     source: int
     target: int
 
     def encode(self) -> bytes:
-        return json.dumps([self.job, self.vertex, self.source, self.target]).encode()
+        return json.dumps([self.job, self.launch, self.vertex, self.source, self.target]).encode()
 
     @staticmethod
     def decode(data: bytes) -> ChannelId:
-        job, vertex, source, target = json.loads(data)
-        return ChannelId(str(job), str(vertex), int(source), int(target))
+        job, launch, vertex, source, target = json.loads(data)
+        return ChannelId(str(job), int(launch), str(vertex), int(source), int(target))
 
 
 def read_exactly(sock: socket.socket, size: int) -> bytes | None:
@@ -75,7 +77,8 @@ def accept(sock: socket.socket, secret: bytes) -> ChannelId:
         raise AuthenticationError("the peer closed the connection during the handshake")
     channel, mac = answer[:length], answer[length:]
     if not hmac.compare_digest(mac, _mac(secret, nonce, channel)):
-        raise AuthenticationError("the peer's MAC does not match the job's secret")
+        # Each launch has a secret of its own: a task of an earlier launch fails here too.
+        raise AuthenticationError("the peer's MAC does not match this launch's secret")
     return ChannelId.decode(channel)
 
 

@@ -179,7 +179,7 @@ class JobMaster:
                 restore = await self._restore_point(coordinator, from_savepoint, earlier)
                 if restore is not None:
                     check_restorable(restore, self.spec)
-                launch = self.spec.launch(restore, coordinator.trigger_revision)
+                launch = self.spec.for_launch(coordinator.launch, restore, coordinator.trigger_revision)
                 stage = self._stage
                 return await run_beside_coordinator(coordinator, lambda: stage.run(launch), stage.cancel)
             finally:
@@ -221,7 +221,7 @@ async def _handle_earlier_checkpoints(coordinator: CheckpointCoordinator, policy
     if not completed:
         return
     if policy == "discard":
-        await coordinator.store.discard_all()
+        await coordinator.store.discard_all(coordinator.leadership.guard)
         return
     latest, keys = completed[-1], coordinator.keys
     raise EarlierRunError(

@@ -6,6 +6,7 @@ as the driver did, so only this small, plain record crosses the wire.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field, replace
 
 from lockgate.runtime.api.entrypoint import build_graph
@@ -36,6 +37,7 @@ class JobSpec:
     # Filled in by the job master for each launch:
     restore: RestorePoint | None = None
     trigger_revision: int | None = None
+    launch: int = 0  # the coordinator's launch number, which every task's messages carry
 
     def graph(self) -> JobGraph:
         return build_graph(self.entrypoint, self.keys.job, dict(self.args))
@@ -43,5 +45,13 @@ class JobSpec:
     def task_config(self, index: int) -> TaskConfig:
         return TaskConfig(index, self.parallelism, self.state, self.mode, self.bounded, self.batch_size)
 
-    def launch(self, restore: RestorePoint | None, trigger_revision: int) -> JobSpec:
-        return replace(self, restore=restore, trigger_revision=trigger_revision)
+    def for_launch(self, launch: int, restore: RestorePoint | None, trigger_revision: int) -> JobSpec:
+        """This spec for one launch, with a secret of its own: a task of another
+        launch cannot open an exchange channel to this one's."""
+        return replace(
+            self,
+            launch=launch,
+            restore=restore,
+            trigger_revision=trigger_revision,
+            secret=secrets.token_bytes(32),
+        )

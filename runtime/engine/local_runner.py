@@ -40,7 +40,7 @@ def local_wiring(
 
 
 def loopback_tcp_wiring(
-    graph: JobGraph, parallelism: int, capacity: int, cancelled: threading.Event
+    graph: JobGraph, parallelism: int, capacity: int, cancelled: threading.Event, launch: int
 ) -> list[Wiring]:
     secret = secrets.token_bytes(32)
     servers = [ExchangeServer(secret) for _ in range(parallelism)]
@@ -51,6 +51,7 @@ def loopback_tcp_wiring(
             server,
             addresses,
             job=graph.name,
+            launch=launch,
             index=index,
             secret=secret,
             capacity=capacity,
@@ -76,11 +77,11 @@ def run_local(
     tears the job down: the run then ends with `JobCancelledError`. `exchange="tcp"`
     connects the tasks through authenticated TCP channels, as on Spark."""
     cancelled = cancelled or threading.Event()
+    controls = [control(config.index) for config in configs]
     if exchange == "tcp":
-        wiring = loopback_tcp_wiring(graph, len(configs), channel_capacity, cancelled)
+        wiring = loopback_tcp_wiring(graph, len(configs), channel_capacity, cancelled, controls[0].launch)
     else:
         wiring = local_wiring(graph, len(configs), channel_capacity, cancelled)
-    controls = [control(config.index) for config in configs]
     tasks = [
         Task(graph, c, controls[c.index], wiring=wiring[c.index], restore=restore, cancelled=cancelled)
         for c in configs

@@ -43,12 +43,13 @@ def run_task(spec: JobSpec, index: int, gather: Gather, *, bind_host: str, adver
         server,
         addresses,
         job=spec.keys.job,
+        launch=spec.launch,
         index=index,
         secret=spec.secret,
         capacity=spec.channel_capacity,
         cancelled=cancelled,
     )
-    control = CheckpointControl(spec.etcd, spec.keys, index)
+    control = CheckpointControl(spec.etcd, spec.keys, index, spec.launch)
     try:
         try:
             task = Task(

@@ -300,6 +300,7 @@ class ChainRunner:
     def _check_cancelled(self) -> None:
         if self.task.cancelled.is_set():
             raise TaskCancelledError
+        self.task._control.check_launch()
 
     def _commit_completed(self) -> bool:
         """Commit what completed checkpoints cover; True if one of them was final."""

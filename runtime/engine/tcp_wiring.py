@@ -18,6 +18,7 @@ def tcp_wiring(
     addresses: list[tuple[str, int]],
     *,
     job: str,
+    launch: int,
     index: int,
     secret: bytes,
     capacity: int,
@@ -38,8 +39,10 @@ def tcp_wiring(
                 inputs.append(own)
                 outputs.append(own)
                 continue
-            inputs.append(server.expect(ChannelId(job, vertex, peer, index), capacity, wakeup))
-            remote = RemoteOutputChannel(address, ChannelId(job, vertex, index, peer), secret, cancelled)
+            inputs.append(server.expect(ChannelId(job, launch, vertex, peer, index), capacity, wakeup))
+            remote = RemoteOutputChannel(
+                address, ChannelId(job, launch, vertex, index, peer), secret, cancelled
+            )
             outputs.append(remote)
             remotes.append(remote)
     server.start()

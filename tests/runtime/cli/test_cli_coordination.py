@@ -10,6 +10,7 @@ from pathlib import Path
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer, free_port
 
+from tests.polling import eventually_true
 from tests.runtime.coordination.conftest import Job
 
 LOCKGATE = str(Path(sys.executable).parent / "lockgate")
@@ -65,8 +66,9 @@ async def test_savepoint_with_stop_prints_the_path_last(job: Job, etcd_server: E
     finally:
         await coordinator.close()
     assert code == 0, err
-    assert out.strip().splitlines()[-1] == f"{job.savepoint_dir}/savepoint-sp1"
-    assert stopped_with == f"{job.savepoint_dir}/savepoint-sp1"
+    printed = out.strip().splitlines()[-1]
+    assert printed.startswith(f"{job.savepoint_dir}/savepoint-sp1-")
+    assert stopped_with == printed
 
 
 async def test_savepoint_of_a_job_that_is_not_running_times_out_clearly(
@@ -75,6 +77,33 @@ async def test_savepoint_of_a_job_that_is_not_running_times_out_clearly(
     code, _, err = await lockgate("savepoint", *_etcd(job, etcd_server), "--timeout", "0.5")
     assert code == 1
     assert "is the job running?" in err
+
+
+async def test_a_stop_nobody_served_in_time_expires_instead_of_stopping_a_later_launch(
+    job: Job, etcd_server: EtcdServer
+) -> None:
+    code, _, err = await lockgate(
+        "savepoint", *_etcd(job, etcd_server), "--stop", "--id", "late", "--timeout", "1"
+    )
+    assert code == 1
+    assert "expires" in err
+    await eventually_true(
+        lambda: _absent(job, job.keys.savepoint_request("late")), "etcd dropped the expired request", 15
+    )
+    coordinator = job.coordinator(CheckpointConfig(interval_s=None, timeout_s=30))
+    await coordinator.start()
+    try:
+        run = asyncio.create_task(coordinator.run())
+        await asyncio.wait_for(coordinator.trigger(), 10)
+        assert not run.done(), "the launch that started after the request expired keeps running"
+        assert await job.etcd.get(job.keys.savepoint_result("late")) is None
+    finally:
+        run.cancel()
+        await coordinator.close()
+
+
+async def _absent(job: Job, key: bytes) -> bool:
+    return await job.etcd.get(key) is None
 
 
 async def test_unreachable_etcd_is_one_clear_line() -> None:

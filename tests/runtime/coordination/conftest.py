@@ -21,7 +21,7 @@ from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.participant import CheckpointParticipant
-from lockgate.runtime.coordination.records import Trigger
+from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger, decode
 from lockgate.runtime.snapshot.native import NativeSnapshotStrategy
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.snapshot.subtask import SnapshotTarget, snapshot_subtask
@@ -57,9 +57,14 @@ def keys() -> JobKeys:
 
 @dataclass
 class Subtask:
-    """A subtask that snapshots its real state into the trigger's target and acks."""
+    """A subtask that snapshots its real state into the trigger's target and acks,
+    as a task of the launch whose coordinator triggered it (a launch starts its
+    tasks anew; these stand in for each launch's tasks in turn)."""
 
-    participant: CheckpointParticipant
+    etcd: Etcd
+    keys: JobKeys
+    vertex: str
+    index: int
     keyed: KeyedStateBackend | None = None
     native: NativeSnapshotStrategy | None = None
     gate: asyncio.Event = field(default_factory=asyncio.Event)
@@ -69,26 +74,35 @@ class Subtask:
     def __post_init__(self) -> None:
         self.gate.set()
 
+    def participant(self, launch: int) -> CheckpointParticipant:
+        return CheckpointParticipant(self.etcd, self.keys, self.vertex, self.index, launch)
+
     async def answer(self, trigger: Trigger) -> None:
         await self.gate.wait()
+        participant = self.participant(trigger.launch)
         if self.decline is not None:
-            await self.participant.decline(trigger, self.decline)
+            await participant.decline(trigger, self.decline)
             return
         storage = CheckpointStorage(trigger.target)
-        target = SnapshotTarget(storage, storage.root, self.participant.vertex, self.participant.subtask)
+        target = SnapshotTarget(storage, storage.root, self.vertex, self.index)
         native = self.native if trigger.kind == "checkpoint" else None
         pending = snapshot_subtask(target, trigger.checkpoint_id, self.keyed, None, native)
         state = await asyncio.to_thread(pending.complete)
-        await self.participant.acknowledge(trigger, state)
+        await participant.acknowledge(trigger, state)
         self.answered.append(trigger.checkpoint_id)
 
     async def serve(self, start_revision: int) -> None:
-        async for trigger in self.participant.triggers(start_revision):
-            await self.answer(trigger)
+        last = 0
+        async for event in self.etcd.watch_prefix(self.keys.trigger, start_revision):
+            trigger = None if event.deleted else decode(Trigger, event.value)
+            if trigger is not None and trigger.checkpoint_id > last:
+                last = trigger.checkpoint_id
+                await self.answer(trigger)
 
     async def follow_completions(self, start_revision: int) -> None:
-        async for completed in self.participant.completions(start_revision):
-            if self.native is not None and completed.kind == "checkpoint":
+        async for event in self.etcd.watch_prefix(self.keys.completed, start_revision):
+            completed = None if event.deleted else decode(CompletedCheckpoint, event.value)
+            if completed is not None and self.native is not None and completed.kind == "checkpoint":
                 self.native.notify_complete(completed.checkpoint_id)
 
 
@@ -102,7 +116,7 @@ class Job:
         self.storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
         self.savepoint_dir = f"file://{tmp_path}/savepoints"
         self.subtasks = [
-            Subtask(CheckpointParticipant(etcd, keys, vertex, index))
+            Subtask(etcd, keys, vertex, index)
             for vertex, parallelism in plan.vertices.items()
             for index in range(parallelism)
         ]
@@ -125,8 +139,8 @@ class Job:
     def give_heap_state(self) -> None:
         """Each `count` subtask gets a heap backend with one key of value 100 + index."""
         for subtask in self.subtasks:
-            if subtask.participant.vertex == "count":
-                index = subtask.participant.subtask
+            if subtask.vertex == "count":
+                index = subtask.index
                 groups = key_group_range(self.plan.max_parallelism, self.plan.vertices["count"], index)
                 backend = HeapKeyedStateBackend(self.plan.max_parallelism, groups)
                 key = next(k for k in range(1000) if key_group(k, self.plan.max_parallelism) in groups)
@@ -148,7 +162,7 @@ class Job:
         return coordinator
 
     async def start_subtasks(self) -> None:
-        revision = await self.subtasks[0].participant.start_revision()
+        revision = await self.subtasks[0].participant(0).start_revision()
         for subtask in self.subtasks:
             self._tasks.append(asyncio.create_task(subtask.serve(revision)))
             self._tasks.append(asyncio.create_task(subtask.follow_completions(revision)))

@@ -22,7 +22,7 @@ MANUAL = CheckpointConfig(interval_s=None, timeout_s=30)
 
 async def test_normal_cycle_completes_and_is_restorable(job: Job) -> None:
     job.give_heap_state()
-    participant = job.subtasks[0].participant
+    participant = job.subtasks[0].participant(1)  # a task of the job's first launch
     completions = participant.completions(await participant.start_revision())
     coordinator = job.coordinator(MANUAL)
     await coordinator.start()

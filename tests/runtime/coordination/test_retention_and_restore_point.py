@@ -24,8 +24,8 @@ COUNT = ValueStateDescriptor("count", default=0)
 def _rocksdb_state(job: Job, tmp_path: Path) -> list[RocksDBKeyedStateBackend]:
     backends = []
     for subtask in job.subtasks:
-        if subtask.participant.vertex == "count":
-            index = subtask.participant.subtask
+        if subtask.vertex == "count":
+            index = subtask.index
             backend = RocksDBKeyedStateBackend(16, range(index * 8, index * 8 + 8), tmp_path / "db")
             subtask.keyed, subtask.native = backend, NativeSnapshotStrategy(backend)
             backends.append(backend)

@@ -27,14 +27,15 @@ async def test_savepoint_request_round_trip(job: Job, tmp_path) -> None:
     await coordinator.start()
     runner = asyncio.create_task(coordinator.run())
     try:
-        request_id = await request_savepoint(job.etcd, job.keys)
+        request_id = await request_savepoint(job.etcd, job.keys, expires_in_s=60)
         result = await await_savepoint(job.etcd, job.keys, request_id, 20)
         assert not runner.done(), "a savepoint without stop leaves the job running"
     finally:
         runner.cancel()
         await coordinator.close()
     assert result.status == "completed"
-    assert result.path == f"{job.savepoint_dir}/savepoint-{request_id}"
+    assert result.path is not None
+    assert result.path.startswith(f"{job.savepoint_dir}/savepoint-{request_id}-")
     storage = CheckpointStorage(result.path)
     metadata = read_metadata(storage, storage.root)
     assert metadata.kind == "savepoint"
@@ -46,9 +47,9 @@ async def test_the_same_request_id_is_served_once(job: Job) -> None:
     coordinator = job.coordinator(MANUAL)
     await coordinator.start()
     try:
-        await request_savepoint(job.etcd, job.keys, request_id="nightly")
+        await request_savepoint(job.etcd, job.keys, request_id="nightly", expires_in_s=60)
         first = await await_savepoint(job.etcd, job.keys, "nightly", 20)
-        await request_savepoint(job.etcd, job.keys, request_id="nightly")  # written again
+        await request_savepoint(job.etcd, job.keys, request_id="nightly", expires_in_s=60)  # written again
         later = await asyncio.wait_for(coordinator.trigger(), 10)
     finally:
         await coordinator.close()
@@ -64,11 +65,11 @@ async def test_a_second_request_waits_its_turn(job: Job) -> None:
     coordinator = job.coordinator(MANUAL)
     await coordinator.start()
     try:
-        await request_savepoint(job.etcd, job.keys, request_id="first")
-        await request_savepoint(job.etcd, job.keys, request_id="second")
+        await request_savepoint(job.etcd, job.keys, request_id="first", expires_in_s=60)
+        await request_savepoint(job.etcd, job.keys, request_id="second", expires_in_s=60)
         await eventually(lambda: bool(coordinator.pending), "the first savepoint is triggered")
         await asyncio.sleep(0.1)
-        assert [p.trigger.target.rsplit("/", 1)[1] for p in coordinator.pending.values()] == [
+        assert [p.trigger.target.rsplit("/", 1)[1][:15] for p in coordinator.pending.values()] == [
             "savepoint-first"
         ]
         for subtask in job.subtasks:
@@ -84,11 +85,12 @@ async def test_stop_with_savepoint_ends_the_run_with_its_path(job: Job) -> None:
     coordinator = job.coordinator(CheckpointConfig(interval_s=60, timeout_s=30))
     await coordinator.start()
     try:
-        request_id = await request_savepoint(job.etcd, job.keys, stop=True)
+        request_id = await request_savepoint(job.etcd, job.keys, stop=True, expires_in_s=60)
         path = await asyncio.wait_for(coordinator.run(), 20)
     finally:
         await coordinator.close()
-    assert path == f"{job.savepoint_dir}/savepoint-{request_id}"
+    assert path is not None
+    assert path.startswith(f"{job.savepoint_dir}/savepoint-{request_id}-")
     trigger = job.subtasks[0].answered
     assert trigger == [1]
 
@@ -98,7 +100,7 @@ async def test_savepoint_without_a_directory_fails_with_the_reason(job: Job) -> 
     coordinator = job.coordinator(MANUAL)
     await coordinator.start()
     try:
-        request_id = await request_savepoint(job.etcd, job.keys)
+        request_id = await request_savepoint(job.etcd, job.keys, expires_in_s=60)
         result = await await_savepoint(job.etcd, job.keys, request_id, 20)
     finally:
         await coordinator.close()
@@ -111,7 +113,7 @@ async def test_failed_savepoint_reports_the_error(job: Job) -> None:
     coordinator = job.coordinator(MANUAL)
     await coordinator.start()
     try:
-        request_id = await request_savepoint(job.etcd, job.keys, directory=job.savepoint_dir)
+        request_id = await request_savepoint(job.etcd, job.keys, directory=job.savepoint_dir, expires_in_s=60)
         result = await await_savepoint(job.etcd, job.keys, request_id, 20)
     finally:
         await coordinator.close()

@@ -55,7 +55,7 @@ async def run_job(etcd_config: EtcdConfig, keys: JobKeys, tmp_path: Path, graph:
             run_local(
                 graph,
                 configs,
-                lambda i: CheckpointControl(etcd_config, keys, i),
+                lambda i: CheckpointControl(etcd_config, keys, i, coordinator.launch),
                 restore,
                 channel_capacity=run.channel_capacity,
                 trigger_revision=coordinator.trigger_revision,

@@ -9,7 +9,7 @@ from lockgate.runtime.engine.events import Barrier, EndOfStream
 
 
 def _barrier(n: int) -> Barrier:
-    return Barrier(Trigger(n, "epoch", "checkpoint", f"file:///chk-{n}", 0, False))
+    return Barrier(Trigger(n, 1, "checkpoint", f"file:///chk-{n}", 0, False))
 
 
 def _drain(gate: InputGate) -> list[object]:

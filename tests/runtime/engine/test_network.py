@@ -15,7 +15,7 @@ from lockgate.runtime.engine.handshake import MAGIC, NONCE_BYTES, Authentication
 from lockgate.runtime.engine.network import ChannelClosedError, ExchangeServer, RemoteOutputChannel
 
 SECRET = b"s" * 32
-CHANNEL = ChannelId("job", "count", 0, 1)
+CHANNEL = ChannelId("job", 1, "count", 0, 1)
 
 
 class Exploit:

@@ -69,7 +69,7 @@ class MeteredJob:
         return range(self.task_ports.first, self.task_ports.last + 1)
 
     async def stop_with_savepoint(self, etcd: Etcd) -> None:
-        request = await request_savepoint(etcd, self.keys, stop=True)
+        request = await request_savepoint(etcd, self.keys, stop=True, expires_in_s=60)
         assert (await await_savepoint(etcd, self.keys, request, 60)).status == "completed"
         await asyncio.wait_for(self.run, 60)
 

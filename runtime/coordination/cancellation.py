@@ -1,0 +1,57 @@
+"""Cancelling asyncio work with a bound, without ever swallowing a cancellation.
+
+A cancelled task that awaits something in its clean-up (a gRPC stream to a
+silent or paused etcd, say) can take forever to finish; whoever waits for it
+must not. And code that turns errors into retries must not turn the
+`CancelledError` of its own cancellation into one: a retry loop that does keeps
+a driver alive (and beating `running`) after it was told to stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Iterable
+from typing import TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# How long clean-up of one cancelled piece of work may take before it is left behind.
+CANCEL_WAIT_S = 5.0
+
+
+def raise_if_cancelling() -> None:
+    """Re-raise the current task's pending cancellation: call it where an error
+    that a cancellation may cause (a gRPC CANCELLED, say) is about to be retried."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
+async def cancel_and_wait(
+    tasks: Iterable[asyncio.Task[T]], what: str, timeout_s: float = CANCEL_WAIT_S
+) -> bool:
+    """Cancel `tasks` and wait at most `timeout_s` for them to end. Those still
+    running then are logged by name and left behind; returns whether all ended."""
+    pending = [task for task in tasks if not task.done()]
+    for task in pending:
+        task.cancel()
+    if not pending:
+        return True
+    _, stuck = await asyncio.wait(pending, timeout=timeout_s)
+    if stuck:
+        names = ", ".join(sorted(task.get_name() for task in stuck))
+        log.error("%s: %s did not stop within %.0f s of being cancelled; left behind", what, names, timeout_s)
+    return not stuck
+
+
+async def bounded(awaitable: Awaitable[T], what: str, timeout_s: float = CANCEL_WAIT_S) -> T | None:
+    """`awaitable`'s result, or None (logged) if it takes longer than `timeout_s`:
+    for clean-up that must not hold up a shutdown."""
+    try:
+        return await asyncio.wait_for(awaitable, timeout_s)
+    except TimeoutError:
+        log.warning("%s took longer than %.0f s; gave up on it", what, timeout_s)
+        return None

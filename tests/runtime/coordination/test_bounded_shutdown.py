@@ -1,0 +1,75 @@
+"""Shutting down never waits without a bound, and a cancellation is never swallowed:
+a driver whose clean-up hangs goes on holding its lease and beating `running`, so
+neither the operator nor a replacement can act. Against a real etcd, paused."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from lockgate.runtime.coordination.cancellation import CANCEL_WAIT_S
+from lockgate.runtime.coordination.coordinator import CheckpointConfig, JobPlan
+from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
+from lockgate.runtime.coordination.etcd_server import EtcdServer
+from lockgate.runtime.coordination.keys import JobKeys
+
+from tests.runtime.coordination.conftest import Job
+
+# Shutdown's clean-up steps (the coordinator's loops, then its lease) each wait
+# at most CANCEL_WAIT_S; beyond that and a margin, it hung.
+SHUTDOWN_BOUND_S = 2 * CANCEL_WAIT_S + 2
+
+
+@pytest.fixture
+def own_etcd(tmp_path: Path) -> Iterator[EtcdServer]:
+    """An etcd of this test's own, to pause."""
+    server = EtcdServer(tmp_path / "etcd")
+    server.start()
+    yield server
+    server.resume()
+    server.stop()
+
+
+@pytest_asyncio.fixture
+async def paused_job(own_etcd: EtcdServer, keys: JobKeys, tmp_path: Path) -> AsyncIterator[Job]:
+    async with Etcd(EtcdConfig((own_etcd.endpoint,))) as etcd:
+        yield Job(etcd, keys, tmp_path, JobPlan({"source": 1, "count": 1}, 8))
+
+
+async def test_closing_a_coordinator_while_etcd_is_paused_ends_within_a_bound(
+    paused_job: Job, own_etcd: EtcdServer
+) -> None:
+    coordinator = paused_job.coordinator(CheckpointConfig(interval_s=None))
+    await coordinator.start()
+    own_etcd.pause()
+    started = time.monotonic()
+    await asyncio.wait_for(coordinator.close(), 60)
+    took = time.monotonic() - started
+    assert took < SHUTDOWN_BOUND_S, f"close() took {took:.1f} s with etcd paused"
+
+
+async def test_a_watch_cancelled_while_etcd_is_paused_ends_at_once(
+    paused_job: Job, own_etcd: EtcdServer
+) -> None:
+    events: list[object] = []
+
+    async def follow() -> None:
+        async for event in paused_job.etcd.watch_prefix(paused_job.keys.root, 1):
+            events.append(event)
+
+    watching = asyncio.create_task(follow())
+    await paused_job.etcd.put(paused_job.keys.root + b"x", b"1")
+    while not events:
+        await asyncio.sleep(0.01)  # the watch is established once it delivered an event
+    own_etcd.pause()
+    watching.cancel()
+    started = time.monotonic()
+    done, _ = await asyncio.wait({watching}, timeout=60)
+    took = time.monotonic() - started
+    assert done, "the cancelled watch never ended"
+    assert watching.cancelled(), "the watch swallowed its cancellation"
+    assert took < CANCEL_WAIT_S, f"the cancelled watch took {took:.1f} s to end"

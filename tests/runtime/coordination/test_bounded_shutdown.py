@@ -73,3 +73,21 @@ async def test_a_watch_cancelled_while_etcd_is_paused_ends_at_once(
     assert done, "the cancelled watch never ended"
     assert watching.cancelled(), "the watch swallowed its cancellation"
     assert took < CANCEL_WAIT_S, f"the cancelled watch took {took:.1f} s to end"
+
+
+async def test_a_coordinator_cut_off_from_etcd_knows_its_lease_is_gone_within_its_ttl(
+    paused_job: Job, own_etcd: EtcdServer
+) -> None:
+    """It must stop coordinating once etcd may have expired its lease, not when an
+    etcd call finally gives up (retries and timeouts add up to tens of seconds)."""
+    coordinator = paused_job.coordinator(CheckpointConfig(interval_s=None), lease_ttl_s=2)
+    await coordinator.start()
+    try:
+        own_etcd.pause()
+        started = time.monotonic()
+        await asyncio.wait_for(coordinator.leadership.lost.wait(), 60)
+        took = time.monotonic() - started
+    finally:
+        own_etcd.resume()
+        await coordinator.close()
+    assert took <= 2 + 1, f"the lease was declared lost {took:.1f} s after etcd went silent (TTL 2 s)"

@@ -6,6 +6,7 @@ import asyncio
 
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.records import SavepointResult, decode
+from lockgate.runtime.coordination.restore_point import verify
 from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
 from lockgate.runtime.snapshot.handles import CanonicalKeyedHandle
 from lockgate.runtime.snapshot.metadata import read_metadata
@@ -119,3 +120,28 @@ async def test_failed_savepoint_reports_the_error(job: Job) -> None:
         await coordinator.close()
     assert result.status == "failed"
     assert "sink cannot pre-commit" in (result.error or "")
+
+
+async def test_a_failed_savepoint_never_touches_an_earlier_one_of_the_same_id(job: Job) -> None:
+    """The operator's request ids repeat (per generation, launch and nonce) once a job's
+    keys are forgotten and it is created anew: a savepoint directory is never reused."""
+    first_launch = job.coordinator(MANUAL)
+    await first_launch.start()
+    try:
+        await request_savepoint(job.etcd, job.keys, request_id="upgrade-1", expires_in_s=60)
+        first = await await_savepoint(job.etcd, job.keys, "upgrade-1", 20)
+    finally:
+        await first_launch.close()
+    await job.etcd.delete_prefix(job.keys.savepoint_results)  # the job's keys forgotten
+    job.subtasks[1].decline = "sink cannot pre-commit"
+    second_launch = job.coordinator(MANUAL)
+    await second_launch.start()
+    try:
+        await request_savepoint(job.etcd, job.keys, request_id="upgrade-1", expires_in_s=60)
+        second = await await_savepoint(job.etcd, job.keys, "upgrade-1", 20)
+    finally:
+        await second_launch.close()
+    assert (first.status, second.status) == ("completed", "failed")
+    assert first.path is not None
+    restore = await asyncio.to_thread(verify, first.path)
+    assert restore.metadata.checkpoint_id == first.checkpoint_id, "the earlier savepoint is whole"

@@ -7,6 +7,13 @@ checkpoint uploaded before into `<job>/shared/` and the small private files
 files are immutable, so a file uploaded once is referenced again by later
 checkpoints; only files confirmed by a *completed* checkpoint are reused, so
 nothing references an upload of an aborted one.
+
+Threads: the synchronous part and the notifications of completed or aborted
+checkpoints run on the task's chain thread, uploads on upload threads, so
+that records keep flowing. An upload never writes the strategy's records of
+checkpoints: it hands its files over in its own `NativeUpload.uploaded`, set
+once when it has finished, and the strategy reads them from there when the
+checkpoint completes. What the strategy keeps is changed under its lock only.
 """
 
 from __future__ import annotations
@@ -15,8 +22,11 @@ import os
 import posixpath
 import shutil
 import tempfile
+import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 import rocksdict
 from lockgate.runtime.snapshot.handles import NativeKeyedHandle
@@ -51,6 +61,8 @@ class NativeUpload:
         local_dir: Path,
         target_dir: str,
         subtask_path: str,
+        *,
+        reusable: Mapping[str, SharedFile],
     ) -> None:
         self._strategy = strategy
         self._checkpoint_id = checkpoint_id
@@ -59,7 +71,9 @@ class NativeUpload:
         self._subtask_path = subtask_path
         self._states = dict(strategy.backend.metas)
         self._key_groups = strategy.backend.key_groups
-        self._reusable = dict(strategy.confirmed)
+        self._reusable = reusable
+        self.uploaded: Mapping[str, SharedFile] | None = None
+        """The SST files this checkpoint references, by local name; set once the upload is done."""
 
     def run(self, storage: CheckpointStorage) -> NativeKeyedHandle:
         try:
@@ -89,7 +103,7 @@ class NativeUpload:
             else:
                 path = posixpath.join(self._target_dir, self._subtask_path, "native", name)
                 private[name] = storage.upload(local, path, self._target_dir)
-        self._strategy.pending[self._checkpoint_id] = uploaded
+        self.uploaded = MappingProxyType(uploaded)
         return NativeKeyedHandle(self._key_groups, self._states, shared, private)
 
     def cancel(self) -> None:
@@ -101,32 +115,44 @@ class NativeSnapshotStrategy:
 
     def __init__(self, backend: RocksDBKeyedStateBackend) -> None:
         self.backend = backend
-        self.confirmed: dict[str, SharedFile] = {}
-        self.pending: dict[int, dict[str, SharedFile]] = {}
+        self._lock = threading.Lock()
+        # The SST files of the latest completed checkpoint, which the next ones reuse.
+        self._confirmed: Mapping[str, SharedFile] = MappingProxyType({})
+        self._in_flight: dict[int, NativeUpload] = {}
 
     def snapshot(self, checkpoint_id: int, target_dir: str, subtask_path: str) -> NativeUpload:
         """The synchronous part: a local RocksDB checkpoint of this instant."""
         local = self.backend.path.parent / f"chk-{checkpoint_id}-{self.backend.instance_id}"
         shutil.rmtree(local, ignore_errors=True)
         rocksdict.Checkpoint(self.backend.db).create_checkpoint(str(local))
-        return NativeUpload(self, checkpoint_id, local, target_dir, subtask_path)
+        with self._lock:
+            upload = NativeUpload(
+                self, checkpoint_id, local, target_dir, subtask_path, reusable=self._confirmed
+            )
+            self._in_flight[checkpoint_id] = upload
+        return upload
 
     def notify_complete(self, checkpoint_id: int) -> None:
-        uploaded = self.pending.pop(checkpoint_id, None)
-        if uploaded is not None:
-            self.confirmed = uploaded
-        for older in [n for n in self.pending if n < checkpoint_id]:
-            del self.pending[older]
+        with self._lock:
+            upload = self._in_flight.pop(checkpoint_id, None)
+            if upload is not None and upload.uploaded is not None:
+                self._confirmed = upload.uploaded
+            # Older checkpoints can complete no more: this one subsumes them.
+            for older in [n for n in self._in_flight if n < checkpoint_id]:
+                del self._in_flight[older]
 
     def notify_aborted(self, checkpoint_id: int) -> None:
-        self.pending.pop(checkpoint_id, None)
+        with self._lock:
+            self._in_flight.pop(checkpoint_id, None)
 
     def seed(self, handle: NativeKeyedHandle, snapshot_dir: str) -> None:
         """After restoring from `handle` as base, its SST files need no new upload."""
-        self.confirmed = {
+        confirmed = {
             name: SharedFile(posixpath.normpath(posixpath.join(snapshot_dir, ref.path)), ref.size, ref.crc32)
             for name, ref in handle.shared.items()
         }
+        with self._lock:
+            self._confirmed = MappingProxyType(confirmed)
 
 
 def _download(storage: CheckpointStorage, snapshot_dir: str, handle: NativeKeyedHandle, into: Path) -> None:

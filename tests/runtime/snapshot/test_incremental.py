@@ -275,3 +275,42 @@ def test_after_that_interleaving_retention_keeps_every_file_the_latest_checkpoin
     for key in range(4000):
         restored.set_current_key(key)
         assert count.value() == key // 1000 + 1, key
+
+
+def test_late_completion_notices_do_not_let_retention_delete_a_reused_file(
+    storage: CheckpointStorage, tmp_path: Path
+) -> None:
+    """Completion notices reach the chain thread through etcd, barriers through the
+    exchange: a snapshot can start before the previous checkpoint's notice arrived.
+    Checkpoint 3 then uploads again an SST that checkpoint 2 uploaded, and the
+    strategy holds two copies of it in turn; checkpoint 4, whose notice of 3 is late
+    too, reuses 2's copy, which retention after 3 (keeping one checkpoint, the
+    default) must not have deleted."""
+    backend = RocksDBKeyedStateBackend(8, range(8), tmp_path)
+    strategy = NativeSnapshotStrategy(backend)
+
+    def checkpoint(n: int) -> None:
+        target = SnapshotTarget(storage, storage.checkpoint_dir("job", n), "v", 0)
+        _write_metadata(storage, n, snapshot_subtask(target, n, backend, None, strategy).complete())
+        delete_unreferenced_shared_files(storage, "job", [n], latest_completed=n)
+
+    _write(backend, range(0, 1000), 1)
+    checkpoint(1)
+    strategy.notify_complete(1)
+    _write(backend, range(1000, 2000), 2)
+    checkpoint(2)
+    _write(backend, range(2000, 3000), 3)
+    checkpoint(3)  # before the notice of 2: uploads 2's new SST once more
+    strategy.notify_complete(2)
+    _write(backend, range(3000, 4000), 4)
+    checkpoint(4)  # before the notice of 3: reuses 2's copy
+    strategy.notify_complete(3)
+
+    present = {posixpath.join(storage.shared_dir("job"), n) for n in _uploaded(storage)}
+    assert referenced_shared_files(storage, "job", [4]) <= present
+    restored = RocksDBKeyedStateBackend(8, range(8), tmp_path / "restored")
+    restore_vertex(storage, storage.checkpoint_dir("job", 4), "v", [LocalSubtask(restored)])
+    count = restored.state(COUNT)
+    for key in range(4000):
+        restored.set_current_key(key)
+        assert count.value() == key // 1000 + 1, key

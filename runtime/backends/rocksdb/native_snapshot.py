@@ -21,22 +21,20 @@ from __future__ import annotations
 import os
 import posixpath
 import shutil
-import tempfile
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import rocksdict
 from lockgate.runtime.snapshot.handles import NativeKeyedHandle
 from lockgate.runtime.snapshot.storage import CheckpointStorage, FileRef
-from lockgate.runtime.state.rocksdb import (
-    RocksDBKeyedStateBackend,
-    db_options,
-    key_group_prefix,
-    list_column_families,
-)
+from lockgate.runtime.snapshot.strategy import KeyedSnapshotStrategy, KeyedUpload
+
+if TYPE_CHECKING:
+    from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 
 
 @dataclass(frozen=True)
@@ -51,7 +49,7 @@ class SharedFile:
         return FileRef(posixpath.relpath(self.path, snapshot_dir), self.size, self.crc32)
 
 
-class NativeUpload:
+class NativeUpload(KeyedUpload):
     """The asynchronous part of one native snapshot."""
 
     def __init__(
@@ -110,7 +108,7 @@ class NativeUpload:
         shutil.rmtree(self._local_dir, ignore_errors=True)
 
 
-class NativeSnapshotStrategy:
+class NativeSnapshotStrategy(KeyedSnapshotStrategy):
     """Incremental snapshots of one RocksDB backend, across its checkpoints."""
 
     def __init__(self, backend: RocksDBKeyedStateBackend) -> None:
@@ -120,14 +118,14 @@ class NativeSnapshotStrategy:
         self._confirmed: Mapping[str, SharedFile] = MappingProxyType({})
         self._in_flight: dict[int, NativeUpload] = {}
 
-    def snapshot(self, checkpoint_id: int, target_dir: str, subtask_path: str) -> NativeUpload:
+    def snapshot(self, checkpoint_id: int, snapshot_dir: str, subtask_path: str) -> NativeUpload:
         """The synchronous part: a local RocksDB checkpoint of this instant."""
         local = self.backend.path.parent / f"chk-{checkpoint_id}-{self.backend.instance_id}"
         shutil.rmtree(local, ignore_errors=True)
         rocksdict.Checkpoint(self.backend.db).create_checkpoint(str(local))
         with self._lock:
             upload = NativeUpload(
-                self, checkpoint_id, local, target_dir, subtask_path, reusable=self._confirmed
+                self, checkpoint_id, local, snapshot_dir, subtask_path, reusable=self._confirmed
             )
             self._in_flight[checkpoint_id] = upload
         return upload
@@ -153,76 +151,3 @@ class NativeSnapshotStrategy:
         }
         with self._lock:
             self._confirmed = MappingProxyType(confirmed)
-
-
-def _download(storage: CheckpointStorage, snapshot_dir: str, handle: NativeKeyedHandle, into: Path) -> None:
-    into.mkdir(parents=True)
-    for name, ref in {**handle.shared, **handle.private}.items():
-        storage.download(snapshot_dir, ref, str(into / name))
-
-
-def _overlap(a: range, b: range) -> range:
-    return range(max(a.start, b.start), min(a.stop, b.stop))
-
-
-def _copy_key_groups(source: Path, handle: NativeKeyedHandle, backend: RocksDBKeyedStateBackend) -> None:
-    """Copy the rows of the key groups `backend` owns from the RocksDB at `source`."""
-    own = _overlap(handle.key_groups, backend.key_groups)
-    names = list_column_families(source)
-    families = {name: rocksdict.Options(raw_mode=True) for name in names}
-    db = rocksdict.Rdict(str(source), db_options(), column_families=families or None)
-    try:
-        for name in names:
-            meta = handle.states[name]
-            cf = db.get_column_family(name)
-            end = key_group_prefix(own.stop)
-            group, rows = -1, list[tuple[bytes, bytes]]()
-            for row, data in cf.items(from_key=key_group_prefix(own.start)):
-                assert isinstance(row, bytes)  # raw mode
-                assert isinstance(data, bytes)
-                if row >= end:
-                    break
-                row_group = int.from_bytes(row[:2], "big")
-                if row_group != group and rows:
-                    backend.load(name, meta, group, rows)
-                    rows = []
-                group = row_group
-                rows.append((row[2:], data))
-            if rows:
-                backend.load(name, meta, group, rows)
-            del cf
-    finally:
-        db.close()
-
-
-def restore_native(
-    storage: CheckpointStorage,
-    snapshot_dir: str,
-    handles: list[NativeKeyedHandle],
-    backend: RocksDBKeyedStateBackend,
-    strategy: NativeSnapshotStrategy | None = None,
-) -> None:
-    """Restore `backend`'s key groups from native snapshots of any old parallelism.
-
-    The handle overlapping most becomes the base database (its foreign key
-    groups range-deleted); rows of the others are copied in.
-    """
-    overlapping = [h for h in handles if _overlap(h.key_groups, backend.key_groups)]
-    if not overlapping:
-        return
-    base = max(overlapping, key=lambda h: len(_overlap(h.key_groups, backend.key_groups)))
-    work = Path(tempfile.mkdtemp(prefix="restore-", dir=backend.path.parent))
-    try:
-        _download(storage, snapshot_dir, base, work / "base")
-        backend.replace_files(work / "base")
-        for name, meta in base.states.items():
-            backend.add_restored_meta(name, meta)
-        if base.key_groups != backend.key_groups:
-            backend.drop_foreign_key_groups()
-        for index, other in enumerate(h for h in overlapping if h is not base):
-            _download(storage, snapshot_dir, other, work / f"other-{index}")
-            _copy_key_groups(work / f"other-{index}", other, backend)
-        if strategy is not None:
-            strategy.seed(base, snapshot_dir)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)

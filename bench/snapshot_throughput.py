@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import TypeVar
 
 from lockgate.runtime import ValueStateDescriptor, key_group_range
+from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
+from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
+from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend
 from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex
-from lockgate.runtime.snapshot.metadata import CheckpointMetadata, VertexState, write_metadata
-from lockgate.runtime.snapshot.native import NativeSnapshotStrategy
+from lockgate.runtime.snapshot.metadata import CheckpointMetadata, SnapshotKind, VertexState, write_metadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.snapshot.subtask import SnapshotTarget, snapshot_subtask
 from lockgate.runtime.state.backend import KeyedStateBackend
-from lockgate.runtime.state.heap import HeapKeyedStateBackend
-from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
 
 M = 128
 STATE = ValueStateDescriptor("payload")
@@ -52,23 +52,29 @@ def fill(backend: KeyedStateBackend, keys: int, value_bytes: int) -> None:
 
 def snapshot(
     storage: CheckpointStorage,
-    backend: KeyedStateBackend,
+    backend: CheckpointableKeyedStateBackend,
     n: int,
-    native: NativeSnapshotStrategy | None,
+    canonical: bool,
 ) -> tuple[CheckpointMetadata, float, float]:
+    """`canonical`: in the canonical format, as a savepoint is (a checkpoint takes the
+    backend's own: native for the RocksDB backend here)."""
     snapshot_dir = storage.checkpoint_dir("bench", n)
     target = SnapshotTarget(storage, snapshot_dir, "v", 0)
-    pending, sync = timed(lambda: snapshot_subtask(target, n, backend, None, native))
+    kind: SnapshotKind = "savepoint" if canonical else "checkpoint"
+    pending, sync = timed(lambda: snapshot_subtask(target, n, kind, backend, None))
     state, upload = timed(pending.complete)
-    meta = CheckpointMetadata("bench", n, "checkpoint", 0, {"v": VertexState(1, M, (state,))})
+    meta = CheckpointMetadata("bench", n, kind, 0, {"v": VertexState(1, M, (state,))})
     write_metadata(storage, snapshot_dir, meta)
-    if native is not None:
-        native.notify_complete(n)
+    if kind == "checkpoint":
+        backend.notify_checkpoint_complete(n)
     return meta, sync, upload
 
 
 def restore(
-    storage: CheckpointStorage, n: int, make: Callable[[range], KeyedStateBackend], parallelism: int
+    storage: CheckpointStorage,
+    n: int,
+    make: Callable[[range], CheckpointableKeyedStateBackend],
+    parallelism: int,
 ) -> float:
     backends = [make(key_group_range(M, parallelism, i)) for i in range(parallelism)]
     _, elapsed = timed(
@@ -97,11 +103,11 @@ def main() -> None:
             flush=True,
         )
 
-    rocks = RocksDBKeyedStateBackend(M, range(M), work / "local")
+    rocks = RocksDBKeyedStateBackend(M, range(M), work / "local", incremental=True)
     _, seconds = timed(lambda: fill(rocks, args.keys, args.value_bytes))
     print(f"filled {args.keys:,} keys x {args.value_bytes} B in {seconds:.1f} s")
 
-    meta, sync, upload = snapshot(storage, rocks, 1, None)
+    meta, sync, upload = snapshot(storage, rocks, 1, canonical=True)
     size = meta.state_bytes
     print(f"canonical snapshot (rocksdb): synchronous part {sync * 1000:.0f} ms")
     row("canonical snapshot, rocksdb (async part)", size, upload)
@@ -114,8 +120,7 @@ def main() -> None:
 
     rocksdb_restores("canonical restore into rocksdb", 1, size)
 
-    native = NativeSnapshotStrategy(rocks)
-    meta, sync, upload = snapshot(storage, rocks, 2, native)
+    meta, sync, upload = snapshot(storage, rocks, 2, canonical=False)
     full = meta.state_bytes
     print(f"native snapshot: synchronous part {sync * 1000:.0f} ms")
     row("native snapshot, full (async upload)", full, upload)
@@ -127,7 +132,7 @@ def main() -> None:
         rocks.set_current_key(key)
         state.update(rng.randbytes(args.value_bytes))
     before = {ref.path for ref in meta.vertices["v"].subtasks[0].keyed.files()}  # type: ignore[union-attr]
-    meta3, sync, upload = snapshot(storage, rocks, 3, native)
+    meta3, sync, upload = snapshot(storage, rocks, 3, canonical=False)
     handle = meta3.vertices["v"].subtasks[0].keyed
     assert handle is not None
     uploaded = sum(ref.size for ref in handle.files() if ref.path not in before)
@@ -141,7 +146,7 @@ def main() -> None:
 
     heap = HeapKeyedStateBackend(M, range(M))
     fill(heap, args.keys, args.value_bytes)
-    meta, sync, upload = snapshot(storage, heap, 4, None)
+    meta, sync, upload = snapshot(storage, heap, 4, canonical=False)
     print(f"canonical snapshot (heap): synchronous part {sync * 1000:.0f} ms")
     row("canonical snapshot, heap (async part)", meta.state_bytes, upload)
     row(

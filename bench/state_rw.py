@@ -20,10 +20,11 @@ from pathlib import Path
 
 import rocksdict
 from lockgate.runtime import ValueStateDescriptor
+from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
+from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
+from lockgate.runtime.backends.rocksdb.database import db_options
 from lockgate.runtime.key_serializer import serialize_key
 from lockgate.runtime.keygroups import key_group_of_bytes
-from lockgate.runtime.state.heap import HeapKeyedStateBackend
-from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend, db_options
 
 M = 128
 

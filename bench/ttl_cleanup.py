@@ -21,14 +21,13 @@ import time
 from pathlib import Path
 
 from lockgate.runtime import ValueStateDescriptor
+from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
+from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.clock import ManualClock
 from lockgate.runtime.snapshot.handles import NativeKeyedHandle
 from lockgate.runtime.snapshot.local import LocalSubtask, snapshot_vertex
-from lockgate.runtime.snapshot.native import NativeSnapshotStrategy
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.state.backend import KeyedStateBackend
-from lockgate.runtime.state.heap import HeapKeyedStateBackend
-from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
 from lockgate.runtime.state.ttl_cleanup import IncrementalCleanup
 
 M = 128
@@ -68,11 +67,11 @@ def call_cost(kind: str, work: Path, entries: int, budget: int) -> tuple[float, 
 
 def churn(work: Path, seconds: int, per_second: int, cleanup: bool) -> dict[str, float]:
     clock = ManualClock(start_ms=1_000_000)
-    backend = RocksDBKeyedStateBackend(M, range(M), work / "db", clock)
+    backend = RocksDBKeyedStateBackend(M, range(M), work / "db", clock, incremental=True)
     backend.state(SESSION)
     if not cleanup:
         backend._ttl_cleanup = IncrementalCleanup()  # without the state's sweep: expired rows stay
-    subtask = LocalSubtask(backend, native=NativeSnapshotStrategy(backend))
+    subtask = LocalSubtask(backend)
     storage = CheckpointStorage(f"file://{work}/checkpoints")
     durations = []
     for second in range(seconds):

@@ -17,12 +17,11 @@ from collections import Counter
 from pathlib import Path
 
 from lockgate.runtime import ValueStateDescriptor, key_group, key_group_range, operator_index
+from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
+from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex, snapshot_vertex
-from lockgate.runtime.snapshot.native import NativeSnapshotStrategy
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.state.backend import KeyedStateBackend
-from lockgate.runtime.state.heap import HeapKeyedStateBackend
-from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
 
 MAX_PARALLELISM = 128
 COUNT = ValueStateDescriptor("count", default=0)
@@ -49,8 +48,9 @@ def rocksdb_subtasks(parallelism: int, local: Path) -> list[LocalSubtask]:
     subtasks = []
     for i in range(parallelism):
         groups = key_group_range(MAX_PARALLELISM, parallelism, i)
-        backend = RocksDBKeyedStateBackend(MAX_PARALLELISM, groups, local)
-        subtasks.append(LocalSubtask(backend, native=NativeSnapshotStrategy(backend)))
+        subtasks.append(
+            LocalSubtask(RocksDBKeyedStateBackend(MAX_PARALLELISM, groups, local, incremental=True))
+        )
     return subtasks
 
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 from lockgate.runtime import AggregateFunction
+from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
+from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.clock import Clock, ManualClock
+from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.spark import local_session
-from lockgate.runtime.state.backend import KeyedStateBackend
-from lockgate.runtime.state.heap import HeapKeyedStateBackend
-from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
 
 BACKENDS = ("heap", "rocksdb")
 
@@ -31,7 +31,7 @@ class Average(AggregateFunction[float, tuple[float, int], float]):
         return accumulator[0] / accumulator[1]
 
 
-BackendFactory = Callable[..., KeyedStateBackend]
+BackendFactory = Callable[..., CheckpointableKeyedStateBackend]
 
 
 def make_backend(
@@ -40,11 +40,15 @@ def make_backend(
     key_groups: range,
     local_dir: Path,
     clock: Clock | None = None,
-) -> KeyedStateBackend:
+    incremental: bool = False,
+) -> CheckpointableKeyedStateBackend:
+    """`incremental` is RocksDB's: native incremental checkpoints (the heap's are canonical)."""
     if kind == "heap":
         return HeapKeyedStateBackend(max_parallelism, key_groups, clock)
     if kind == "rocksdb":
-        return RocksDBKeyedStateBackend(max_parallelism, key_groups, local_dir, clock)
+        return RocksDBKeyedStateBackend(
+            max_parallelism, key_groups, local_dir, clock, incremental=incremental
+        )
     raise ValueError(kind)
 
 
@@ -61,9 +65,11 @@ def clock() -> ManualClock:
 @pytest.fixture
 def new_backend(backend_kind: str, tmp_path: Path, clock: ManualClock) -> Iterator[BackendFactory]:
     """Makes backends of the parametrized kind; closes them at the end of the test."""
-    made: list[KeyedStateBackend] = []
+    made: list[CheckpointableKeyedStateBackend] = []
 
-    def factory(max_parallelism: int = 128, key_groups: range | None = None) -> KeyedStateBackend:
+    def factory(
+        max_parallelism: int = 128, key_groups: range | None = None
+    ) -> CheckpointableKeyedStateBackend:
         groups = range(max_parallelism) if key_groups is None else key_groups
         backend = make_backend(backend_kind, max_parallelism, groups, tmp_path / "local", clock)
         made.append(backend)
@@ -75,7 +81,7 @@ def new_backend(backend_kind: str, tmp_path: Path, clock: ManualClock) -> Iterat
 
 
 @pytest.fixture
-def backend(new_backend: BackendFactory) -> KeyedStateBackend:
+def backend(new_backend: BackendFactory) -> CheckpointableKeyedStateBackend:
     return new_backend()
 
 

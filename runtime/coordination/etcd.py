@@ -245,7 +245,12 @@ class Etcd:
         return -1 if reply is None else int(reply.TTL)
 
     async def revoke_lease(self, lease_id: int) -> None:
-        await self._call("revoke_lease", lease_id)
+        """Revoke the lease; one etcd already expired is revoked as far as anyone can tell."""
+        try:
+            await self._call("revoke_lease", lease_id)
+        except aetcd.exceptions.ClientError as error:
+            if "lease not found" not in str(error):
+                raise
 
     # -- watches -------------------------------------------------------------------
 

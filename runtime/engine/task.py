@@ -201,9 +201,9 @@ class Task:
             sink.writer.commit(self.states[sink.name].take_committable(completed.checkpoint_id))
         if completed.kind == "checkpoint":
             for vertex in chain.vertices:
-                native = self.states[vertex].native
-                if native is not None:
-                    native.notify_complete(completed.checkpoint_id)
+                keyed = self.states[vertex].keyed
+                if keyed is not None:
+                    keyed.notify_checkpoint_complete(completed.checkpoint_id)
 
     # -- running ---------------------------------------------------------------------
 

@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lockgate.runtime.api.graph import Vertex
+from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
+from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.coordination.records import Trigger
 from lockgate.runtime.coordination.restore_point import RestorePoint
 from lockgate.runtime.keygroups import key_group_range
-from lockgate.runtime.snapshot.native import NativeSnapshotStrategy
+from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.snapshot.subtask import (
     PendingSubtaskSnapshot,
@@ -24,10 +26,7 @@ from lockgate.runtime.snapshot.subtask import (
     restore_subtask,
     snapshot_subtask,
 )
-from lockgate.runtime.state.backend import KeyedStateBackend
-from lockgate.runtime.state.heap import HeapKeyedStateBackend
 from lockgate.runtime.state.operator_state import OperatorStateStore
-from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
 
 BackendKind = Literal["heap", "rocksdb"]
 
@@ -45,9 +44,8 @@ class VertexState:
     vertex: Vertex
     index: int
     parallelism: int
-    keyed: KeyedStateBackend | None = None
+    keyed: CheckpointableKeyedStateBackend | None = None
     operator: OperatorStateStore | None = None
-    native: NativeSnapshotStrategy | None = None
     uncommitted: dict[int, list[Any]] = field(default_factory=dict)
 
     @staticmethod
@@ -59,9 +57,9 @@ class VertexState:
             groups = key_group_range(config.max_parallelism, parallelism, index)
             if config.backend == "rocksdb":
                 directory = config.local_dir / vertex.name / str(index)
-                backend = RocksDBKeyedStateBackend(config.max_parallelism, groups, directory)
-                state.keyed = backend
-                state.native = NativeSnapshotStrategy(backend) if config.incremental else None
+                state.keyed = RocksDBKeyedStateBackend(
+                    config.max_parallelism, groups, directory, incremental=config.incremental
+                )
             else:
                 state.keyed = HeapKeyedStateBackend(config.max_parallelism, groups)
         return state
@@ -81,7 +79,6 @@ class VertexState:
             index=self.index,
             keyed=self.keyed,
             operator=self.operator,
-            native=self.native,
         )
 
     # -- sources ---------------------------------------------------------------------
@@ -119,8 +116,7 @@ class VertexState:
         """The synchronous part; run `complete()` of the result off the task thread."""
         storage = CheckpointStorage(trigger.target)
         target = SnapshotTarget(storage, storage.root, self.vertex.name, self.index)
-        native = self.native if trigger.kind == "checkpoint" else None
-        return snapshot_subtask(target, trigger.checkpoint_id, self.keyed, self.operator, native)
+        return snapshot_subtask(target, trigger.checkpoint_id, trigger.kind, self.keyed, self.operator)
 
     def close(self) -> None:
         if self.keyed is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import posixpath
 import struct
 import zlib
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from typing import IO, Any
 
 from lockgate.runtime.snapshot.handles import CanonicalKeyedHandle
 from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError
+from lockgate.runtime.snapshot.strategy import KeyedSnapshotStrategy, KeyedUpload
 from lockgate.runtime.state.backend import KeyedStateBackend, StateMeta
 from lockgate.runtime.state.tables import FrozenTable
 from lockgate.runtime.varint import decode_varint, encode_varint
@@ -125,6 +127,41 @@ def write_canonical(
 
     ref = storage.write_file(path, chunks(), relative_to)
     return CanonicalKeyedHandle(frozen.key_groups, ref)
+
+
+class CanonicalUpload(KeyedUpload):
+    def __init__(self, frozen: FrozenKeyedState, path: str, snapshot_dir: str) -> None:
+        self._frozen = frozen
+        self._path = path
+        self._snapshot_dir = snapshot_dir
+
+    def run(self, storage: CheckpointStorage) -> CanonicalKeyedHandle:
+        try:
+            return write_canonical(storage, self._path, self._snapshot_dir, self._frozen)
+        finally:
+            self._frozen.release()
+
+    def cancel(self) -> None:
+        self._frozen.release()
+
+
+class CanonicalSnapshotStrategy(KeyedSnapshotStrategy):
+    """Full snapshots in the canonical format, of any backend: every savepoint,
+    and the checkpoints of backends without a format of their own."""
+
+    def __init__(self, backend: KeyedStateBackend) -> None:
+        self._backend = backend
+
+    def snapshot(self, checkpoint_id: int, snapshot_dir: str, subtask_path: str) -> CanonicalUpload:
+        path = posixpath.join(snapshot_dir, subtask_path, "keyed")
+        return CanonicalUpload(FrozenKeyedState.of(self._backend), path, snapshot_dir)
+
+    # A full snapshot carries nothing over from one checkpoint to the next.
+    def notify_complete(self, checkpoint_id: int) -> None:
+        pass
+
+    def notify_aborted(self, checkpoint_id: int) -> None:
+        pass
 
 
 def read_index(storage: CheckpointStorage, path: str, size: int) -> CanonicalIndex:

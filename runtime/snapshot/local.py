@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lockgate.runtime.clock import SystemClock
+from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend
 from lockgate.runtime.snapshot.metadata import (
     CheckpointMetadata,
     SnapshotKind,
@@ -17,20 +18,17 @@ from lockgate.runtime.snapshot.metadata import (
     read_metadata,
     write_metadata,
 )
-from lockgate.runtime.snapshot.native import NativeSnapshotStrategy
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.snapshot.subtask import SnapshotTarget, restore_subtask, snapshot_subtask
-from lockgate.runtime.state.backend import KeyedStateBackend
 from lockgate.runtime.state.operator_state import OperatorStateStore
 
 
 @dataclass
 class LocalSubtask:
-    """The state of one subtask: keyed backend, operator state, optional native strategy."""
+    """The state of one subtask: keyed backend (with its snapshot strategies), operator state."""
 
-    keyed: KeyedStateBackend | None
+    keyed: CheckpointableKeyedStateBackend | None
     operator: OperatorStateStore | None = None
-    native: NativeSnapshotStrategy | None = None
 
 
 def snapshot_vertex(
@@ -49,9 +47,9 @@ def snapshot_vertex(
         snapshot_subtask(
             SnapshotTarget(storage, snapshot_dir, vertex, index),
             checkpoint_id,
+            kind,
             subtask.keyed,
             subtask.operator,
-            subtask.native if kind == "checkpoint" else None,
         )
         for index, subtask in enumerate(subtasks)
     ]
@@ -66,8 +64,8 @@ def snapshot_vertex(
     )
     write_metadata(storage, snapshot_dir, result)
     for subtask in subtasks:
-        if subtask.native is not None and kind == "checkpoint":
-            subtask.native.notify_complete(checkpoint_id)
+        if subtask.keyed is not None and kind == "checkpoint":
+            subtask.keyed.notify_checkpoint_complete(checkpoint_id)
     return result
 
 
@@ -86,6 +84,5 @@ def restore_vertex(
             index=index,
             keyed=subtask.keyed,
             operator=subtask.operator,
-            native=subtask.native,
         )
     return metadata

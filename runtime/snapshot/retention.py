@@ -6,6 +6,16 @@ flight may have uploaded files that no `_metadata` names yet, so a file is
 only ever deleted when the checkpoint that uploaded it (its id is in the
 file's name, `<instance>-<checkpoint>-<sst>`) is neither newer than the
 latest completed checkpoint nor still in flight.
+
+One SST of one RocksDB instance may be in storage more than once: a snapshot
+that starts before the previous checkpoint's completion notice reached its
+task uploads again what that checkpoint uploaded. Which copy the next
+snapshot reuses depends on which notices have arrived by then, so a copy is
+kept while a retained checkpoint references any copy of the same SST. That
+keeps whatever a snapshot in flight reuses: it references only SSTs live in
+its database, and an SST live in it and in the older completed checkpoint it
+reuses files of is live in every checkpoint between them, the latest
+completed one (always retained) among them while checkpoints complete in order.
 """
 
 from __future__ import annotations
@@ -22,6 +32,12 @@ def uploaded_by(name: str) -> int | None:
     """The checkpoint id that uploaded shared file `name`, or None if it is not ours."""
     parts = name.split("-", 2)
     return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+
+
+def sst_of(name: str) -> tuple[str, str] | None:
+    """Which SST shared file `name` is a copy of: (RocksDB instance, SST file name)."""
+    parts = name.split("-", 2)
+    return (parts[0], parts[2]) if len(parts) == 3 and parts[1].isdigit() else None
 
 
 def referenced_shared_files(storage: CheckpointStorage, job_id: str, retained: Iterable[int]) -> set[str]:
@@ -46,7 +62,7 @@ def unreferenced_shared_files(
     in_flight: Iterable[int] = (),
 ) -> list[str]:
     retained = list(retained)
-    keep = referenced_shared_files(storage, job_id, retained)
+    keep = {sst_of(posixpath.basename(p)) for p in referenced_shared_files(storage, job_id, retained)}
     untouchable = set(in_flight)
     shared = storage.shared_dir(job_id)
     doomed = []
@@ -54,9 +70,8 @@ def unreferenced_shared_files(
         uploader = uploaded_by(name)
         if uploader is None or uploader > latest_completed or uploader in untouchable:
             continue
-        path = posixpath.join(shared, name)
-        if path not in keep:
-            doomed.append(path)
+        if sst_of(name) not in keep:
+            doomed.append(posixpath.join(shared, name))
     return doomed
 
 

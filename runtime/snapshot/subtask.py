@@ -11,31 +11,16 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from lockgate.runtime.snapshot.canonical import (
-    FrozenKeyedState,
-    restore_canonical,
-    write_canonical,
-)
-from lockgate.runtime.snapshot.handles import (
-    CanonicalKeyedHandle,
-    KeyedStateHandle,
-    NativeKeyedHandle,
-    OperatorStateHandle,
-)
-from lockgate.runtime.snapshot.metadata import CheckpointMetadata, SubtaskState
-from lockgate.runtime.snapshot.native import NativeSnapshotStrategy, NativeUpload, restore_native
+from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend, RestoreError
+from lockgate.runtime.snapshot.handles import KeyedStateHandle, OperatorStateHandle
+from lockgate.runtime.snapshot.metadata import CheckpointMetadata, SnapshotKind, SubtaskState
 from lockgate.runtime.snapshot.storage import CheckpointStorage
-from lockgate.runtime.state.backend import KeyedStateBackend
+from lockgate.runtime.snapshot.strategy import KeyedUpload
 from lockgate.runtime.state.operator_state import (
     OperatorStateSnapshot,
     OperatorStateStore,
     redistribute,
 )
-from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
-
-
-class RestoreError(ValueError):
-    """A snapshot cannot be restored into this job as configured."""
 
 
 @dataclass(frozen=True)
@@ -54,29 +39,19 @@ class PendingSubtaskSnapshot:
     def __init__(
         self,
         target: SnapshotTarget,
-        keyed: KeyedStateBackend | None,
-        native: NativeUpload | None,
+        keyed: KeyedUpload | None,
         operator: OperatorStateSnapshot | None,
     ) -> None:
         self._target = target
-        self._native = native
+        self._keyed = keyed
         self._operator = operator
-        self._canonical: FrozenKeyedState | None = None
-        if keyed is not None and native is None:
-            self._canonical = FrozenKeyedState.of(keyed)
 
     def complete(self) -> SubtaskState:
         target = self._target
         storage = target.storage
         keyed: KeyedStateHandle | None = None
-        if self._native is not None:
-            keyed = self._native.run(storage)
-        elif self._canonical is not None:
-            path = posixpath.join(target.snapshot_dir, target.subtask_path, "keyed")
-            try:
-                keyed = write_canonical(storage, path, target.snapshot_dir, self._canonical)
-            finally:
-                self._canonical.release()
+        if self._keyed is not None:
+            keyed = self._keyed.run(storage)
         operator = None
         if self._operator is not None:
             path = posixpath.join(target.snapshot_dir, target.subtask_path, "operator")
@@ -85,53 +60,28 @@ class PendingSubtaskSnapshot:
         return SubtaskState(target.subtask, keyed, operator)
 
     def cancel(self) -> None:
-        if self._native is not None:
-            self._native.cancel()
-        if self._canonical is not None:
-            self._canonical.release()
+        if self._keyed is not None:
+            self._keyed.cancel()
 
 
 def snapshot_subtask(
     target: SnapshotTarget,
     checkpoint_id: int,
-    keyed: KeyedStateBackend | None,
+    kind: SnapshotKind,
+    keyed: CheckpointableKeyedStateBackend | None,
     operator: OperatorStateStore | None,
-    native: NativeSnapshotStrategy | None = None,
 ) -> PendingSubtaskSnapshot:
-    """Take the synchronous part now. `native` selects an incremental RocksDB
-    snapshot; without it the canonical format is written (always for savepoints).
-    First, a bounded share of the expired TTL entries is deleted, so that entries
-    nobody reads again do not stay in the backend and in every native snapshot."""
+    """Take the synchronous part now, the keyed state by the strategy its backend
+    keeps for `kind` (savepoints are always canonical). First, a bounded share of
+    the expired TTL entries is deleted, so that entries nobody reads again do not
+    stay in the backend and in every incremental snapshot."""
+    upload = None
     if keyed is not None:
         keyed.drop_expired()
-    upload = None
-    if native is not None:
-        if native.backend is not keyed:
-            raise ValueError("the native snapshot strategy belongs to another backend")
-        upload = native.snapshot(checkpoint_id, target.snapshot_dir, target.subtask_path)
+        strategy = keyed.snapshot_strategy(kind)
+        upload = strategy.snapshot(checkpoint_id, target.snapshot_dir, target.subtask_path)
     op_snapshot = operator.snapshot() if operator is not None else None
-    return PendingSubtaskSnapshot(target, keyed, upload, op_snapshot)
-
-
-def restore_keyed(
-    storage: CheckpointStorage,
-    snapshot_dir: str,
-    handles: list[KeyedStateHandle],
-    backend: KeyedStateBackend,
-    native: NativeSnapshotStrategy | None = None,
-) -> None:
-    natives = [h for h in handles if isinstance(h, NativeKeyedHandle)]
-    if natives:
-        if not isinstance(backend, RocksDBKeyedStateBackend):
-            raise RestoreError(
-                f"this snapshot holds native RocksDB state, which the {backend.kind} backend "
-                "cannot read; restore it with the rocksdb backend, or take a savepoint "
-                "(canonical format) to switch backends"
-            )
-        restore_native(storage, snapshot_dir, natives, backend, native)
-    for handle in handles:
-        if isinstance(handle, CanonicalKeyedHandle):
-            restore_canonical(storage, snapshot_dir, handle, backend)
+    return PendingSubtaskSnapshot(target, upload, op_snapshot)
 
 
 def restore_subtask(
@@ -142,9 +92,8 @@ def restore_subtask(
     vertex: str,
     parallelism: int,
     index: int,
-    keyed: KeyedStateBackend | None,
+    keyed: CheckpointableKeyedStateBackend | None,
     operator: OperatorStateStore | None,
-    native: NativeSnapshotStrategy | None = None,
 ) -> None:
     """Restore subtask `index` of `parallelism` of `vertex` from a complete snapshot."""
     state = metadata.vertices.get(vertex)
@@ -165,7 +114,7 @@ def restore_subtask(
     if handles and keyed is None:
         raise RestoreError(f"vertex {vertex!r} has keyed state in the snapshot but no keyed backend")
     if keyed is not None:
-        restore_keyed(storage, snapshot_dir, handles, keyed, native)
+        keyed.restore(storage, snapshot_dir, handles)
     if operator is not None:
         old = [
             OperatorStateSnapshot.decode(storage.read_file(snapshot_dir, s.operator.file))

@@ -1,1 +1,1 @@
-"""Keyed and operator state, and the heap and RocksDB backends that keep it."""
+"""Keyed and operator state: what every backend shares (the backends are in `backends`)."""

@@ -8,6 +8,9 @@ number of stored entries, continuing where the last one stopped, and deletes
 the expired ones (a list keeps its live elements); RocksDB's compactions then
 reclaim their bytes as for any delete.
 
+This module schedules the sweeps; each backend's package has its own (the
+RocksDB backend walks a column family, the heap backend its dicts).
+
 The budget adapts: when a call used all of it and more than half of the
 entries it examined had expired, the backlog is growing and the next budget
 doubles (up to `MAX_BUDGET`); when fewer than a quarter had expired, or the
@@ -18,11 +21,8 @@ and a quiet job pays for `DEFAULT_BUDGET` entries per checkpoint.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-import rocksdict
+from typing import Protocol
 
 # Entries examined per checkpoint and subtask, at least and at most; see
 # docs/benchmarks.md for what they cost the checkpoint's synchronous part.
@@ -76,102 +76,3 @@ class IncrementalCleanup:
             self.budget = min(MAX_BUDGET, self.budget * 2)
         elif dropped * 4 < examined or examined * 2 < self.budget:
             self.budget = max(DEFAULT_BUDGET, self.budget // 2)
-
-
-class ColumnFamilySweep:
-    """One RocksDB column family, in key order, resuming after the last key seen.
-    `compact` maps stored bytes to what stays (None: nothing)."""
-
-    def __init__(self, cf: rocksdict.Rdict, compact: Callable[[bytes, int], bytes | None]) -> None:
-        self._cf = cf
-        self._compact = compact
-        self._after: bytes | None = None
-
-    def step(self, budget: int, now_ms: int) -> SweepStep:
-        rows = self._cf.iter()
-        if self._after is None:
-            rows.seek_to_first()
-        else:
-            rows.seek(self._after)
-            if rows.valid() and rows.key() == self._after:
-                rows.next()
-        examined = dropped = 0
-        # An iterator reads a consistent view, so writing behind it is safe.
-        while examined < budget and rows.valid():
-            row, data = rows.key(), rows.value()
-            kept = self._compact(data, now_ms)
-            if kept is None:
-                self._cf.delete(row)
-                dropped += 1
-            elif kept is not data:
-                self._cf.put(row, kept)
-            examined += 1
-            self._after = row
-            rows.next()
-        wrapped = not rows.valid()
-        if wrapped:
-            self._after = None
-        return SweepStep(examined, dropped, wrapped)
-
-
-class KeyGroupsSweep:
-    """The heap's dicts, a key group at a time. `alive` maps a stored object to
-    what stays (None: nothing). For map state a row is a dict of map entries,
-    and each entry counts as examined."""
-
-    def __init__(
-        self, groups: dict[int, dict[bytes, Any]], alive: Callable[[Any, int], Any], is_map: bool
-    ) -> None:
-        self._groups = groups
-        self._alive = alive
-        self._is_map = is_map
-        self._order = sorted(groups)
-        self._position = 0  # index into _order of the group being swept
-        self._keys: list[bytes] = []  # keys of that group not yet examined this pass
-
-    def step(self, budget: int, now_ms: int) -> SweepStep:
-        examined = dropped = 0
-        while examined < budget:
-            if not self._keys:
-                if self._position == len(self._order):
-                    break
-                self._keys = list(self._groups[self._order[self._position]])
-                self._position += 1
-                continue
-            rows = self._groups[self._order[self._position - 1]]
-            key = self._keys.pop()
-            if key not in rows:
-                continue  # deleted since the group's keys were listed
-            if self._is_map:
-                seen, gone = self._sweep_map(rows, key, now_ms)
-            else:
-                seen, gone = 1, self._sweep_value(rows, key, now_ms)
-            examined += seen
-            dropped += gone
-        # Told now, not by the next step, so that a pass ending on the budget
-        # does not cost this state its next turn.
-        wrapped = self._at_end()
-        if wrapped:
-            self._position = 0
-        return SweepStep(examined, dropped, wrapped)
-
-    def _at_end(self) -> bool:
-        """Nothing left in this pass: no listed keys, and the groups still to list are empty."""
-        return not self._keys and not any(self._groups[g] for g in self._order[self._position :])
-
-    def _sweep_value(self, rows: dict[bytes, Any], key: bytes, now_ms: int) -> int:
-        kept = self._alive(rows[key], now_ms)
-        if kept is None:
-            del rows[key]
-            return 1
-        rows[key] = kept
-        return 0
-
-    def _sweep_map(self, rows: dict[bytes, Any], key: bytes, now_ms: int) -> tuple[int, int]:
-        entries: dict[bytes, Any] = rows[key]
-        expired = [map_key for map_key, stored in entries.items() if self._alive(stored, now_ms) is None]
-        for map_key in expired:
-            del entries[map_key]
-        if not entries:
-            del rows[key]
-        return len(entries) + len(expired), len(expired)

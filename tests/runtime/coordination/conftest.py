@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from lockgate.runtime import ValueStateDescriptor, key_group, key_group_range
+from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
 from lockgate.runtime.coordination.coordinator import (
     CheckpointConfig,
     CheckpointCoordinator,
@@ -22,11 +23,9 @@ from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.participant import CheckpointParticipant
 from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger, decode
-from lockgate.runtime.snapshot.native import NativeSnapshotStrategy
+from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.snapshot.subtask import SnapshotTarget, snapshot_subtask
-from lockgate.runtime.state.backend import KeyedStateBackend
-from lockgate.runtime.state.heap import HeapKeyedStateBackend
 
 COUNT = ValueStateDescriptor("count", default=0)
 
@@ -65,8 +64,7 @@ class Subtask:
     keys: JobKeys
     vertex: str
     index: int
-    keyed: KeyedStateBackend | None = None
-    native: NativeSnapshotStrategy | None = None
+    keyed: CheckpointableKeyedStateBackend | None = None
     gate: asyncio.Event = field(default_factory=asyncio.Event)
     decline: str | None = None
     answered: list[int] = field(default_factory=list)
@@ -85,8 +83,7 @@ class Subtask:
             return
         storage = CheckpointStorage(trigger.target)
         target = SnapshotTarget(storage, storage.root, self.vertex, self.index)
-        native = self.native if trigger.kind == "checkpoint" else None
-        pending = snapshot_subtask(target, trigger.checkpoint_id, self.keyed, None, native)
+        pending = snapshot_subtask(target, trigger.checkpoint_id, trigger.kind, self.keyed, None)
         state = await asyncio.to_thread(pending.complete)
         await participant.acknowledge(trigger, state)
         self.answered.append(trigger.checkpoint_id)
@@ -102,8 +99,8 @@ class Subtask:
     async def follow_completions(self, start_revision: int) -> None:
         async for event in self.etcd.watch_prefix(self.keys.completed, start_revision):
             completed = None if event.deleted else decode(CompletedCheckpoint, event.value)
-            if completed is not None and self.native is not None and completed.kind == "checkpoint":
-                self.native.notify_complete(completed.checkpoint_id)
+            if completed is not None and self.keyed is not None and completed.kind == "checkpoint":
+                self.keyed.notify_checkpoint_complete(completed.checkpoint_id)
 
 
 class Job:

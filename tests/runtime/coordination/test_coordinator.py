@@ -6,13 +6,13 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.errors import CheckpointAbortedError, JobFailedError
 from lockgate.runtime.coordination.records import CompletedCheckpoint, decode
 from lockgate.runtime.metrics.job_metrics import JobMetrics
 from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex
 from lockgate.runtime.snapshot.metadata import read_metadata
-from lockgate.runtime.state.heap import HeapKeyedStateBackend
 
 from tests.polling import eventually
 from tests.runtime.coordination.conftest import COUNT, Job

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 from lockgate.runtime import ValueStateDescriptor, key_group
+from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.restore_point import resolve_restore_point
-from lockgate.runtime.snapshot.native import NativeSnapshotStrategy
 from lockgate.runtime.snapshot.retention import referenced_shared_files
 from lockgate.runtime.snapshot.storage import SnapshotCorruptError
-from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
 
 from tests.runtime.coordination.conftest import Job
 
@@ -26,8 +25,9 @@ def _rocksdb_state(job: Job, tmp_path: Path) -> list[RocksDBKeyedStateBackend]:
     for subtask in job.subtasks:
         if subtask.vertex == "count":
             index = subtask.index
-            backend = RocksDBKeyedStateBackend(16, range(index * 8, index * 8 + 8), tmp_path / "db")
-            subtask.keyed, subtask.native = backend, NativeSnapshotStrategy(backend)
+            groups = range(index * 8, index * 8 + 8)
+            backend = RocksDBKeyedStateBackend(16, groups, tmp_path / "db", incremental=True)
+            subtask.keyed = backend
             backends.append(backend)
     return backends
 

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
+from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.records import SavepointResult, decode
 from lockgate.runtime.coordination.restore_point import verify
 from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
 from lockgate.runtime.snapshot.handles import CanonicalKeyedHandle
 from lockgate.runtime.snapshot.metadata import read_metadata
-from lockgate.runtime.snapshot.native import NativeSnapshotStrategy
 from lockgate.runtime.snapshot.storage import CheckpointStorage
-from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
 
 from tests.polling import eventually
 from tests.runtime.coordination.conftest import Job
@@ -22,8 +21,7 @@ MANUAL = CheckpointConfig(interval_s=None, timeout_s=30)
 
 async def test_savepoint_request_round_trip(job: Job, tmp_path) -> None:
     counting = job.subtasks[-1]
-    backend = RocksDBKeyedStateBackend(16, range(8, 16), tmp_path / "rocks")
-    counting.keyed, counting.native = backend, NativeSnapshotStrategy(backend)
+    counting.keyed = RocksDBKeyedStateBackend(16, range(8, 16), tmp_path / "rocks", incremental=True)
     coordinator = job.coordinator(MANUAL)
     await coordinator.start()
     runner = asyncio.create_task(coordinator.run())

@@ -18,9 +18,7 @@ from lockgate.runtime import (
     operator_index,
 )
 from lockgate.runtime.snapshot.local import LocalSubtask
-from lockgate.runtime.snapshot.native import NativeSnapshotStrategy
 from lockgate.runtime.state.backend import KeyedStateBackend
-from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
 
 from tests.conftest import Average, make_backend
 
@@ -74,12 +72,9 @@ def build(
     subtasks = []
     for index in range(parallelism):
         groups = key_group_range(max_parallelism, parallelism, index)
-        backend = make_backend(backend_kind, max_parallelism, groups, local_dir / f"p{parallelism}")
-        strategy = None
-        if native:
-            assert isinstance(backend, RocksDBKeyedStateBackend)
-            strategy = NativeSnapshotStrategy(backend)
-        subtasks.append(LocalSubtask(backend, native=strategy))
+        directory = local_dir / f"p{parallelism}"
+        backend = make_backend(backend_kind, max_parallelism, groups, directory, incremental=native)
+        subtasks.append(LocalSubtask(backend))
     return subtasks
 
 

@@ -7,35 +7,33 @@ from pathlib import Path
 
 import pytest
 from lockgate.runtime import ValueStateDescriptor, key_group, key_group_range
+from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
+from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.snapshot.canonical import read_index
 from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex, snapshot_vertex
 from lockgate.runtime.snapshot.metadata import CheckpointMetadata
-from lockgate.runtime.snapshot.native import NativeSnapshotStrategy
 from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError
 from lockgate.runtime.snapshot.subtask import restore_subtask
-from lockgate.runtime.state.heap import HeapKeyedStateBackend
 from lockgate.runtime.state.operator_state import OperatorStateStore
-from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
 
 COUNT = ValueStateDescriptor("count", default=0)
 
 
 def _snapshot(storage: CheckpointStorage, tmp_path: Path, native: bool) -> tuple[str, CheckpointMetadata]:
-    backend = RocksDBKeyedStateBackend(8, range(8), tmp_path / "old")
+    backend = RocksDBKeyedStateBackend(8, range(8), tmp_path / "old", incremental=native)
     count = backend.state(COUNT)
     for key in range(500):
         backend.set_current_key(key)
         count.update(key)
     operator = OperatorStateStore()
     operator.list_state("offsets").add_all([1, 2, 3])
-    strategy = NativeSnapshotStrategy(backend) if native else None
     snapshot_dir = storage.checkpoint_dir("job", 1)
     meta = snapshot_vertex(
         storage,
         snapshot_dir,
         ("job", 1, "checkpoint"),
         "v",
-        [LocalSubtask(backend, operator, strategy)],
+        [LocalSubtask(backend, operator)],
     )
     return snapshot_dir, meta
 

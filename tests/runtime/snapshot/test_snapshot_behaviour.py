@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pytest
 from lockgate.runtime import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
+from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
+from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.clock import ManualClock
+from lockgate.runtime.snapshot.checkpointable import RestoreError
 from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex, snapshot_vertex
 from lockgate.runtime.snapshot.metadata import (
     CheckpointMetadata,
@@ -14,12 +17,9 @@ from lockgate.runtime.snapshot.metadata import (
     read_metadata,
     write_metadata,
 )
-from lockgate.runtime.snapshot.native import NativeSnapshotStrategy
 from lockgate.runtime.snapshot.storage import CheckpointStorage
-from lockgate.runtime.snapshot.subtask import RestoreError, SnapshotTarget, snapshot_subtask
+from lockgate.runtime.snapshot.subtask import SnapshotTarget, snapshot_subtask
 from lockgate.runtime.state.backend import StateMigrationError
-from lockgate.runtime.state.heap import HeapKeyedStateBackend
-from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
 
 from tests.conftest import make_backend
 
@@ -47,14 +47,13 @@ def _complete(storage: CheckpointStorage, pending, checkpoint_id: int, backend) 
 def test_snapshot_reflects_the_synchronous_instant(
     storage: CheckpointStorage, tmp_path: Path, backend_kind: str, fmt: str
 ) -> None:
-    backend = make_backend(backend_kind, 16, range(16), tmp_path / "a")
+    backend = make_backend(backend_kind, 16, range(16), tmp_path / "a", incremental=fmt == "native")
     count = backend.state(COUNT)
     for key in range(100):
         backend.set_current_key(key)
         count.update(1)
-    native = NativeSnapshotStrategy(backend) if fmt == "native" else None  # type: ignore[arg-type]
     target = SnapshotTarget(storage, storage.checkpoint_dir("job", 1), "v", 0)
-    pending = snapshot_subtask(target, 1, backend, None, native)
+    pending = snapshot_subtask(target, 1, "checkpoint", backend, None)
     # Records keep flowing while the asynchronous part has not run yet.
     for key in range(100, 200):
         backend.set_current_key(key)
@@ -152,22 +151,22 @@ def test_max_parallelism_must_match_the_snapshot(storage: CheckpointStorage, tmp
 
 
 def test_native_checkpoint_cannot_restore_into_heap(storage: CheckpointStorage, tmp_path: Path) -> None:
-    old = RocksDBKeyedStateBackend(16, range(16), tmp_path)
+    old = RocksDBKeyedStateBackend(16, range(16), tmp_path, incremental=True)
     old.set_current_key("k")
     old.state(COUNT).update(1)
     snapshot_dir = storage.checkpoint_dir("job", 1)
-    subtask = LocalSubtask(old, native=NativeSnapshotStrategy(old))
+    subtask = LocalSubtask(old)
     snapshot_vertex(storage, snapshot_dir, ("job", 1, "checkpoint"), "v", [subtask])
     with pytest.raises(RestoreError, match=r"native RocksDB.*heap.*savepoint"):
         restore_vertex(storage, snapshot_dir, "v", [LocalSubtask(HeapKeyedStateBackend(16, range(16)))])
 
 
 def test_savepoints_are_canonical_and_relocatable(storage: CheckpointStorage, tmp_path: Path) -> None:
-    old = RocksDBKeyedStateBackend(16, range(16), tmp_path / "old")
+    old = RocksDBKeyedStateBackend(16, range(16), tmp_path / "old", incremental=True)
     old.set_current_key("k")
     old.state(COUNT).update(7)
     savepoint = storage.savepoint_dir("sp1")
-    subtask = LocalSubtask(old, native=NativeSnapshotStrategy(old))
+    subtask = LocalSubtask(old)
     meta = snapshot_vertex(storage, savepoint, ("job", 1, "savepoint"), "v", [subtask])
     assert meta.vertices["v"].subtasks[0].keyed.format == "canonical"  # type: ignore[union-attr]
 

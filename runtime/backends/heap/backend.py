@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from lockgate.runtime.backends.heap.ttl_sweep import KeyGroupsSweep
 from lockgate.runtime.clock import Clock
-from lockgate.runtime.state.backend import KeyedStateBackend, StateMeta
+from lockgate.runtime.snapshot.canonical import CanonicalSnapshotStrategy
+from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend
+from lockgate.runtime.state.backend import StateMeta
 from lockgate.runtime.state.codecs import Codec, codec_for
 from lockgate.runtime.state.descriptors import StateDescriptor
 from lockgate.runtime.state.tables import MISSING, CurrentKey, FrozenTable, map_rest
-from lockgate.runtime.state.ttl_cleanup import KeyGroupsSweep
 from lockgate.runtime.varint import decode_varint
 
 RawEntries = dict[int, list[tuple[bytes, bytes]]]
@@ -139,7 +141,7 @@ class _FrozenRaw:
         self._groups = {}
 
 
-class HeapKeyedStateBackend(KeyedStateBackend):
+class HeapKeyedStateBackend(CheckpointableKeyedStateBackend):
     kind = "heap"
 
     def __init__(self, max_parallelism: int, key_groups: range, clock: Clock | None = None) -> None:
@@ -148,6 +150,11 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         # Restored states are kept as bytes until registered: decoding needs the
         # descriptor's serializer, and a state nobody registers must survive.
         self._pending: dict[str, RawEntries] = {}
+        self._checkpoints = CanonicalSnapshotStrategy(self)
+
+    @property
+    def checkpoint_strategy(self) -> CanonicalSnapshotStrategy:
+        return self._checkpoints
 
     def _value_table(self, descriptor: StateDescriptor) -> HeapValueTable:
         table = HeapValueTable(descriptor, self.key_groups)

@@ -7,6 +7,13 @@ checkpoint uploaded before into `<job>/shared/` and the small private files
 files are immutable, so a file uploaded once is referenced again by later
 checkpoints; only files confirmed by a *completed* checkpoint are reused, so
 nothing references an upload of an aborted one.
+
+Threads: the synchronous part and the notifications of completed or aborted
+checkpoints run on the task's chain thread, uploads on upload threads, so
+that records keep flowing. An upload never writes the strategy's records of
+checkpoints: it hands its files over in its own `NativeUpload.uploaded`, set
+once when it has finished, and the strategy reads them from there when the
+checkpoint completes. What the strategy keeps is changed under its lock only.
 """
 
 from __future__ import annotations
@@ -14,19 +21,20 @@ from __future__ import annotations
 import os
 import posixpath
 import shutil
-import tempfile
+import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import rocksdict
 from lockgate.runtime.snapshot.handles import NativeKeyedHandle
 from lockgate.runtime.snapshot.storage import CheckpointStorage, FileRef
-from lockgate.runtime.state.rocksdb import (
-    RocksDBKeyedStateBackend,
-    db_options,
-    key_group_prefix,
-    list_column_families,
-)
+from lockgate.runtime.snapshot.strategy import KeyedSnapshotStrategy, KeyedUpload
+
+if TYPE_CHECKING:
+    from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 
 
 @dataclass(frozen=True)
@@ -41,7 +49,7 @@ class SharedFile:
         return FileRef(posixpath.relpath(self.path, snapshot_dir), self.size, self.crc32)
 
 
-class NativeUpload:
+class NativeUpload(KeyedUpload):
     """The asynchronous part of one native snapshot."""
 
     def __init__(
@@ -51,6 +59,8 @@ class NativeUpload:
         local_dir: Path,
         target_dir: str,
         subtask_path: str,
+        *,
+        reusable: Mapping[str, SharedFile],
     ) -> None:
         self._strategy = strategy
         self._checkpoint_id = checkpoint_id
@@ -59,7 +69,9 @@ class NativeUpload:
         self._subtask_path = subtask_path
         self._states = dict(strategy.backend.metas)
         self._key_groups = strategy.backend.key_groups
-        self._reusable = dict(strategy.confirmed)
+        self._reusable = reusable
+        self.uploaded: Mapping[str, SharedFile] | None = None
+        """The SST files this checkpoint references, by local name; set once the upload is done."""
 
     def run(self, storage: CheckpointStorage) -> NativeKeyedHandle:
         try:
@@ -89,114 +101,53 @@ class NativeUpload:
             else:
                 path = posixpath.join(self._target_dir, self._subtask_path, "native", name)
                 private[name] = storage.upload(local, path, self._target_dir)
-        self._strategy.pending[self._checkpoint_id] = uploaded
+        self.uploaded = MappingProxyType(uploaded)
         return NativeKeyedHandle(self._key_groups, self._states, shared, private)
 
     def cancel(self) -> None:
         shutil.rmtree(self._local_dir, ignore_errors=True)
 
 
-class NativeSnapshotStrategy:
+class NativeSnapshotStrategy(KeyedSnapshotStrategy):
     """Incremental snapshots of one RocksDB backend, across its checkpoints."""
 
     def __init__(self, backend: RocksDBKeyedStateBackend) -> None:
         self.backend = backend
-        self.confirmed: dict[str, SharedFile] = {}
-        self.pending: dict[int, dict[str, SharedFile]] = {}
+        self._lock = threading.Lock()
+        # The SST files of the latest completed checkpoint, which the next ones reuse.
+        self._confirmed: Mapping[str, SharedFile] = MappingProxyType({})
+        self._in_flight: dict[int, NativeUpload] = {}
 
-    def snapshot(self, checkpoint_id: int, target_dir: str, subtask_path: str) -> NativeUpload:
+    def snapshot(self, checkpoint_id: int, snapshot_dir: str, subtask_path: str) -> NativeUpload:
         """The synchronous part: a local RocksDB checkpoint of this instant."""
         local = self.backend.path.parent / f"chk-{checkpoint_id}-{self.backend.instance_id}"
         shutil.rmtree(local, ignore_errors=True)
         rocksdict.Checkpoint(self.backend.db).create_checkpoint(str(local))
-        return NativeUpload(self, checkpoint_id, local, target_dir, subtask_path)
+        with self._lock:
+            upload = NativeUpload(
+                self, checkpoint_id, local, snapshot_dir, subtask_path, reusable=self._confirmed
+            )
+            self._in_flight[checkpoint_id] = upload
+        return upload
 
     def notify_complete(self, checkpoint_id: int) -> None:
-        uploaded = self.pending.pop(checkpoint_id, None)
-        if uploaded is not None:
-            self.confirmed = uploaded
-        for older in [n for n in self.pending if n < checkpoint_id]:
-            del self.pending[older]
+        with self._lock:
+            upload = self._in_flight.pop(checkpoint_id, None)
+            if upload is not None and upload.uploaded is not None:
+                self._confirmed = upload.uploaded
+            # Older checkpoints can complete no more: this one subsumes them.
+            for older in [n for n in self._in_flight if n < checkpoint_id]:
+                del self._in_flight[older]
 
     def notify_aborted(self, checkpoint_id: int) -> None:
-        self.pending.pop(checkpoint_id, None)
+        with self._lock:
+            self._in_flight.pop(checkpoint_id, None)
 
     def seed(self, handle: NativeKeyedHandle, snapshot_dir: str) -> None:
         """After restoring from `handle` as base, its SST files need no new upload."""
-        self.confirmed = {
+        confirmed = {
             name: SharedFile(posixpath.normpath(posixpath.join(snapshot_dir, ref.path)), ref.size, ref.crc32)
             for name, ref in handle.shared.items()
         }
-
-
-def _download(storage: CheckpointStorage, snapshot_dir: str, handle: NativeKeyedHandle, into: Path) -> None:
-    into.mkdir(parents=True)
-    for name, ref in {**handle.shared, **handle.private}.items():
-        storage.download(snapshot_dir, ref, str(into / name))
-
-
-def _overlap(a: range, b: range) -> range:
-    return range(max(a.start, b.start), min(a.stop, b.stop))
-
-
-def _copy_key_groups(source: Path, handle: NativeKeyedHandle, backend: RocksDBKeyedStateBackend) -> None:
-    """Copy the rows of the key groups `backend` owns from the RocksDB at `source`."""
-    own = _overlap(handle.key_groups, backend.key_groups)
-    names = list_column_families(source)
-    families = {name: rocksdict.Options(raw_mode=True) for name in names}
-    db = rocksdict.Rdict(str(source), db_options(), column_families=families or None)
-    try:
-        for name in names:
-            meta = handle.states[name]
-            cf = db.get_column_family(name)
-            end = key_group_prefix(own.stop)
-            group, rows = -1, list[tuple[bytes, bytes]]()
-            for row, data in cf.items(from_key=key_group_prefix(own.start)):
-                assert isinstance(row, bytes)  # raw mode
-                assert isinstance(data, bytes)
-                if row >= end:
-                    break
-                row_group = int.from_bytes(row[:2], "big")
-                if row_group != group and rows:
-                    backend.load(name, meta, group, rows)
-                    rows = []
-                group = row_group
-                rows.append((row[2:], data))
-            if rows:
-                backend.load(name, meta, group, rows)
-            del cf
-    finally:
-        db.close()
-
-
-def restore_native(
-    storage: CheckpointStorage,
-    snapshot_dir: str,
-    handles: list[NativeKeyedHandle],
-    backend: RocksDBKeyedStateBackend,
-    strategy: NativeSnapshotStrategy | None = None,
-) -> None:
-    """Restore `backend`'s key groups from native snapshots of any old parallelism.
-
-    The handle overlapping most becomes the base database (its foreign key
-    groups range-deleted); rows of the others are copied in.
-    """
-    overlapping = [h for h in handles if _overlap(h.key_groups, backend.key_groups)]
-    if not overlapping:
-        return
-    base = max(overlapping, key=lambda h: len(_overlap(h.key_groups, backend.key_groups)))
-    work = Path(tempfile.mkdtemp(prefix="restore-", dir=backend.path.parent))
-    try:
-        _download(storage, snapshot_dir, base, work / "base")
-        backend.replace_files(work / "base")
-        for name, meta in base.states.items():
-            backend.add_restored_meta(name, meta)
-        if base.key_groups != backend.key_groups:
-            backend.drop_foreign_key_groups()
-        for index, other in enumerate(h for h in overlapping if h is not base):
-            _download(storage, snapshot_dir, other, work / f"other-{index}")
-            _copy_key_groups(work / f"other-{index}", other, backend)
-        if strategy is not None:
-            strategy.seed(base, snapshot_dir)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        with self._lock:
+            self._confirmed = MappingProxyType(confirmed)

@@ -1,10 +1,11 @@
 """RocksDB backend (rocksdict, raw mode): a column family per state.
 
-Every row key starts with its key group as two big-endian bytes, so one key
-group is one contiguous key range: a canonical snapshot reads it with one
-seek, and a restore at another parallelism drops foreign key groups with one
-range delete per column family. The WAL is off: durability comes from
-checkpoints, and a failed subtask restores from one, never from local files.
+One key group is one contiguous key range (see `database`): a canonical
+snapshot reads it with one seek, and a restore at another parallelism drops
+foreign key groups with one range delete per column family. The WAL is off:
+durability comes from checkpoints, and a failed subtask restores from one,
+never from local files. The backend owns its checkpoint strategy (native
+incremental or canonical) and restores native snapshots itself.
 """
 
 from __future__ import annotations
@@ -16,39 +17,26 @@ from pathlib import Path
 from typing import Any
 
 import rocksdict
+from lockgate.runtime.backends.rocksdb.database import (
+    db_options,
+    key_group_prefix,
+    list_column_families,
+    prefix_successor,
+)
+from lockgate.runtime.backends.rocksdb.native_restore import restore_native
+from lockgate.runtime.backends.rocksdb.native_snapshot import NativeSnapshotStrategy
+from lockgate.runtime.backends.rocksdb.ttl_sweep import ColumnFamilySweep
 from lockgate.runtime.clock import Clock
-from lockgate.runtime.state.backend import KeyedStateBackend, StateMeta
+from lockgate.runtime.snapshot.canonical import CanonicalSnapshotStrategy
+from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend
+from lockgate.runtime.snapshot.handles import NativeKeyedHandle
+from lockgate.runtime.snapshot.storage import CheckpointStorage
+from lockgate.runtime.state.backend import StateMeta
 from lockgate.runtime.state.codecs import Codec, codec_for
 from lockgate.runtime.state.descriptors import StateDescriptor
 from lockgate.runtime.state.tables import MISSING, CurrentKey, FrozenTable
-from lockgate.runtime.state.ttl_cleanup import ColumnFamilySweep
 
 _WRITE_BATCH_ROWS = 10_000
-
-
-def key_group_prefix(key_group: int) -> bytes:
-    return key_group.to_bytes(2, "big")
-
-
-def prefix_successor(prefix: bytes) -> bytes:
-    """The smallest byte string greater than every string starting with `prefix`."""
-    trimmed = prefix.rstrip(b"\xff")
-    if not trimmed:
-        return b"\xff" * (len(prefix) + 1)
-    return trimmed[:-1] + bytes((trimmed[-1] + 1,))
-
-
-def list_column_families(path: Path) -> list[str]:
-    """The state column families of the database at `path` (without "default")."""
-    return [n for n in rocksdict.Rdict.list_cf(str(path), db_options()) if n != "default"]
-
-
-def db_options() -> rocksdict.Options:
-    options = rocksdict.Options(raw_mode=True)
-    options.create_if_missing(True)
-    options.create_missing_column_families(True)
-    options.set_max_background_jobs(2)
-    return options
 
 
 def _write_options() -> rocksdict.WriteOptions:
@@ -173,7 +161,10 @@ class _FrozenColumnFamily:
             owner.released()
 
 
-class RocksDBKeyedStateBackend(KeyedStateBackend):
+class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
+    """`incremental`: checkpoints are native RocksDB checkpoints that upload only
+    the SST files no completed checkpoint uploaded before; otherwise canonical."""
+
     kind = "rocksdb"
 
     def __init__(
@@ -182,6 +173,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         key_groups: range,
         local_dir: str | Path,
         clock: Clock | None = None,
+        *,
+        incremental: bool = False,
     ) -> None:
         super().__init__(max_parallelism, key_groups, clock)
         # Names this instance's SST files in shared checkpoint storage: file
@@ -193,6 +186,20 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._db: Any = None
         self._cfs: dict[str, rocksdict.Rdict] = {}
         self._open()
+        self._native = NativeSnapshotStrategy(self) if incremental else None
+        self._checkpoints = self._native or CanonicalSnapshotStrategy(self)
+
+    @property
+    def checkpoint_strategy(self) -> NativeSnapshotStrategy | CanonicalSnapshotStrategy:
+        return self._checkpoints
+
+    def _restore_native(
+        self, storage: CheckpointStorage, snapshot_dir: str, handles: list[NativeKeyedHandle]
+    ) -> None:
+        base = restore_native(storage, snapshot_dir, handles, self)
+        if base is not None and self._native is not None:
+            # Its SST files are in storage already: the next checkpoint reuses them.
+            self._native.seed(base, snapshot_dir)
 
     @property
     def db(self) -> Any:

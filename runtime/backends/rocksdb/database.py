@@ -1,0 +1,36 @@
+"""How the RocksDB backend lays out its database: options, column families, row keys.
+
+Every row key starts with its key group as two big-endian bytes, so one key
+group is one contiguous key range.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import rocksdict
+
+
+def key_group_prefix(key_group: int) -> bytes:
+    return key_group.to_bytes(2, "big")
+
+
+def prefix_successor(prefix: bytes) -> bytes:
+    """The smallest byte string greater than every string starting with `prefix`."""
+    trimmed = prefix.rstrip(b"\xff")
+    if not trimmed:
+        return b"\xff" * (len(prefix) + 1)
+    return trimmed[:-1] + bytes((trimmed[-1] + 1,))
+
+
+def list_column_families(path: Path) -> list[str]:
+    """The state column families of the database at `path` (without "default")."""
+    return [n for n in rocksdict.Rdict.list_cf(str(path), db_options()) if n != "default"]
+
+
+def db_options() -> rocksdict.Options:
+    options = rocksdict.Options(raw_mode=True)
+    options.create_if_missing(True)
+    options.create_missing_column_families(True)
+    options.set_max_background_jobs(2)
+    return options

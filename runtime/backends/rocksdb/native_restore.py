@@ -1,0 +1,87 @@
+"""Restore of native RocksDB snapshots, at any parallelism."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import rocksdict
+from lockgate.runtime.backends.rocksdb.database import db_options, key_group_prefix, list_column_families
+from lockgate.runtime.snapshot.handles import NativeKeyedHandle
+from lockgate.runtime.snapshot.storage import CheckpointStorage
+
+if TYPE_CHECKING:
+    from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
+
+
+def _download(storage: CheckpointStorage, snapshot_dir: str, handle: NativeKeyedHandle, into: Path) -> None:
+    into.mkdir(parents=True)
+    for name, ref in {**handle.shared, **handle.private}.items():
+        storage.download(snapshot_dir, ref, str(into / name))
+
+
+def _overlap(a: range, b: range) -> range:
+    return range(max(a.start, b.start), min(a.stop, b.stop))
+
+
+def _copy_key_groups(source: Path, handle: NativeKeyedHandle, backend: RocksDBKeyedStateBackend) -> None:
+    """Copy the rows of the key groups `backend` owns from the RocksDB at `source`."""
+    own = _overlap(handle.key_groups, backend.key_groups)
+    names = list_column_families(source)
+    families = {name: rocksdict.Options(raw_mode=True) for name in names}
+    db = rocksdict.Rdict(str(source), db_options(), column_families=families or None)
+    try:
+        for name in names:
+            meta = handle.states[name]
+            cf = db.get_column_family(name)
+            end = key_group_prefix(own.stop)
+            group, rows = -1, list[tuple[bytes, bytes]]()
+            for row, data in cf.items(from_key=key_group_prefix(own.start)):
+                assert isinstance(row, bytes)  # raw mode
+                assert isinstance(data, bytes)
+                if row >= end:
+                    break
+                row_group = int.from_bytes(row[:2], "big")
+                if row_group != group and rows:
+                    backend.load(name, meta, group, rows)
+                    rows = []
+                group = row_group
+                rows.append((row[2:], data))
+            if rows:
+                backend.load(name, meta, group, rows)
+            del cf
+    finally:
+        db.close()
+
+
+def restore_native(
+    storage: CheckpointStorage,
+    snapshot_dir: str,
+    handles: list[NativeKeyedHandle],
+    backend: RocksDBKeyedStateBackend,
+) -> NativeKeyedHandle | None:
+    """Restore `backend`'s key groups from native snapshots of any old parallelism.
+
+    The handle overlapping most becomes the base database (its foreign key
+    groups range-deleted); rows of the others are copied in. Returns the base.
+    """
+    overlapping = [h for h in handles if _overlap(h.key_groups, backend.key_groups)]
+    if not overlapping:
+        return None
+    base = max(overlapping, key=lambda h: len(_overlap(h.key_groups, backend.key_groups)))
+    work = Path(tempfile.mkdtemp(prefix="restore-", dir=backend.path.parent))
+    try:
+        _download(storage, snapshot_dir, base, work / "base")
+        backend.replace_files(work / "base")
+        for name, meta in base.states.items():
+            backend.add_restored_meta(name, meta)
+        if base.key_groups != backend.key_groups:
+            backend.drop_foreign_key_groups()
+        for index, other in enumerate(h for h in overlapping if h is not base):
+            _download(storage, snapshot_dir, other, work / f"other-{index}")
+            _copy_key_groups(work / f"other-{index}", other, backend)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return base

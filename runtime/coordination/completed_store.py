@@ -40,12 +40,15 @@ class CompletedCheckpointStore:
         data = await self._etcd.get(self._keys.latest)
         return None if data is None else int(data)
 
-    def completion_ops(self, summary: CompletedCheckpoint) -> list[Any]:
-        """The writes that complete a checkpoint, for one guarded transaction."""
+    def completion_ops(self, summary: CompletedCheckpoint, newest: bool) -> list[Any]:
+        """The writes that complete a checkpoint, for one guarded transaction; `latest`
+        moves only to a checkpoint newer than every one completed before (a savepoint
+        triggered earlier may complete after a newer checkpoint)."""
         n = summary.checkpoint_id
+        latest = [put_op(self._keys.latest, str(n).encode())] if newest else []
         return [
             put_op(self._keys.completed_of(n), encode(summary)),
-            put_op(self._keys.latest, str(n).encode()),
+            *latest,
             delete_prefix_op(self._keys.acks_of(n)),
         ]
 

@@ -137,6 +137,7 @@ class CheckpointCoordinator:
         self.pending: dict[int, PendingCheckpoint] = {}
         self._next_id = 1
         self._last_allocated = 0
+        self._latest_completed = 0
         self._consecutive_failures = 0
         self._last_completion = time.monotonic()
         self._last_trigger = time.monotonic()
@@ -176,6 +177,7 @@ class CheckpointCoordinator:
         # subscribes after this coordinator's first trigger.
         self.trigger_revision = revision + 1
         self._last_allocated = await self._highest_id_in_use()
+        self._latest_completed = await self.store.latest_id() or 0
         self._next_id = self._last_allocated + 1
         # Acks of an earlier coordinator belong to checkpoints nobody will complete,
         # and sources restored by this run report being drained anew.
@@ -391,17 +393,23 @@ class CheckpointCoordinator:
             final=bool(self._plan.sources) and pending.drained >= self._plan.source_subtasks,
             launch=self.launch,
         )
-        if not await self._etcd.transaction([self.leadership.guard], self.store.completion_ops(summary)):
+        n = trigger.checkpoint_id
+        newest = n > self._latest_completed
+        if not await self._etcd.transaction(
+            [self.leadership.guard], self.store.completion_ops(summary, newest)
+        ):
             self.leadership.lost.set()
             await asyncio.to_thread(target.delete, f"{target.root}/_metadata")
             await self._abort(trigger.checkpoint_id, "this coordinator was replaced")
             self._wake.set()
             return
         pending.status = "finished"
-        del self.pending[trigger.checkpoint_id]
+        del self.pending[n]
+        self._latest_completed = max(self._latest_completed, n)
         self._consecutive_failures = 0
         self._last_completion = time.monotonic()
-        log.info("checkpoint %s complete: %s bytes", trigger.checkpoint_id, summary.bytes)
+        log.info("checkpoint %s complete: %s bytes", n, summary.bytes)
+        await self._subsume_older_than(n)
         try:
             await self.store.discard_old(set(self.pending), self.leadership.guard)
         except CoordinatorFencedError:
@@ -430,7 +438,15 @@ class CheckpointCoordinator:
             if pending.status == "pending" and pending.deadline <= now:
                 await self._abort(n, f"timed out after {self.config.timeout_s} s")
 
-    async def _abort(self, n: int, reason: str) -> None:
+    async def _subsume_older_than(self, n: int) -> None:
+        """A completed checkpoint makes every older pending checkpoint useless (as in
+        Flink): none of them may complete after it and become `latest`. Savepoints
+        go on: the user asked for them."""
+        for older, pending in list(self.pending.items()):
+            if older < n and pending.trigger.kind == "checkpoint" and pending.status == "pending":
+                await self._abort(older, f"subsumed by checkpoint {n}", failure=False)
+
+    async def _abort(self, n: int, reason: str, *, failure: bool = True) -> None:
         pending = self.pending.get(n)
         if pending is None or pending.status == "finished":
             return
@@ -447,7 +463,7 @@ class CheckpointCoordinator:
         pending.done.set_exception(CheckpointAbortedError(n, reason))
         if self._listener is not None:
             self._listener.aborted(trigger, reason)
-        if trigger.kind == "checkpoint":
+        if trigger.kind == "checkpoint" and failure:
             self._consecutive_failures += 1
             if self._consecutive_failures > self.config.tolerable_failures:
                 self._failure = (

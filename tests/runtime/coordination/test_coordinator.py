@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
-from lockgate.runtime.coordination.coordinator import CheckpointConfig
+from lockgate.runtime.coordination.coordinator import CheckpointConfig, JobPlan
 from lockgate.runtime.coordination.errors import CheckpointAbortedError, JobFailedError
-from lockgate.runtime.coordination.records import CompletedCheckpoint, decode
+from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger, decode
 from lockgate.runtime.metrics.job_metrics import JobMetrics
 from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex
 from lockgate.runtime.snapshot.metadata import read_metadata
 
-from tests.polling import eventually
+from tests.polling import eventually, eventually_true
 from tests.runtime.coordination.conftest import COUNT, Job
 
 MANUAL = CheckpointConfig(interval_s=None, timeout_s=30)
@@ -217,3 +217,33 @@ async def test_the_driver_metrics_count_what_the_coordinator_reports(job: Job) -
         completed.completed_ms / 1000
     )
     assert sample("lockgate_restarts_total", job_labels) == 0.0
+
+
+async def test_a_completed_checkpoint_subsumes_older_pending_ones(etcd, keys, tmp_path: Path) -> None:
+    """With concurrent checkpoints, the acks of an older one can arrive after a newer
+    one completed: it must not complete then and move `latest` back."""
+    job = Job(etcd, keys, tmp_path, JobPlan({"source": 1, "count": 1}, 8))
+    coordinator = job.coordinator(CheckpointConfig(interval_s=None, timeout_s=30, max_concurrent=2))
+    await coordinator.start()
+    try:
+        older, newer = coordinator.trigger(), coordinator.trigger()
+        await eventually_true(lambda: _published(job, 2), "both triggers are published")
+        triggers = [coordinator.pending[n].trigger for n in (1, 2)]
+        for subtask in job.subtasks:
+            await subtask.answer(triggers[1])
+        completed = await asyncio.wait_for(newer, 10)
+        for subtask in job.subtasks:
+            await subtask.answer(triggers[0])
+        with pytest.raises(CheckpointAbortedError, match="subsumed by checkpoint 2"):
+            await asyncio.wait_for(older, 10)
+        assert coordinator._consecutive_failures == 0, "a subsumed checkpoint is no failure"
+    finally:
+        await coordinator.close()
+    assert completed.checkpoint_id == 2
+    assert await etcd.get(keys.latest) == b"2"
+    assert [c.checkpoint_id for c in await coordinator.store.all()] == [2]
+
+
+async def _published(job: Job, n: int) -> bool:
+    data = await job.etcd.get(job.keys.trigger)
+    return data is not None and decode(Trigger, data).checkpoint_id == n

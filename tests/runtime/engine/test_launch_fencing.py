@@ -1,0 +1,95 @@
+"""Tasks of a launch that no longer coordinates the job stop by themselves, in-process
+against a real etcd: an executor cut off from its driver must not go on computing,
+and its sinks must not commit, for a coordinator that lost the job."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+from lockgate.runtime import GeneratorSource, StreamEnvironment
+from lockgate.runtime.coordination.coordinator import CheckpointConfig, CheckpointCoordinator
+from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
+from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.engine.control import CheckpointControl, LaunchDeposedError
+from lockgate.runtime.engine.handshake import AuthenticationError, ChannelId
+from lockgate.runtime.engine.job_spec import JobSpec
+from lockgate.runtime.engine.local_runner import run_local
+from lockgate.runtime.engine.network import ExchangeServer, RemoteOutputChannel
+from lockgate.runtime.engine.plan import job_plan
+from lockgate.runtime.engine.task import TaskConfig
+from lockgate.runtime.engine.vertex_state import StateConfig
+from lockgate.runtime.snapshot.storage import CheckpointStorage
+
+from tests.jobs.counting import running_sum
+from tests.runtime.engine.harness import M
+
+
+@pytest.mark.parametrize("driver", ["stopped", "cut off"])
+async def test_tasks_of_a_replaced_launch_stop_by_themselves(
+    etcd_config: EtcdConfig, etcd: Etcd, keys: JobKeys, tmp_path: Path, driver: str
+) -> None:
+    env = StreamEnvironment("sum")
+    running_sum(env, GeneratorSource(None, keys=7, partitions=2, rate=2_000), f"file://{tmp_path}/out")
+    graph = env.graph()
+    storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
+    plan = job_plan(graph, 2, M)
+
+    def coordinator() -> CheckpointCoordinator:
+        return CheckpointCoordinator(
+            etcd, keys, storage, plan, CheckpointConfig(interval_s=None), lease_ttl_s=2
+        )
+
+    first = coordinator()
+    await first.start()
+    configs = [TaskConfig(i, 2, StateConfig("heap", tmp_path / "local", M)) for i in range(2)]
+    controls: list[CheckpointControl] = []
+
+    def control(index: int) -> CheckpointControl:
+        controls.append(CheckpointControl(etcd_config, keys, index, first.launch))
+        return controls[-1]
+
+    tasks = asyncio.create_task(
+        asyncio.to_thread(run_local, graph, configs, control, trigger_revision=first.trigger_revision)
+    )
+    await asyncio.wait_for(first.trigger(), 20)  # the launch runs and checkpoints
+    await first.close(release=driver == "stopped")  # "cut off": its lease is left to lapse
+    successor = coordinator()
+    await successor.start(wait_s=10)
+    try:
+        with pytest.raises(LaunchDeposedError, match=f"launch {first.launch}"):
+            await asyncio.wait_for(tasks, 30)
+    finally:
+        await successor.close()
+    assert successor.launch == first.launch + 1
+    assert all(c.deposed is not None for c in controls)
+
+
+def test_a_task_of_an_earlier_launch_cannot_open_a_channel_to_the_current_one() -> None:
+    """Each launch has a secret of its own: the old task's handshake fails, and the
+    current launch's server reads nothing from it."""
+    spec = JobSpec(
+        "tests.jobs.wordcount:build",
+        JobKeys("test", "fenced"),
+        2,
+        StateConfig("heap", Path("/nonexistent"), M),
+        EtcdConfig(("http://127.0.0.1:1",)),
+        secret=b"driver" * 6,
+    )
+    earlier, current = spec.for_launch(1, None, 1), spec.for_launch(2, None, 1)
+    assert earlier.secret != current.secret
+    server = ExchangeServer(current.secret)
+    try:
+        inbound = server.expect(ChannelId("fenced", 2, "count", 0, 1), 4, threading.Event())
+        server.start()
+        stale = RemoteOutputChannel(
+            server.address, ChannelId("fenced", 1, "count", 0, 1), earlier.secret, threading.Event()
+        )
+        with pytest.raises(AuthenticationError):
+            stale.connect(timeout_s=5)
+        assert not inbound.attached.is_set()
+        assert server.refused == 1
+    finally:
+        server.close()

@@ -16,7 +16,7 @@ from lockgate.runtime.coordination.coordinator import (
     CheckpointCoordinator,
     CheckpointListener,
 )
-from lockgate.runtime.coordination.errors import CoordinatorConflictError, CoordinatorFencedError
+from lockgate.runtime.coordination.errors import CoordinatorConflictError
 from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.restore_point import RestorePoint, resolve_restore_point
 from lockgate.runtime.engine.job_spec import JobSpec
@@ -73,13 +73,15 @@ class JobGaveUpError(RuntimeError):
     """The restart strategy gave up; the message holds the last failure."""
 
 
-# Failures a restart cannot cure: the job, its options or its restore point are wrong.
+# Failures a restart cannot cure: the job, its options or its restore point are
+# wrong, or another driver holds the job. A launch fenced because its lease lapsed
+# (etcd unreachable for longer than the lease) is restarted: the relaunch takes the
+# job with a new launch number, or fails with the conflict if another driver has it.
 PERMANENT_FAILURES: tuple[type[BaseException], ...] = (
     JobDefinitionError,
     MaxParallelismMismatchError,
     EarlierRunError,
     CoordinatorConflictError,
-    CoordinatorFencedError,
     SnapshotCorruptError,
 )
 

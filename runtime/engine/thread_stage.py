@@ -1,0 +1,37 @@
+"""A launch's tasks as threads of this process: the job master's `Stage` without Spark.
+
+The tasks are the same as on Spark (one `Task` per subtask, the TCP exchange
+with the launch's secret, the launch's own line to the coordinator); only
+where they run differs. For tests of the job master, and jobs too small for a
+cluster.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from lockgate.runtime.engine.control import CheckpointControl
+from lockgate.runtime.engine.job_spec import JobSpec
+from lockgate.runtime.engine.local_runner import run_local
+
+
+class ThreadStage:
+    def __init__(self) -> None:
+        self._cancelled: threading.Event | None = None
+
+    def run(self, spec: JobSpec) -> None:
+        cancelled = self._cancelled = threading.Event()
+        run_local(
+            spec.graph(),
+            [spec.task_config(i) for i in range(spec.parallelism)],
+            lambda index: CheckpointControl(spec.etcd, spec.keys, index, spec.launch),
+            spec.restore,
+            channel_capacity=spec.channel_capacity,
+            trigger_revision=spec.trigger_revision,
+            cancelled=cancelled,
+            exchange="tcp",
+        )
+
+    def cancel(self) -> None:
+        if self._cancelled is not None:
+            self._cancelled.set()

@@ -39,6 +39,16 @@ def etcd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer
 
 
 @pytest.fixture
+def own_etcd(tmp_path: Path) -> Iterator[EtcdServer]:
+    """An etcd of the test's own, to pause, kill or restart."""
+    server = EtcdServer(tmp_path / "etcd")
+    server.start()
+    yield server
+    server.resume()
+    server.stop()
+
+
+@pytest.fixture
 def etcd_config(etcd_server: EtcdServer) -> EtcdConfig:
     return EtcdConfig((etcd_server.endpoint,))
 

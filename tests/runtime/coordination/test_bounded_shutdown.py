@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 import pytest_asyncio
 from lockgate.runtime.coordination.cancellation import CANCEL_WAIT_S
 from lockgate.runtime.coordination.coordinator import CheckpointConfig, JobPlan
@@ -22,16 +21,6 @@ from tests.runtime.coordination.conftest import Job
 # Shutdown's clean-up steps (the coordinator's loops, then its lease) each wait
 # at most CANCEL_WAIT_S; beyond that and a margin, it hung.
 SHUTDOWN_BOUND_S = 2 * CANCEL_WAIT_S + 2
-
-
-@pytest.fixture
-def own_etcd(tmp_path: Path) -> Iterator[EtcdServer]:
-    """An etcd of this test's own, to pause."""
-    server = EtcdServer(tmp_path / "etcd")
-    server.start()
-    yield server
-    server.resume()
-    server.stop()
 
 
 @pytest_asyncio.fixture

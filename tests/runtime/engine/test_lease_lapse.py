@@ -5,10 +5,8 @@ real coordinator, against a real etcd that is paused for longer than the lease."
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from lockgate.runtime import read_committed
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
@@ -25,15 +23,6 @@ from lockgate.runtime.snapshot.storage import CheckpointStorage
 from tests.polling import eventually_true
 
 COUNT, KEYS = 4_000, 13
-
-
-@pytest.fixture
-def own_etcd(tmp_path: Path) -> Iterator[EtcdServer]:
-    server = EtcdServer(tmp_path / "etcd")
-    server.start()
-    yield server
-    server.resume()
-    server.stop()
 
 
 async def test_a_lease_lapsed_in_an_etcd_outage_relaunches_and_loses_nothing(

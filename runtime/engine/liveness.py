@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import socket
 import threading
 import time
@@ -197,6 +198,12 @@ class _Ticker:
     """The thread that ticks every open `Link` of the process; it runs while there is one."""
 
     def __init__(self) -> None:
+        self._forget()
+        # A forked child (Spark forks Python workers) has none of the parent's
+        # threads, and must not tick the parent's connections.
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
         self._links: set[Link] = set()
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None

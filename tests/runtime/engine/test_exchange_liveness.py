@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import multiprocessing
 import re
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lockgate.runtime.api.entrypoint import build_graph
@@ -313,3 +315,46 @@ async def _partition_two_tasks(
             run.ended.wait(30)
         for control in controls:
             control.close()
+
+
+def _send_when_told(address: tuple[str, int], send_now: Any) -> None:
+    """In a forked child: connect, stay idle until told, then send one batch."""
+    channel = ChannelId("job", 1, "count", 1, 0)
+    outbound = RemoteOutputChannel(address, channel, SECRET, threading.Event(), LIVENESS)
+    outbound.connect()
+    assert send_now.wait(30)
+    outbound.send(["alive"])
+    outbound.close()
+
+
+def test_a_forked_worker_keeps_its_own_channels_alive(server) -> None:
+    """Spark forks Python workers: a child has none of its parent's threads, so it
+    must start its own ticker, or its peers hear no heartbeat from it."""
+    other = ExchangeServer(SECRET, liveness=LIVENESS)
+    try:
+        with TcpProxy(other.address) as proxy:
+            Endpoints(other, proxy, capacity=2)  # so the parent's ticker runs at the fork
+            wakeup = threading.Event()
+            inbound = server.expect(ChannelId("job", 1, "count", 1, 0), 2, wakeup)
+            server.start()
+            fork = multiprocessing.get_context("fork")
+            send_now = fork.Event()
+            child = fork.Process(target=_send_when_told, args=(server.address, send_now))
+            child.start()
+            # Three timeouts with nothing but the child's heartbeats.
+            idle_until = time.monotonic() + 3 * LIVENESS.timeout_s
+            while time.monotonic() < idle_until:
+                assert inbound.poll() is None
+                wakeup.wait(POLL_WAIT_S)
+                wakeup.clear()
+            send_now.set()
+            deadline = time.monotonic() + 10
+            while (element := inbound.poll()) is None:
+                assert time.monotonic() < deadline, "the child's batch did not arrive"
+                wakeup.wait(POLL_WAIT_S)
+                wakeup.clear()
+            assert element == ["alive"]
+            child.join(timeout=30)
+            assert child.exitcode == 0
+    finally:
+        other.close()

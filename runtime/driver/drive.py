@@ -37,6 +37,7 @@ def job_spec(settings: JobSettings, etcd: EtcdConfig) -> JobSpec:
         args=tuple(settings.args.items()),
         mode=settings.mode,  # type: ignore[arg-type]
         bounded=settings.bounded,
+        liveness_timeout_s=settings.exchange_timeout_s,
         metrics_ports=settings.task_metrics_ports,
     )
 

@@ -13,6 +13,7 @@ from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.driver.manifest import load_manifest
 from lockgate.runtime.engine.job_master import EarlierCheckpoints
+from lockgate.runtime.engine.liveness import DEFAULT_LIVENESS_TIMEOUT_S, check_liveness_timeout
 from lockgate.runtime.engine.restart import STRATEGIES, RestartStrategy, restart_strategy
 from lockgate.runtime.keygroups import default_max_parallelism
 from lockgate.runtime.metrics.serving import PortRange
@@ -72,6 +73,14 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
         "long for it to go instead of failing at once (default 0)",
     )
     command.add_argument(
+        "--exchange-timeout",
+        type=float,
+        default=DEFAULT_LIVENESS_TIMEOUT_S,
+        metavar="SECONDS",
+        help="a task whose exchange peer sent nothing, not even a heartbeat, for this long fails, and "
+        f"the job restarts (default {DEFAULT_LIVENESS_TIMEOUT_S:g}; heartbeats go every tenth of it)",
+    )
+    command.add_argument(
         "--driver-name",
         default=socket.gethostname(),
         help="who this driver is in the job's status (default: the host name, a pod's name)",
@@ -123,6 +132,7 @@ class JobSettings:
     arguments: argparse.Namespace
     driver_name: str = ""
     takeover_wait_s: float = 0.0
+    exchange_timeout_s: float = DEFAULT_LIVENESS_TIMEOUT_S
     metrics_port: int | None = None
     task_metrics_ports: PortRange | None = None
 
@@ -174,6 +184,7 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
     from them (a driver relaunched by the operator)."""
     if arguments.takeover_wait < 0:
         raise ValueError(f"--takeover-wait must be 0 or more seconds, got {arguments.takeover_wait}")
+    check_liveness_timeout(arguments.exchange_timeout, "--exchange-timeout")
     args = _apply_manifest(arguments)
     for name, default in DEFAULTS.items():
         if getattr(arguments, name) is None:
@@ -213,6 +224,7 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
         arguments=arguments,
         driver_name=arguments.driver_name,
         takeover_wait_s=arguments.takeover_wait,
+        exchange_timeout_s=arguments.exchange_timeout,
         metrics_port=arguments.metrics_port,
         task_metrics_ports=arguments.task_metrics_ports,
     )

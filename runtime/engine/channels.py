@@ -31,6 +31,14 @@ class OutputChannel(Protocol):
         ...
 
 
+class ChannelClosedError(ConnectionError):
+    """The peer of a channel went away before the end of its stream."""
+
+
+class ChannelSilentError(ChannelClosedError):
+    """Nothing, not even a heartbeat, came from the peer of a channel for its liveness timeout."""
+
+
 class TaskCancelledError(Exception):
     """The job is being torn down (another task failed, or it was cancelled)."""
 

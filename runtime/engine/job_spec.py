@@ -15,6 +15,7 @@ from lockgate.runtime.coordination.etcd import EtcdConfig
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.restore_point import RestorePoint
 from lockgate.runtime.engine.alignment import Mode
+from lockgate.runtime.engine.liveness import DEFAULT_LIVENESS_TIMEOUT_S, Liveness, check_liveness_timeout
 from lockgate.runtime.engine.task import TaskConfig
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.metrics.serving import PortRange
@@ -33,11 +34,19 @@ class JobSpec:
     bounded: bool = False
     batch_size: int = 512
     channel_capacity: int = 16
+    # Seconds of silence (not even a heartbeat) after which an exchange channel fails its task.
+    liveness_timeout_s: float = DEFAULT_LIVENESS_TIMEOUT_S
     metrics_ports: PortRange | None = None  # each task's /metrics; None: not served
     # Filled in by the job master for each launch:
     restore: RestorePoint | None = None
     trigger_revision: int | None = None
     launch: int = 0  # the coordinator's launch number, which every task's messages carry
+
+    def __post_init__(self) -> None:
+        check_liveness_timeout(self.liveness_timeout_s, "liveness_timeout_s")
+
+    def liveness(self) -> Liveness:
+        return Liveness.from_timeout(self.liveness_timeout_s)
 
     def graph(self) -> JobGraph:
         return build_graph(self.entrypoint, self.keys.job, dict(self.args))

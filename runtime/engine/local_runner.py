@@ -15,6 +15,7 @@ from lockgate.runtime.api.graph import JobGraph
 from lockgate.runtime.coordination.restore_point import RestorePoint
 from lockgate.runtime.engine.channels import InputChannel, JobCancelledError, LocalChannel, OutputChannel
 from lockgate.runtime.engine.control import CheckpointControl
+from lockgate.runtime.engine.liveness import Liveness
 from lockgate.runtime.engine.network import ExchangeServer
 from lockgate.runtime.engine.task import Task, TaskConfig, Wiring
 from lockgate.runtime.engine.tcp_wiring import tcp_wiring
@@ -40,10 +41,16 @@ def local_wiring(
 
 
 def loopback_tcp_wiring(
-    graph: JobGraph, parallelism: int, capacity: int, cancelled: threading.Event, launch: int
+    graph: JobGraph,
+    parallelism: int,
+    capacity: int,
+    cancelled: threading.Event,
+    *,
+    launch: int,
+    liveness: Liveness,
 ) -> list[Wiring]:
     secret = secrets.token_bytes(32)
-    servers = [ExchangeServer(secret) for _ in range(parallelism)]
+    servers = [ExchangeServer(secret, liveness=liveness) for _ in range(parallelism)]
     addresses = [server.address for server in servers]
     return [
         tcp_wiring(
@@ -71,15 +78,20 @@ def run_local(
     trigger_revision: int | None = None,
     cancelled: threading.Event | None = None,
     exchange: Literal["memory", "tcp"] = "memory",
+    liveness: Liveness | None = None,
 ) -> None:
     """Run the job to its end; re-raises the first task failure. `trigger_revision`:
     the coordinator's, so tasks see every trigger it published. Setting `cancelled`
     tears the job down: the run then ends with `JobCancelledError`. `exchange="tcp"`
-    connects the tasks through authenticated TCP channels, as on Spark."""
+    connects the tasks through authenticated TCP channels, as on Spark, which
+    fail on `liveness` (default: `Liveness()`)."""
     cancelled = cancelled or threading.Event()
     controls = [control(config.index) for config in configs]
     if exchange == "tcp":
-        wiring = loopback_tcp_wiring(graph, len(configs), channel_capacity, cancelled, controls[0].launch)
+        launch = controls[0].launch
+        wiring = loopback_tcp_wiring(
+            graph, len(configs), channel_capacity, cancelled, launch=launch, liveness=liveness or Liveness()
+        )
     else:
         wiring = local_wiring(graph, len(configs), channel_capacity, cancelled)
     tasks = [

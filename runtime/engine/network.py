@@ -1,10 +1,14 @@
-"""Exchange channels over TCP, with credit-based backpressure.
+"""Exchange channels over TCP, with credit-based backpressure and liveness.
 
 Every element (a batch of records, a barrier, the end of stream) is one frame:
 a 4-byte length and the pickled element. A receiver grants credits, one per
 frame it has room for; a sender with no credit left blocks until the receiver
 consumed a frame and returned its credit. So at most `capacity` frames wait in
 a receiver per channel, and a slow consumer slows its producers.
+
+Heartbeats (`liveness.py`) are a frame of length 0 towards the receiver and a
+grant of 0 credits towards the sender; each side discards them. A channel
+whose peer was silent for the liveness timeout fails with `ChannelSilentError`.
 """
 
 from __future__ import annotations
@@ -18,65 +22,82 @@ import struct
 import threading
 import time
 
-from lockgate.runtime.engine.channels import TaskCancelledError
+from lockgate.runtime.engine.channels import ChannelClosedError, ChannelSilentError, TaskCancelledError
 from lockgate.runtime.engine.events import Element, EndOfStream
 from lockgate.runtime.engine.handshake import AuthenticationError, ChannelId, accept, connect, read_exactly
+from lockgate.runtime.engine.liveness import Link, Liveness
+
+__all__ = [
+    "ChannelClosedError",
+    "ChannelSilentError",
+    "ExchangeServer",
+    "RemoteInputChannel",
+    "RemoteOutputChannel",
+]
 
 log = logging.getLogger(__name__)
 
 _U32 = struct.Struct(">I")
 MAX_FRAME_BYTES = 1 << 30
 WAIT_S = 0.05
-
-
-class ChannelClosedError(ConnectionError):
-    """The peer of a channel went away before the end of its stream."""
+HEARTBEAT = _U32.pack(0)
+"""A frame of length 0 (data direction) or a grant of 0 credits (credit direction)."""
+ONE_CREDIT = _U32.pack(1)
 
 
 class RemoteInputChannel:
     """The receiving end of one channel; `ExchangeServer` attaches its socket."""
 
-    def __init__(self, channel: ChannelId, capacity: int, wakeup: threading.Event) -> None:
+    def __init__(
+        self, channel: ChannelId, capacity: int, wakeup: threading.Event, liveness: Liveness
+    ) -> None:
         self.channel = channel
         self.capacity = capacity
         self._wakeup = wakeup
+        self._liveness = liveness
         self._frames: collections.deque[bytes] = collections.deque()
-        self._sock: socket.socket | None = None
+        self._link: Link | None = None
         self._ended = False
         self._error: Exception | None = None
+        self._silence: str | None = None
         self.attached = threading.Event()
 
-    def attach(self, sock: socket.socket) -> None:
+    def attach(self, sock: socket.socket, peer: tuple[str, int]) -> None:
         if self.attached.is_set():
             raise ConnectionError(f"channel {self.channel} is already connected")
-        self._sock = sock
-        sock.sendall(_U32.pack(self.capacity))
+        self._link = Link(sock, self._liveness, f"channel {self.channel} from {peer[0]}:{peer[1]}", HEARTBEAT)
+        self._link.send(_U32.pack(self.capacity))
         self.attached.set()
         threading.Thread(target=self._read, name=f"recv-{self.channel.vertex}", daemon=True).start()
 
     def _read(self) -> None:
-        assert self._sock is not None
+        assert self._link is not None
         try:
-            while True:
-                header = read_exactly(self._sock, _U32.size)
-                if header is None:
-                    break
+            while (header := self._link.read_exactly(_U32.size)) is not None:
                 (length,) = _U32.unpack(header)
+                if length == 0:
+                    continue  # a heartbeat
                 if length > MAX_FRAME_BYTES:
                     raise ChannelClosedError(f"frame of {length} bytes on {self.channel}")
-                payload = read_exactly(self._sock, length)
+                payload = self._link.read_exactly(length)
                 if payload is None:
                     break
                 if len(self._frames) >= self.capacity:
                     raise ChannelClosedError(f"{self.channel} sent beyond its credit")
                 self._frames.append(payload)
                 self._wakeup.set()
+        except ChannelSilentError as silent:
+            self._silence = str(silent)
         except OSError as error:
             self._error = error
+        self._link.ended()
         self._frames.append(b"")  # marks where the connection ended
         self._wakeup.set()
 
     def poll(self) -> Element | None:
+        if self._silence is not None and not self._ended:
+            # What is still queued cannot help: the task fails and restarts anyway.
+            raise ChannelSilentError(self._silence)
         if not self._frames:
             return None
         payload = self._frames.popleft()
@@ -92,29 +113,35 @@ class RemoteInputChannel:
         return element
 
     def _return_credit(self) -> None:
-        assert self._sock is not None
+        assert self._link is not None
         # The sender may be gone; what it sent is still read to its end.
         with contextlib.suppress(OSError):
-            self._sock.sendall(_U32.pack(1))
+            self._link.send(ONE_CREDIT)
 
     def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
+        if self._link is not None:
+            self._link.close()
 
 
 class RemoteOutputChannel:
     """The sending end of one channel."""
 
     def __init__(
-        self, address: tuple[str, int], channel: ChannelId, secret: bytes, cancelled: threading.Event
+        self,
+        address: tuple[str, int],
+        channel: ChannelId,
+        secret: bytes,
+        cancelled: threading.Event,
+        liveness: Liveness | None = None,
     ) -> None:
         self.address = address
         self.channel = channel
         self._secret = secret
         self._cancelled = cancelled
-        self._sock: socket.socket | None = None
+        self._liveness = liveness or Liveness()
+        self._link: Link | None = None
         self._credits = 0
-        self._closed_by_peer: str | None = None
+        self._failure: ChannelClosedError | None = None
         self._condition = threading.Condition()
         self.blocked_s = 0.0
 
@@ -129,7 +156,6 @@ class RemoteOutputChannel:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(WAIT_S)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         connect(sock, self._secret, self.channel)
         grant = read_exactly(sock, _U32.size)
         if grant is None:
@@ -138,33 +164,40 @@ class RemoteOutputChannel:
                 f"{self.address[0]}:{self.address[1]} refused channel {self.channel}: "
                 "do both sides hold the same job secret?"
             )
-        sock.settimeout(None)
-        self._sock = sock
+        host, port = self.address
+        self._link = Link(sock, self._liveness, f"channel {self.channel} to {host}:{port}", HEARTBEAT)
         self._credits = _U32.unpack(grant)[0]
         threading.Thread(target=self._read_credits, name=f"credit-{self.channel.vertex}", daemon=True).start()
 
     def _read_credits(self) -> None:
-        assert self._sock is not None
-        reason = "the receiver closed the connection"
+        assert self._link is not None
+        failure = ChannelClosedError(f"{self.channel}: the receiver closed the connection")
         try:
-            while (grant := read_exactly(self._sock, _U32.size)) is not None:
-                with self._condition:
-                    self._credits += _U32.unpack(grant)[0]
-                    self._condition.notify()
+            while (grant := self._link.read_exactly(_U32.size)) is not None:
+                (credits,) = _U32.unpack(grant)
+                if credits:  # else a heartbeat
+                    with self._condition:
+                        self._credits += credits
+                        self._condition.notify()
+        except ChannelSilentError as silent:
+            failure = silent
         except OSError as error:
-            reason = str(error)
+            failure = ChannelClosedError(f"{self.channel}: {error}")
+        self._link.ended()
         with self._condition:
-            self._closed_by_peer = reason
+            self._failure = failure
             self._condition.notify()
 
     def send(self, element: Element) -> None:
-        assert self._sock is not None, "connect() first"
+        assert self._link is not None, "connect() first"
         payload = pickle.dumps(element, protocol=pickle.HIGHEST_PROTOCOL)
         with self._condition:
+            if self._failure is not None:
+                raise self._failure
             if self._credits == 0:
                 self._wait_for_credit()
             self._credits -= 1
-        self._sock.sendall(_U32.pack(len(payload)) + payload)
+        self._link.send(_U32.pack(len(payload)) + payload)
 
     def _wait_for_credit(self) -> None:
         """Blocked by backpressure: the receiver has every frame it granted room for."""
@@ -173,22 +206,26 @@ class RemoteOutputChannel:
             while self._credits == 0:
                 if self._cancelled.is_set():
                     raise TaskCancelledError
-                if self._closed_by_peer is not None:
-                    raise ChannelClosedError(f"{self.channel}: {self._closed_by_peer}")
+                if self._failure is not None:
+                    raise self._failure
                 self._condition.wait(WAIT_S)
         finally:
             self.blocked_s += time.monotonic() - started
 
     def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
+        if self._link is not None:
+            self._link.close()
 
 
 class ExchangeServer:
     """Accepts a task's incoming channels; refuses (and logs) peers without the secret."""
 
-    def __init__(self, secret: bytes, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, secret: bytes, host: str = "127.0.0.1", port: int = 0, liveness: Liveness | None = None
+    ) -> None:
         self._secret = secret
+        self.liveness = liveness or Liveness()
+        """Of every channel of the task, incoming and outgoing."""
         self._listener = socket.create_server((host, port), backlog=128)
         self.address: tuple[str, int] = self._listener.getsockname()[:2]
         self._inputs: dict[ChannelId, RemoteInputChannel] = {}
@@ -198,7 +235,7 @@ class ExchangeServer:
 
     def expect(self, channel: ChannelId, capacity: int, wakeup: threading.Event) -> RemoteInputChannel:
         """The input that the connection for `channel` will feed."""
-        remote = RemoteInputChannel(channel, capacity, wakeup)
+        remote = RemoteInputChannel(channel, capacity, wakeup, self.liveness)
         self._inputs[channel] = remote
         return remote
 
@@ -220,9 +257,7 @@ class ExchangeServer:
             remote = self._inputs.get(channel)
             if remote is None:
                 raise AuthenticationError(f"no such channel here: {channel}")
-            sock.settimeout(None)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            remote.attach(sock)
+            remote.attach(sock, peer)
         except (OSError, ValueError) as error:
             self.refused += 1
             log.warning("refused exchange connection from %s:%s: %s", peer[0], peer[1], error)

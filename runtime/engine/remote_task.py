@@ -31,7 +31,7 @@ def parse_address(address: str) -> tuple[str, int]:
 def run_task(spec: JobSpec, index: int, gather: Gather, *, bind_host: str, advertise_host: str) -> None:
     graph = spec.graph()
     cancelled = threading.Event()
-    server = ExchangeServer(spec.secret, host=bind_host)
+    server = ExchangeServer(spec.secret, host=bind_host, liveness=spec.liveness())
     addresses = [parse_address(a) for a in gather(f"{advertise_host}:{server.address[1]}")]
     if len(addresses) != spec.parallelism:
         server.close()

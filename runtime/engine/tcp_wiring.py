@@ -25,7 +25,8 @@ def tcp_wiring(
     cancelled: threading.Event,
 ) -> Wiring:
     """Channels of subtask `index`; `addresses[i]` is task i's exchange server.
-    Starts `server`; the caller then `connect()`s the wiring."""
+    Every channel keeps `server.liveness`. Starts `server`; the caller then
+    `connect()`s the wiring."""
     keyed = [v.name for v in graph.vertices if v.keyed]
     wiring = Wiring({v: [] for v in keyed}, {v: [] for v in keyed}, {v: threading.Event() for v in keyed})
     remotes: list[RemoteOutputChannel] = []
@@ -40,9 +41,8 @@ def tcp_wiring(
                 outputs.append(own)
                 continue
             inputs.append(server.expect(ChannelId(job, launch, vertex, peer, index), capacity, wakeup))
-            remote = RemoteOutputChannel(
-                address, ChannelId(job, launch, vertex, index, peer), secret, cancelled
-            )
+            channel = ChannelId(job, launch, vertex, index, peer)
+            remote = RemoteOutputChannel(address, channel, secret, cancelled, server.liveness)
             outputs.append(remote)
             remotes.append(remote)
     server.start()

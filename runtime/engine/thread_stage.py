@@ -30,6 +30,7 @@ class ThreadStage:
             trigger_revision=spec.trigger_revision,
             cancelled=cancelled,
             exchange="tcp",
+            liveness=spec.liveness(),
         )
 
     def cancel(self) -> None:

@@ -75,6 +75,12 @@ def test_a_job_argument_without_a_value_is_named(tmp_path: Path) -> None:
     assert "--arg 'input' must be KEY=VALUE" in result.stderr
 
 
+def test_a_bad_exchange_timeout_is_refused_naming_the_option(tmp_path: Path) -> None:
+    result = _lockgate(tmp_path, "run", "tests.jobs.configurable:word_count", "--exchange-timeout", "0")
+    assert result.returncode == 1
+    assert "--exchange-timeout must be between 0.1 and 3600 seconds, got 0.0" in result.stderr
+
+
 def test_a_second_run_never_silently_continues_the_first(tmp_path: Path) -> None:
     words = _write_lines(tmp_path / "lines", partitions=2, lines=200)
     assert _word_count(tmp_path, "first").returncode == 0

@@ -1,0 +1,49 @@
+"""Job options as `lockgate run` and the driver take them, down to the spec the tasks get."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+import pytest
+from lockgate.runtime.coordination.etcd import EtcdConfig
+from lockgate.runtime.driver import add_job_options, settings_from
+from lockgate.runtime.driver.drive import job_spec
+from lockgate.runtime.engine.liveness import Liveness
+
+
+def _spec_from(tmp_path: Path, *flags: str):
+    parser = argparse.ArgumentParser()
+    add_job_options(parser)
+    arguments = parser.parse_args(
+        [
+            "tests.jobs.configurable:word_count",
+            "--arg",
+            "input=file:///in",
+            "--arg",
+            "output=file:///out",
+            *flags,
+        ]
+    )
+    settings = settings_from(arguments, tmp_path, fresh_by_default=True)
+    return job_spec(settings, EtcdConfig.from_url("http://127.0.0.1:2379"))
+
+
+def test_the_exchange_timeout_reaches_every_task_with_heartbeats_at_a_tenth(tmp_path: Path) -> None:
+    assert _spec_from(tmp_path).liveness() == Liveness(10.0, 1.0)
+    assert _spec_from(tmp_path, "--exchange-timeout", "4").liveness() == Liveness(4.0, 0.4)
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "nan", "inf", "86400"])
+def test_an_exchange_timeout_heartbeats_cannot_keep_is_refused_naming_the_option(
+    tmp_path: Path, value: str
+) -> None:
+    with pytest.raises(ValueError, match=r"--exchange-timeout must be between 0\.1 and 3600 seconds, got"):
+        _spec_from(tmp_path, "--exchange-timeout", value)
+
+
+def test_a_job_spec_refuses_a_liveness_timeout_naming_its_field(tmp_path: Path) -> None:
+    spec = _spec_from(tmp_path)
+    with pytest.raises(ValueError, match="liveness_timeout_s must be between"):
+        dataclasses.replace(spec, liveness_timeout_s=0.0)

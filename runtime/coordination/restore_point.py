@@ -75,7 +75,7 @@ def _messages(failure: BaseException) -> Iterator[str]:
         current = current.__cause__ or current.__context__
 
 
-def verify(url: str) -> RestorePoint:
+def verify(url: str, threads: int = VERIFY_THREADS) -> RestorePoint:
     """Read `_metadata`, then every file it names, whole: each must have its recorded
     size and CRC-32. Sizes are checked first, so a missing or truncated file is
     found before a byte is read."""
@@ -84,7 +84,7 @@ def verify(url: str) -> RestorePoint:
     refs = list({storage.resolve(storage.root, ref): ref for ref in _files(metadata)}.values())
     for ref in refs:
         storage.check_size(storage.resolve(storage.root, ref), ref.size)
-    with ThreadPoolExecutor(VERIFY_THREADS, thread_name_prefix="verify") as pool:
+    with ThreadPoolExecutor(threads, thread_name_prefix="verify") as pool:
         checks = [pool.submit(storage.verify_file, storage.root, ref) for ref in refs]
         try:
             for check in checks:

@@ -8,7 +8,9 @@ and skips the checkpoint without reading it again, so a damaged checkpoint is
 never restored twice.
 
 The mark names the checkpoint's path as well as its id: a mark applies only to
-the directory it was found in.
+the directory it was found in. It is a finding about storage, not a decision of
+a coordinator, so it is written without the coordinator's guard (a task's
+finding reaches the driver after its launch's coordinator closed).
 """
 
 from __future__ import annotations

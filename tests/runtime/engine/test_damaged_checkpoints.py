@@ -222,3 +222,15 @@ async def test_a_named_savepoint_a_task_finds_damaged_ends_the_run(driver: Drive
         await driver.run(stage, FixedDelay(attempts=3, delay_s=0), from_savepoint=latest.path)
     assert stage.restored == [latest.path], "no fallback from a savepoint the user named"
     assert await driver.unusable() == {}
+
+
+async def test_a_named_savepoint_the_driver_finds_damaged_ends_the_run_before_any_launch(
+    driver: Driver,
+) -> None:
+    _, latest = await driver.fail_after_two_checkpoints()
+    flip_byte(_private_file(latest), 5)
+    stage = InProcessStage()
+    with pytest.raises(SnapshotCorruptError, match=f"{_private_file(latest)}: checksum mismatch$"):
+        await driver.run(stage, FixedDelay(attempts=3, delay_s=0), from_savepoint=latest.path)
+    assert stage.restored == []
+    assert await driver.unusable() == {}, "a path the user named is not the job's to mark"

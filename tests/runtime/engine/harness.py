@@ -1,5 +1,4 @@
-"""Runs a job graph in-process against a real etcd, beside a real coordinator; and
-`InProcessStage`, with which a `JobMaster` (the driver's) runs its launches in-process."""
+"""Runs a job graph in-process against a real etcd, beside a real coordinator."""
 
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.restore_point import resolve_restore_point
 from lockgate.runtime.engine.control import CheckpointControl
-from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.local_runner import run_local
 from lockgate.runtime.engine.plan import job_plan
 from lockgate.runtime.engine.supervision import run_beside_coordinator
@@ -70,34 +68,3 @@ async def run_job(etcd_config: EtcdConfig, keys: JobKeys, tmp_path: Path, graph:
         finally:
             await coordinator.close()
     return 0 if restore is None else restore.metadata.checkpoint_id
-
-
-class InProcessStage:
-    """A `Stage` running each launch's tasks as threads of this process (`run_local`),
-    where `BarrierStage` runs them on Spark. `restored` is what each launch restored."""
-
-    def __init__(self, exchange: Literal["memory", "tcp"] = "memory") -> None:
-        self._exchange: Literal["memory", "tcp"] = exchange
-        self._cancelled = threading.Event()
-        self.restored: list[str | None] = []
-
-    def run(self, spec: JobSpec) -> None:
-        self.restored.append(None if spec.restore is None else spec.restore.url)
-        try:
-            run_local(
-                spec.graph(),
-                [spec.task_config(i) for i in range(spec.parallelism)],
-                lambda i: CheckpointControl(spec.etcd, spec.keys, i, spec.launch),
-                spec.restore,
-                channel_capacity=spec.channel_capacity,
-                trigger_revision=spec.trigger_revision,
-                cancelled=self._cancelled,
-                exchange=self._exchange,
-            )
-        finally:
-            # Renewed after the launch, not before it: a cancel that comes before
-            # the launch's thread got here still stops it.
-            self._cancelled = threading.Event()
-
-    def cancel(self) -> None:
-        self._cancelled.set()

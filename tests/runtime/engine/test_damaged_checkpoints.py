@@ -25,10 +25,10 @@ from lockgate.runtime.coordination.records import CompletedCheckpoint
 from lockgate.runtime.engine.job_master import JobGaveUpError, JobMaster, Stage
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.restart import FixedDelay, NoRestart, RestartStrategy
+from lockgate.runtime.engine.thread_stage import ThreadStage
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError
 
-from tests.runtime.engine.harness import InProcessStage
 from tests.runtime.snapshot.test_corruption import flip_byte
 
 COUNT = 12_000
@@ -73,7 +73,7 @@ class Driver:
 
     async def fail_after_two_checkpoints(self) -> tuple[CompletedCheckpoint, CompletedCheckpoint]:
         with pytest.raises(JobGaveUpError, match="injected failure"):
-            await self.run(InProcessStage())
+            await self.run(WatchedStage())
         # Two at least (retention may not have run after the last completion).
         *_, older, latest = await self.completed()
         return older, latest
@@ -114,20 +114,23 @@ def _private_file(checkpoint: CompletedCheckpoint) -> str:
     return f"{checkpoint.path.removeprefix('file://')}/numbers/0/operator"
 
 
-class DamagingStage:
-    """Damages a file of what the first launch restores after the driver verified it,
-    so that a task finds it; with `repair`, puts the byte back once that launch failed
-    (a read that went wrong, not a file that stays bad). The tasks run on `inner`."""
+class WatchedStage:
+    """Runs each launch on `inner` (by default `ThreadStage`: the real tasks, as
+    threads) and records what it restored. With `damage`, first damages a file of
+    what the first launch restores — after the driver verified it — so that a task
+    finds it; with `repair` too, puts the byte back once that launch failed (a read
+    that went wrong, not a file that stays bad)."""
 
-    def __init__(self, inner: Stage | None = None, repair: bool = False) -> None:
-        self.inner = inner or InProcessStage()
+    def __init__(self, inner: Stage | None = None, *, damage: bool = False, repair: bool = False) -> None:
+        self.inner = inner or ThreadStage()
+        self.damage = damage
         self.repair = repair
         self.restored: list[str | None] = []
 
     def run(self, spec: JobSpec) -> None:
         first = not self.restored
         self.restored.append(None if spec.restore is None else spec.restore.url)
-        if not first or spec.restore is None:
+        if not (first and self.damage) or spec.restore is None:
             return self.inner.run(spec)
         damaged = f"{spec.restore.storage.root}/numbers/0/operator"
         flip_byte(damaged, 5)
@@ -154,7 +157,7 @@ async def test_a_driver_restores_the_checkpoint_before_a_latest_damaged_by_a_byt
     flip_byte(str(damaged), damaged.stat().st_size // 2)  # same size: only the checksum tells
     duplicated = driver.committed_by(latest)
 
-    stage = InProcessStage()
+    stage = WatchedStage()
     await driver.run(stage)
 
     assert stage.restored == [older.path]
@@ -168,7 +171,7 @@ async def test_with_every_checkpoint_damaged_the_driver_refuses_to_start_empty(d
         truncated.truncate(5)
     before = sorted(p.name for p in driver.out.iterdir())
 
-    stage = InProcessStage()
+    stage = WatchedStage()
     with pytest.raises(NoUsableCheckpointError) as raised:
         await driver.run(stage, FixedDelay(attempts=3, delay_s=0))
 
@@ -189,7 +192,7 @@ async def test_a_checkpoint_a_task_finds_damaged_is_marked_and_the_relaunch_rest
     older, latest = await driver.fail_after_two_checkpoints()
     duplicated = driver.committed_by(latest)
 
-    stage = DamagingStage()
+    stage = WatchedStage(damage=True)
     master = await driver.run(stage, FixedDelay(attempts=3, delay_s=0))
 
     assert stage.restored == [latest.path, older.path], "one restart, not a loop on the damaged one"
@@ -201,7 +204,7 @@ async def test_the_mark_outlives_the_driver_that_made_it(driver: Driver) -> None
     older, latest = await driver.fail_after_two_checkpoints()
     duplicated = driver.committed_by(latest)
     with pytest.raises(JobGaveUpError, match="checksum mismatch"):
-        await driver.run(DamagingStage(repair=True))
+        await driver.run(WatchedStage(damage=True, repair=True))
     damaged = _private_file(latest)
     assert await driver.unusable() == {
         latest.checkpoint_id: f"a task found snapshot file {damaged}: checksum mismatch"
@@ -209,7 +212,7 @@ async def test_the_mark_outlives_the_driver_that_made_it(driver: Driver) -> None
 
     # A new driver: the latest checkpoint reads back intact now, but a task found it
     # damaged once, and it is not restored again.
-    stage = InProcessStage()
+    stage = WatchedStage()
     await driver.run(stage)
     assert stage.restored == [older.path]
     driver.assert_output_written_again_after(duplicated)
@@ -217,7 +220,7 @@ async def test_the_mark_outlives_the_driver_that_made_it(driver: Driver) -> None
 
 async def test_a_named_savepoint_a_task_finds_damaged_ends_the_run(driver: Driver) -> None:
     _, latest = await driver.fail_after_two_checkpoints()
-    stage = DamagingStage()
+    stage = WatchedStage(damage=True)
     with pytest.raises(SnapshotCorruptError, match="checksum mismatch \\(found by a task restoring it\\)"):
         await driver.run(stage, FixedDelay(attempts=3, delay_s=0), from_savepoint=latest.path)
     assert stage.restored == [latest.path], "no fallback from a savepoint the user named"
@@ -229,7 +232,7 @@ async def test_a_named_savepoint_the_driver_finds_damaged_ends_the_run_before_an
 ) -> None:
     _, latest = await driver.fail_after_two_checkpoints()
     flip_byte(_private_file(latest), 5)
-    stage = InProcessStage()
+    stage = WatchedStage()
     with pytest.raises(SnapshotCorruptError, match=f"{_private_file(latest)}: checksum mismatch$"):
         await driver.run(stage, FixedDelay(attempts=3, delay_s=0), from_savepoint=latest.path)
     assert stage.restored == []

@@ -9,7 +9,7 @@ from typing import Any
 from lockgate.runtime.engine.restart import FixedDelay
 from lockgate.runtime.spark import BarrierStage
 
-from tests.runtime.engine.test_damaged_checkpoints import DamagingStage, Driver, driver
+from tests.runtime.engine.test_damaged_checkpoints import Driver, WatchedStage, driver
 
 __all__ = ["driver"]
 
@@ -20,7 +20,7 @@ async def test_a_spark_task_finding_its_checkpoint_damaged_moves_the_job_to_the_
     older, latest = await driver.fail_after_two_checkpoints()  # in-process: quicker
     duplicated = driver.committed_by(latest)
 
-    stage = DamagingStage(BarrierStage(spark))
+    stage = WatchedStage(BarrierStage(spark), damage=True)
     master = await driver.run(stage, FixedDelay(attempts=3, delay_s=0))
 
     assert stage.restored == [latest.path, older.path]

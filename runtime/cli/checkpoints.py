@@ -1,4 +1,5 @@
-"""`lockgate checkpoints list|show JOB-ID`: the completed checkpoints etcd records."""
+"""`lockgate checkpoints list|show JOB-ID`: the completed checkpoints etcd records,
+and which of them were found damaged (never restored again)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from lockgate.runtime.cli import etcd_options
 from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.records import CompletedCheckpoint, decode
+from lockgate.runtime.coordination.unusable import UnusableCheckpoint, UnusableCheckpoints
 from lockgate.runtime.snapshot.metadata import read_metadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
@@ -28,10 +30,18 @@ def register(commands: Any) -> None:
 
 
 async def _completed(arguments: argparse.Namespace) -> list[CompletedCheckpoint]:
+    return (await _completed_and_unusable(arguments))[0]
+
+
+async def _completed_and_unusable(
+    arguments: argparse.Namespace,
+) -> tuple[list[CompletedCheckpoint], dict[int, UnusableCheckpoint]]:
     keys = etcd_options.job_keys(arguments)
     async with Etcd(etcd_options.config(arguments)) as etcd:
         rows = await etcd.get_prefix(keys.completed)
-    return sorted((decode(CompletedCheckpoint, v) for _, v in rows), key=lambda c: c.checkpoint_id)
+        marks = await UnusableCheckpoints(etcd, keys).all()
+    completed = sorted((decode(CompletedCheckpoint, v) for _, v in rows), key=lambda c: c.checkpoint_id)
+    return completed, marks
 
 
 def _time(ms: int) -> str:
@@ -47,13 +57,19 @@ def _size(n: int) -> str:
 
 
 async def list_checkpoints(arguments: argparse.Namespace) -> int:
-    completed = await _completed(arguments)
+    completed, marks = await _completed_and_unusable(arguments)
     if not completed:
         print(f"job {arguments.namespace}/{arguments.job_id} has no completed checkpoints")
         return 0
-    rows = [("ID", "KIND", "COMPLETED (UTC)", "DURATION", "SIZE", "PARALLELISM", "PATH")]
+    rows = [("ID", "KIND", "COMPLETED (UTC)", "DURATION", "SIZE", "PARALLELISM", "RESTORE", "PATH")]
+    unusable = []
     for c in completed:
         parallelism = ",".join(f"{v}={p}" for v, p in sorted(c.parallelism.items()))
+        mark = marks.get(c.checkpoint_id)
+        if mark is not None and not mark.applies_to(c.checkpoint_id, c.path):
+            mark = None
+        if mark is not None:
+            unusable.append(mark)
         rows.append(
             (
                 str(c.checkpoint_id),
@@ -62,12 +78,15 @@ async def list_checkpoints(arguments: argparse.Namespace) -> int:
                 f"{c.duration_ms} ms",
                 _size(c.bytes),
                 parallelism,
+                "ok" if mark is None else "unusable",
                 c.path,
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    for each in unusable:
+        print(f"checkpoint {each.checkpoint_id} is unusable (found {_time(each.found_ms)}): {each.reason}")
     return 0
 
 

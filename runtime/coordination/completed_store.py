@@ -2,7 +2,8 @@
 
 Savepoints are recorded like checkpoints (a restart may restore from one) but
 their files belong to the user: retention forgets their etcd summary once a
-newer checkpoint is retained and never deletes their directory.
+newer checkpoint is retained and never deletes their directory. A checkpoint
+found damaged is marked (`unusable`); the mark goes when its summary does.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from lockgate.runtime.coordination.errors import CoordinatorFencedError
 from lockgate.runtime.coordination.etcd import Etcd, delete_op, delete_prefix_op, put_op
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import CompletedCheckpoint, decode, encode
+from lockgate.runtime.coordination.unusable import UnusableCheckpoints
 from lockgate.runtime.snapshot.retention import delete_unreferenced_shared_files
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
@@ -29,6 +31,11 @@ class CompletedCheckpointStore:
         self._keys = keys
         self._storage = storage
         self.retained = retained
+        self.unusable = UnusableCheckpoints(etcd, keys)
+
+    @property
+    def keys(self) -> JobKeys:
+        return self._keys
 
     async def all(self) -> list[CompletedCheckpoint]:
         rows = await self._etcd.get_prefix(self._keys.completed)
@@ -55,9 +62,10 @@ class CompletedCheckpointStore:
     async def _forget(self, guard: Any, summary: CompletedCheckpoint) -> None:
         """Drop a summary from etcd, only while `guard` (the coordinator leads) holds:
         a deposed coordinator must not decide what its successor may restore."""
-        if not await self._etcd.transaction(
-            [guard], [delete_op(self._keys.completed_of(summary.checkpoint_id))]
-        ):
+        n = summary.checkpoint_id
+        # Its mark (if it was found damaged) goes with it.
+        forget = [delete_op(self._keys.completed_of(n)), delete_op(self._keys.unusable_of(n))]
+        if not await self._etcd.transaction([guard], forget):
             raise CoordinatorFencedError(
                 f"the coordinator was replaced; checkpoint {summary.checkpoint_id} is left to its successor"
             )
@@ -102,7 +110,8 @@ class CompletedCheckpointStore:
             if summary.kind == "checkpoint":
                 directory = self._storage.checkpoint_dir(self._keys.job, summary.checkpoint_id)
                 await asyncio.to_thread(self._storage.delete, directory, True)
-        if not await self._etcd.transaction([guard], [delete_op(self._keys.latest)]):
+        forget = [delete_op(self._keys.latest), delete_prefix_op(self._keys.unusable)]
+        if not await self._etcd.transaction([guard], forget):
             raise CoordinatorFencedError("the coordinator was replaced while it discarded checkpoints")
         shared = self._storage.shared_dir(self._keys.job)
         if await asyncio.to_thread(self._storage.exists, shared):

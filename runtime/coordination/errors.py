@@ -23,3 +23,20 @@ class CheckpointAbortedError(RuntimeError):
         super().__init__(f"checkpoint {checkpoint_id} aborted: {reason}")
         self.checkpoint_id = checkpoint_id
         self.reason = reason
+
+
+class NoUsableCheckpointError(RuntimeError):
+    """The job has completed checkpoints and none of them can be restored. Starting
+    from empty state instead would read every source again from its beginning and
+    lose the job's state, so the user must choose: an explicit savepoint, or `--fresh`."""
+
+    def __init__(self, job: str, failures: list[str]) -> None:
+        listed = "".join(f"\n  {failure}" for failure in failures)
+        super().__init__(
+            f"job {job}: none of its completed checkpoints can be restored:{listed}\n"
+            "Starting from empty state would read every source again from its beginning and lose "
+            "the job's state, so the job does not start. Restore a savepoint or checkpoint you trust "
+            "with --from-savepoint PATH, or start over from empty state with --fresh (deletes the "
+            "job's checkpoints)."
+        )
+        self.failures = failures

@@ -7,6 +7,8 @@
 /lockgate/<namespace>/<job>/checkpoints/acks/<n>/<vertex>/<subtask>
 /lockgate/<namespace>/<job>/checkpoints/completed/<n>   summary of a completed checkpoint
 /lockgate/<namespace>/<job>/checkpoints/latest          n
+/lockgate/<namespace>/<job>/checkpoints/unusable/<n>    checkpoint n failed verification: never
+                                                        restored again (UnusableCheckpoint)
 /lockgate/<namespace>/<job>/savepoints/requests/<id>    {stop, dir}
 /lockgate/<namespace>/<job>/savepoints/results/<id>     {status, path, error}
 /lockgate/<namespace>/<job>/status                      lease-bound heartbeat of the running job,
@@ -111,6 +113,14 @@ class JobKeys:
     @property
     def latest(self) -> bytes:
         return self._key("checkpoints/latest")
+
+    @property
+    def unusable(self) -> bytes:
+        """Completed checkpoints found damaged, which no restore may use."""
+        return self._key("checkpoints/unusable/")
+
+    def unusable_of(self, checkpoint_id: int) -> bytes:
+        return self._key(f"checkpoints/unusable/{checkpoint_id}")
 
     @property
     def savepoint_requests(self) -> bytes:

@@ -1,17 +1,32 @@
-"""Where a (re)started job restores from: an explicit savepoint, else the latest
-completed checkpoint whose files are intact, else empty state."""
+"""Where a (re)started job restores from.
+
+An explicit savepoint is verified and used, or the run fails: the user named
+it, nothing else may stand in for it. Otherwise the newest completed
+checkpoint (or retained savepoint) whose every file reads back whole with its
+recorded size and CRC-32; each newer one is skipped with its reason logged and
+is marked unusable in etcd (`unusable.py`), so no later resolution tries it
+again. Empty state only when the job has no completed checkpoint: when it has
+some and none verifies, starting empty would re-read every source from its
+beginning, so the run fails with `NoUsableCheckpointError` instead.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from lockgate.runtime.coordination.completed_store import CompletedCheckpointStore
+from lockgate.runtime.coordination.errors import NoUsableCheckpointError
 from lockgate.runtime.snapshot.metadata import CheckpointMetadata, read_metadata
-from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError
+from lockgate.runtime.snapshot.storage import METADATA, CheckpointStorage, FileRef, SnapshotCorruptError
 
 log = logging.getLogger(__name__)
+
+# Files checksummed at once: remote storage is read at several streams' speed.
+VERIFY_THREADS = 4
 
 
 @dataclass(frozen=True)
@@ -23,31 +38,126 @@ class RestorePoint:
     def storage(self) -> CheckpointStorage:
         return CheckpointStorage(self.url)
 
+    def file_paths(self) -> list[str]:
+        """Every file a restore reads, as a `SnapshotCorruptError` names it."""
+        storage = self.storage
+        paths = [f"{storage.root}/{METADATA}"]
+        paths += (storage.resolve(storage.root, ref) for ref in _files(self.metadata))
+        return list(dict.fromkeys(paths))
 
-def verify(url: str) -> RestorePoint:
-    """Read `_metadata` and check every file it names exists with its recorded size.
-    (Contents are checksummed as they are read during the restore itself.)"""
-    storage = CheckpointStorage(url)
-    metadata = read_metadata(storage, storage.root)
+    def damage_named_in(self, failure: BaseException) -> tuple[str, str] | None:
+        """(path, what is wrong with it) when `failure` says a file of this snapshot is
+        damaged. A task's failure reaches the driver as the exception itself when the
+        tasks run in-process, and only as text from Spark: the text is what is read."""
+        text = "\n".join(_messages(failure))
+        for path in self.file_paths():
+            naming = SnapshotCorruptError.naming(path)
+            start = text.find(naming)
+            if start >= 0:
+                return path, text[start + len(naming) :].split("\n", 1)[0].strip()
+        return None
+
+
+def _files(metadata: CheckpointMetadata) -> Iterator[FileRef]:
     for vertex in metadata.vertices.values():
         for subtask in vertex.subtasks:
             for handle in (subtask.keyed, subtask.operator):
-                for ref in handle.files() if handle is not None else ():
-                    storage.check_size(storage.resolve(storage.root, ref), ref.size)
+                if handle is not None:
+                    yield from handle.files()
+
+
+def _messages(failure: BaseException) -> Iterator[str]:
+    seen: set[int] = set()
+    current: BaseException | None = failure
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield str(current)
+        current = current.__cause__ or current.__context__
+
+
+def verify(url: str, threads: int = VERIFY_THREADS) -> RestorePoint:
+    """Read `_metadata`, then every file it names, whole: each must have its recorded
+    size and CRC-32. Sizes are checked first, so a missing or truncated file is
+    found before a byte is read."""
+    storage = CheckpointStorage(url)
+    metadata = read_metadata(storage, storage.root)
+    refs = list({storage.resolve(storage.root, ref): ref for ref in _files(metadata)}.values())
+    for ref in refs:
+        storage.check_size(storage.resolve(storage.root, ref), ref.size)
+    with ThreadPoolExecutor(threads, thread_name_prefix="verify") as pool:
+        checks = [pool.submit(storage.verify_file, storage.root, ref) for ref in refs]
+        try:
+            for check in checks:
+                check.result()
+        finally:
+            for check in checks:
+                check.cancel()
     return RestorePoint(url, metadata)
 
 
 async def resolve_restore_point(
-    store: CompletedCheckpointStore, savepoint_url: str | None = None, min_id: int = 0
+    store: CompletedCheckpointStore, savepoint_url: str | None = None
 ) -> RestorePoint | None:
-    """The explicit savepoint, else the newest intact completed checkpoint numbered
-    `min_id` or higher, else None."""
+    """The explicit savepoint, else the newest intact completed checkpoint, else None
+    when the job has no completed checkpoint at all."""
     if savepoint_url is not None:
-        # The user named it: no silent fallback to something else.
         return await asyncio.to_thread(verify, savepoint_url)
+    point, failures = await _newest_intact(store, min_id=0)
+    if point is None and failures:
+        raise NoUsableCheckpointError(_job(store), failures)
+    return point
+
+
+async def resolve_relaunch_point(
+    store: CompletedCheckpointStore, first_id: int, savepoint_url: str
+) -> RestorePoint:
+    """A relaunch of a run that began from savepoint `savepoint_url`: the newest intact
+    checkpoint the run completed (numbered `first_id` or higher), else the savepoint
+    again. The job's older checkpoints are another history and never restored."""
+    point, failures = await _newest_intact(store, min_id=first_id)
+    if point is not None:
+        return point
+    try:
+        return await asyncio.to_thread(verify, savepoint_url)
+    except SnapshotCorruptError as error:
+        if not failures:
+            raise
+        raise NoUsableCheckpointError(
+            _job(store), [*failures, f"savepoint {savepoint_url}: {error}"]
+        ) from error
+
+
+async def _newest_intact(
+    store: CompletedCheckpointStore, min_id: int
+) -> tuple[RestorePoint | None, list[str]]:
+    """The newest completed checkpoint numbered `min_id` or higher whose files all
+    verify, and why each newer one was skipped."""
+    marks = await store.unusable.all()
+    failures: list[str] = []
     for summary in reversed([c for c in await store.all() if c.checkpoint_id >= min_id]):
-        try:
-            return await asyncio.to_thread(verify, summary.path)
-        except SnapshotCorruptError as error:
-            log.error("skipping %s %s for restore: %s", summary.kind, summary.checkpoint_id, error)
-    return None
+        name = f"{summary.kind} {summary.checkpoint_id} ({summary.path})"
+        mark = marks.get(summary.checkpoint_id)
+        if mark is not None and mark.applies_to(summary.checkpoint_id, summary.path):
+            reason = f"marked unusable: {mark.reason}"
+        else:
+            try:
+                point = await asyncio.to_thread(verify, summary.path)
+            except SnapshotCorruptError as error:
+                reason = str(error)
+                await store.unusable.mark(summary.checkpoint_id, summary.path, reason)
+            else:
+                if failures:
+                    log.warning(
+                        "restoring %s, older than the latest completed checkpoint: what the job "
+                        "committed after it is processed and written again (a sink cannot take "
+                        "back committed output)",
+                        name,
+                    )
+                return point, failures
+        log.error("skipping %s for restore: %s", name, reason)
+        failures.append(f"{name}: {reason}")
+    return None, failures
+
+
+def _job(store: CompletedCheckpointStore) -> str:
+    return f"{store.keys.namespace}/{store.keys.job}"

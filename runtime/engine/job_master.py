@@ -16,9 +16,14 @@ from lockgate.runtime.coordination.coordinator import (
     CheckpointCoordinator,
     CheckpointListener,
 )
-from lockgate.runtime.coordination.errors import CoordinatorConflictError
+from lockgate.runtime.coordination.errors import CoordinatorConflictError, NoUsableCheckpointError
 from lockgate.runtime.coordination.etcd import Etcd
-from lockgate.runtime.coordination.restore_point import RestorePoint, resolve_restore_point
+from lockgate.runtime.coordination.restore_point import (
+    RestorePoint,
+    resolve_relaunch_point,
+    resolve_restore_point,
+)
+from lockgate.runtime.coordination.unusable import UnusableCheckpoints
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.plan import job_plan
 from lockgate.runtime.engine.restart import NoRestart, RestartStrategy
@@ -82,7 +87,8 @@ PERMANENT_FAILURES: tuple[type[BaseException], ...] = (
     MaxParallelismMismatchError,
     EarlierRunError,
     CoordinatorConflictError,
-    SnapshotCorruptError,
+    SnapshotCorruptError,  # a savepoint the user named (a task's finding is handled first)
+    NoUsableCheckpointError,
 )
 
 
@@ -98,8 +104,8 @@ def check_restorable(restore: RestorePoint, spec: JobSpec) -> None:
 
 class JobMaster:
     """Runs a job to its end: launches its tasks beside a coordinator and, when a
-    launch fails, relaunches them by the restart strategy from the latest
-    checkpoint of this run (or what the first launch restored, if none completed)."""
+    launch fails, relaunches them by the restart strategy from the newest intact
+    checkpoint (of this run and after, when it began from a savepoint)."""
 
     def __init__(
         self,
@@ -124,6 +130,7 @@ class JobMaster:
         self._launched = False
         self._first_restore: RestorePoint | None = None
         self._first_id = 0
+        self._restored: RestorePoint | None = None  # by the current launch
 
     async def run(
         self,
@@ -136,11 +143,13 @@ class JobMaster:
         """`coordinating` is awaited each time a launch holds the job's coordinator,
         before its tasks start (the driver's status heartbeat begins there)."""
         while True:
+            self._restored = None
             try:
                 savepoint = await self._launch(from_savepoint, earlier_checkpoints, coordinating)
-            except PERMANENT_FAILURES:
-                raise
             except Exception as failure:
+                set_aside = await self._set_aside_damaged_restore(failure, from_savepoint)
+                if isinstance(failure, PERMANENT_FAILURES) and not set_aside:
+                    raise
                 delay = strategy.next_delay(time.monotonic())
                 if delay is None:
                     raise JobGaveUpError(
@@ -190,15 +199,44 @@ class JobMaster:
     async def _restore_point(
         self, coordinator: CheckpointCoordinator, from_savepoint: str | None, earlier: EarlierCheckpoints
     ) -> RestorePoint | None:
-        if self._launched:
-            latest = await resolve_restore_point(coordinator.store, min_id=self._first_id)
-            return latest or self._first_restore
-        if from_savepoint is None and earlier != "resume":
-            await _handle_earlier_checkpoints(coordinator, earlier)
-        self._first_restore = await resolve_restore_point(coordinator.store, from_savepoint)
-        self._first_id = coordinator.next_checkpoint_id
-        self._launched = True
-        return self._first_restore
+        store = coordinator.store
+        if not self._launched:
+            if from_savepoint is None and earlier != "resume":
+                await _handle_earlier_checkpoints(coordinator, earlier)
+            self._restored = self._first_restore = await resolve_restore_point(store, from_savepoint)
+            self._first_id = coordinator.next_checkpoint_id
+            self._launched = True
+        elif from_savepoint is None:
+            self._restored = await resolve_restore_point(store)
+        else:
+            self._restored = await resolve_relaunch_point(store, self._first_id, from_savepoint)
+        return self._restored
+
+    async def _set_aside_damaged_restore(self, failure: BaseException, from_savepoint: str | None) -> bool:
+        """When `failure` is a task finding a file of the checkpoint this launch restored
+        damaged, mark that checkpoint unusable, so that the next launch restores the one
+        before it instead of failing on it again. A savepoint the user named has no
+        stand-in: its damage ends the run."""
+        restored = self._restored
+        damage = None if restored is None else restored.damage_named_in(failure)
+        if restored is None or damage is None:
+            return False
+        path, problem = damage
+        if restored.url == from_savepoint:
+            raise SnapshotCorruptError(path, f"{problem} (found by a task restoring it)") from failure
+        checkpoint_id = restored.metadata.checkpoint_id
+        async with Etcd(self.spec.etcd) as etcd:
+            await UnusableCheckpoints(etcd, self.spec.keys).mark(
+                checkpoint_id, restored.url, f"a task found {SnapshotCorruptError.naming(path)}{problem}"
+            )
+        log.error(
+            "a task found checkpoint %s damaged (%s: %s); it is marked unusable, and the next "
+            "launch restores the newest intact checkpoint before it",
+            checkpoint_id,
+            path,
+            problem,
+        )
+        return True
 
 
 async def run_once(

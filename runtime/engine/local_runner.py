@@ -94,10 +94,19 @@ def run_local(
         )
     else:
         wiring = local_wiring(graph, len(configs), channel_capacity, cancelled)
-    tasks = [
-        Task(graph, c, controls[c.index], wiring=wiring[c.index], restore=restore, cancelled=cancelled)
-        for c in configs
-    ]
+    try:
+        tasks = [
+            Task(graph, c, controls[c.index], wiring=wiring[c.index], restore=restore, cancelled=cancelled)
+            for c in configs
+        ]
+    except BaseException:
+        # A task that cannot start (its restore failed): nothing runs, so nothing
+        # else would close the etcd connections and exchange sockets.
+        for each in controls:
+            each.close()
+        for close in (close for each in wiring for close in each.closers):
+            close()
+        raise
     for each in controls:
         each.start(trigger_revision)
     failures: list[BaseException] = []

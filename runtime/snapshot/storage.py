@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import posixpath
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -30,8 +30,14 @@ class SnapshotCorruptError(RuntimeError):
     """A snapshot file is missing, truncated or does not match its checksum."""
 
     def __init__(self, path: str, problem: str) -> None:
-        super().__init__(f"snapshot file {path}: {problem}")
+        super().__init__(f"{self.naming(path)}{problem}")
         self.path = path
+
+    @staticmethod
+    def naming(path: str) -> str:
+        """How the message begins: a failure that reached the driver only as text (a
+        Spark task's) is recognised as this file's by it."""
+        return f"snapshot file {path}: "
 
 
 @dataclass(frozen=True)
@@ -132,13 +138,27 @@ class CheckpointStorage:
 
     def download(self, snapshot_dir: str, ref: FileRef, local_path: str) -> None:
         """Copy a file to local disk, verifying it on the way."""
+        with open(local_path, "wb") as target:
+            self._read_verified(snapshot_dir, ref, target.write)
+
+    def verify_file(self, snapshot_dir: str, ref: FileRef) -> None:
+        """Read the whole file, a chunk at a time, and check its size and CRC-32."""
+        self._read_verified(snapshot_dir, ref, None)
+
+    def _read_verified(
+        self, snapshot_dir: str, ref: FileRef, consume: Callable[[bytes], object] | None
+    ) -> None:
         path = self.resolve(snapshot_dir, ref)
         self.check_size(path, ref.size)
-        crc = 0
-        with self.fs.open(path, "rb") as source, open(local_path, "wb") as target:
+        crc = size = 0
+        with self.open_read(path) as source:
             while chunk := source.read(CHUNK):
                 crc = zlib.crc32(chunk, crc)
-                target.write(chunk)
+                size += len(chunk)
+                if consume is not None:
+                    consume(chunk)
+        if size != ref.size:  # it changed between the size check and the read
+            raise SnapshotCorruptError(path, f"read {size} bytes, expected {ref.size}")
         if crc != ref.crc32:
             raise SnapshotCorruptError(path, "checksum mismatch")
 

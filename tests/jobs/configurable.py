@@ -23,6 +23,25 @@ def running_sum(env: StreamEnvironment) -> None:
     counting.running_sum(env, source, env.args["output"])
 
 
+def failing_running_sum(env: StreamEnvironment) -> None:
+    """`running_sum` that fails once, at record `fail_at` or later, after the output of
+    `checkpoints` checkpoints was committed, unless the file `flag` exists."""
+    output = env.args["output"]
+    fail = counting.FailOnce(
+        int(env.args["fail_at"]),
+        env.args["flag"],
+        committed_dir=output.removeprefix("file://"),
+        checkpoints=int(env.args.get("checkpoints", "1")),
+    )
+    source = GeneratorSource(
+        int(env.args["count"]),
+        keys=int(env.args.get("keys", "41")),
+        partitions=int(env.args.get("partitions", "6")),
+        rate=float(env.args["rate"]) if "rate" in env.args else None,
+    )
+    counting.failing_running_sum(env, source, output, fail)
+
+
 def sums_and_words(env: StreamEnvironment) -> None:
     """Two pipelines in one job: a rate-held generator's running sums (its lag is in
     records) and a word count over a log (its lag is in bytes)."""

@@ -41,18 +41,25 @@ def running_sum(env: StreamEnvironment, source: Source, out: str) -> None:
 
 class FailOnce:
     """A map that raises once: at the first record numbered `at` or later that it sees
-    after the sink committed some output (so a checkpoint completed before the
-    failure, however slow the machine), while `flag` does not exist yet."""
+    after the sink committed the output of `checkpoints` checkpoints (so they
+    completed before the failure, however slow the machine), while `flag` does not
+    exist yet."""
 
-    def __init__(self, at: int, flag: str, committed_dir: str) -> None:
+    def __init__(self, at: int, flag: str, committed_dir: str, checkpoints: int = 1) -> None:
         self.at = at
         self.flag = flag
         self.committed_dir = committed_dir
+        self.checkpoints = checkpoints
 
     def _has_committed_output(self) -> bool:
-        return os.path.isdir(self.committed_dir) and any(
-            not name.startswith((".", "_")) for name in os.listdir(self.committed_dir)
-        )
+        if not os.path.isdir(self.committed_dir):
+            return False
+        committed = {
+            name.rpartition("-chk")[2]
+            for name in os.listdir(self.committed_dir)
+            if not name.startswith((".", "_"))
+        }
+        return len(committed) >= self.checkpoints
 
     def __call__(self, record: dict[str, Any]) -> dict[str, Any]:
         if record["n"] < self.at or os.path.exists(self.flag) or not self._has_committed_output():

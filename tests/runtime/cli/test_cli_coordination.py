@@ -9,9 +9,11 @@ from pathlib import Path
 
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer, free_port
+from lockgate.runtime.coordination.restore_point import resolve_restore_point
 
 from tests.polling import eventually_true
 from tests.runtime.coordination.conftest import Job
+from tests.runtime.snapshot.test_corruption import flip_byte
 
 LOCKGATE = str(Path(sys.executable).parent / "lockgate")
 MANUAL = CheckpointConfig(interval_s=None, timeout_s=30, retained=5)
@@ -54,6 +56,23 @@ async def test_checkpoints_list_and_show(job: Job, etcd_server: EtcdServer) -> N
     assert code == 1
     assert "no completed checkpoint 9" in err
     assert "completed: 1, 2" in err
+
+
+async def test_checkpoints_list_shows_a_checkpoint_found_damaged(job: Job, etcd_server: EtcdServer) -> None:
+    coordinator = await job.take_checkpoints(2)
+    damaged = Path(job.storage.checkpoint_dir(job.keys.job, 2), "count", "0", "keyed")
+    flip_byte(str(damaged), 10)
+    point = await resolve_restore_point(coordinator.store)
+    assert point is not None
+
+    code, out, _ = await lockgate("checkpoints", "list", *_etcd(job, etcd_server))
+    assert code == 0
+    header, first, second, reason = out.strip().splitlines()
+    assert header.split()[-2:] == ["RESTORE", "PATH"]
+    assert first.split()[-2] == "ok"
+    assert second.split()[-2] == "unusable"
+    assert reason.startswith("checkpoint 2 is unusable (found ")
+    assert reason.endswith(f"): snapshot file {damaged}: checksum mismatch")
 
 
 async def test_savepoint_with_stop_prints_the_path_last(job: Job, etcd_server: EtcdServer) -> None:

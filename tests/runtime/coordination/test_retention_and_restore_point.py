@@ -10,12 +10,16 @@ from pathlib import Path
 import pytest
 from lockgate.runtime import ValueStateDescriptor, key_group
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
+from lockgate.runtime.coordination.completed_store import CompletedCheckpointStore
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
-from lockgate.runtime.coordination.restore_point import resolve_restore_point
+from lockgate.runtime.coordination.errors import NoUsableCheckpointError
+from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
+from lockgate.runtime.coordination.restore_point import resolve_relaunch_point, resolve_restore_point
 from lockgate.runtime.snapshot.retention import referenced_shared_files
 from lockgate.runtime.snapshot.storage import SnapshotCorruptError
 
 from tests.runtime.coordination.conftest import Job
+from tests.runtime.snapshot.test_corruption import flip_byte
 
 COUNT = ValueStateDescriptor("count", default=0)
 
@@ -108,3 +112,116 @@ async def test_a_damaged_explicit_savepoint_is_an_error(job: Job, tmp_path: Path
     Path(savepoint.path.removeprefix("file://"), "_metadata").unlink()
     with pytest.raises(SnapshotCorruptError, match="_metadata: missing"):
         await resolve_restore_point(coordinator.store, savepoint.path)
+
+
+def _keyed_file(job: Job, checkpoint_id: int, subtask: int) -> Path:
+    return Path(job.storage.checkpoint_dir(job.keys.job, checkpoint_id), "count", str(subtask), "keyed")
+
+
+async def test_a_same_size_byte_flip_in_the_latest_checkpoint_is_found_and_skipped(
+    job: Job, caplog: pytest.LogCaptureFixture
+) -> None:
+    coordinator = await job.take_checkpoints(2)
+    damaged = _keyed_file(job, 2, 1)
+    size = damaged.stat().st_size
+    flip_byte(str(damaged), size // 2)
+    assert damaged.stat().st_size == size
+    with caplog.at_level(logging.ERROR):
+        point = await resolve_restore_point(coordinator.store)
+    assert point is not None
+    assert point.metadata.checkpoint_id == 1
+    assert f"skipping checkpoint 2 ({point.url.removesuffix('chk-1')}chk-2)" in caplog.text
+    assert f"snapshot file {damaged}: checksum mismatch" in caplog.text
+
+
+async def test_when_no_checkpoint_verifies_the_error_names_each_and_the_ways_out(job: Job) -> None:
+    coordinator = await job.take_checkpoints(2)
+    for checkpoint_id in (1, 2):
+        flip_byte(str(_keyed_file(job, checkpoint_id, 0)), 10)
+    with pytest.raises(NoUsableCheckpointError) as raised:
+        await resolve_restore_point(coordinator.store)
+    message = str(raised.value)
+    for checkpoint_id in (1, 2):
+        directory = job.storage.checkpoint_dir(job.keys.job, checkpoint_id)
+        assert (
+            f"checkpoint {checkpoint_id} (file://{directory}): snapshot file {directory}/count/0/keyed"
+            in message
+        )
+    assert message.count("checksum mismatch") == 2
+    assert "--from-savepoint PATH" in message
+    assert "--fresh" in message
+
+
+async def test_a_damaged_checkpoint_is_marked_and_later_resolutions_skip_it(
+    job: Job, etcd_config: EtcdConfig
+) -> None:
+    coordinator = await job.take_checkpoints(2)
+    damaged = _keyed_file(job, 2, 0)
+    flip_byte(str(damaged), 10)
+    point = await resolve_restore_point(coordinator.store)
+    assert point is not None
+    assert point.metadata.checkpoint_id == 1
+
+    # Another driver, on its own connection, finds the mark and does not try checkpoint 2
+    # again, even though its bytes are back (a read that went wrong once is not trusted).
+    flip_byte(str(damaged), 10)
+    async with Etcd(etcd_config) as etcd:
+        store = CompletedCheckpointStore(etcd, job.keys, job.storage, retained=5)
+        marks = await store.unusable.all()
+        assert list(marks) == [2]
+        assert marks[2].path.endswith(f"/{job.keys.job}/chk-2")
+        assert marks[2].reason == f"snapshot file {damaged}: checksum mismatch"
+        again = await resolve_restore_point(store)
+        assert again is not None
+        assert again.metadata.checkpoint_id == 1
+
+    # Starting over (--fresh) forgets the checkpoints and their marks alike.
+    fresh = job.coordinator(CheckpointConfig(interval_s=None, timeout_s=30))
+    await fresh.start()
+    try:
+        await fresh.store.discard_all(fresh.leadership.guard)
+    finally:
+        await fresh.close()
+    assert await fresh.store.unusable.all() == {}
+
+
+async def test_retention_forgets_the_mark_with_the_checkpoint(job: Job) -> None:
+    coordinator = await job.take_checkpoints(2, retained=2)
+    await coordinator.store.unusable.mark(1, job.storage.checkpoint_dir(job.keys.job, 1), "damaged")
+    await job.take_checkpoints(1, retained=2)
+    assert [c.checkpoint_id for c in await coordinator.store.all()] == [2, 3]
+    assert await coordinator.store.unusable.all() == {}
+
+
+async def test_a_relaunch_of_a_run_begun_from_a_savepoint_never_goes_back_before_it(job: Job) -> None:
+    coordinator = job.coordinator(CheckpointConfig(interval_s=None, timeout_s=30, retained=5))
+    job.give_heap_state()
+    await coordinator.start()
+    try:
+        await asyncio.wait_for(coordinator.trigger(), 10)  # of an earlier history
+        savepoint = await asyncio.wait_for(
+            coordinator.trigger("savepoint", f"{job.savepoint_dir}/savepoint-z"), 10
+        )
+        first_id = coordinator.next_checkpoint_id  # the run restored from the savepoint here
+        for _ in range(2):
+            await asyncio.wait_for(coordinator.trigger(), 10)
+    finally:
+        await coordinator.close()
+    store = coordinator.store
+
+    point = await resolve_relaunch_point(store, first_id, savepoint.path)
+    assert point.metadata.checkpoint_id == first_id + 1
+
+    for checkpoint_id in (first_id, first_id + 1):
+        flip_byte(str(_keyed_file(job, checkpoint_id, 0)), 10)
+    point = await resolve_relaunch_point(store, first_id, savepoint.path)
+    assert point.url == savepoint.path, "the savepoint, not the older checkpoint 1"
+
+    flip_byte(str(Path(savepoint.path.removeprefix("file://"), "count", "0", "keyed")), 10)
+    with pytest.raises(NoUsableCheckpointError) as raised:
+        await resolve_relaunch_point(store, first_id, savepoint.path)
+    message = str(raised.value)
+    assert f"checkpoint {first_id + 1} (" in message
+    assert f"checkpoint {first_id} (" in message
+    assert f"savepoint {savepoint.path}: snapshot file" in message
+    assert "checkpoint 1 (" not in message

@@ -57,7 +57,7 @@ def _files(meta: CheckpointMetadata, snapshot_dir: str, kind: str) -> list[str]:
     return [posixpath.normpath(posixpath.join(snapshot_dir, r.path)) for r in refs]
 
 
-def _flip_byte(path: str, offset: int) -> None:
+def flip_byte(path: str, offset: int) -> None:
     with open(path, "r+b") as f:
         f.seek(offset)
         byte = f.read(1)
@@ -72,7 +72,7 @@ def test_flipped_byte_is_detected_and_names_the_file(
 ) -> None:
     snapshot_dir, meta = _snapshot(storage, tmp_path, native)
     path = _files(meta, snapshot_dir, kind)[0]
-    _flip_byte(path, int(Path(path).stat().st_size * where))
+    flip_byte(path, int(Path(path).stat().st_size * where))
     with pytest.raises(SnapshotCorruptError) as error:
         _restore(storage, snapshot_dir, tmp_path, native)
     assert path in str(error.value)
@@ -139,7 +139,7 @@ def test_restore_reads_only_its_own_key_groups(storage: CheckpointStorage, tmp_p
     path = _files(meta, snapshot_dir, "keyed")[0]
     index = read_index(storage, path, Path(path).stat().st_size)
     damaged = index.sections["count"][-1]  # the highest key group: subtask 1 of 2 owns it
-    _flip_byte(path, damaged.offset + damaged.length // 2)
+    flip_byte(path, damaged.offset + damaged.length // 2)
 
     def restore(index: int) -> HeapKeyedStateBackend:
         backend = HeapKeyedStateBackend(8, key_group_range(8, 2, index))

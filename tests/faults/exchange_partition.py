@@ -17,6 +17,7 @@ it. Connections opened later (a relaunch's) pass. `heal()` lets bytes flow again
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import threading
 from collections.abc import Callable
@@ -45,6 +46,21 @@ def _listening_inodes() -> dict[int, int]:
     return found
 
 
+def _fd_links(pid: int) -> list[str]:
+    """What each open descriptor of `pid` points to; descriptors closing meanwhile are skipped."""
+    try:
+        entries = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return []
+    links = []
+    for entry in entries:
+        try:
+            links.append(os.readlink(entry))
+        except OSError:
+            continue
+    return links
+
+
 def listening_ports(pids: list[int] | None = None) -> set[int]:
     """Ports on 127.0.0.1 that any of `pids` (None: any process) listens on."""
     inodes = _listening_inodes()
@@ -52,11 +68,7 @@ def listening_ports(pids: list[int] | None = None) -> set[int]:
         return set(inodes.values())
     ports = set()
     for pid in pids:
-        try:
-            links = [entry.readlink().name for entry in Path(f"/proc/{pid}/fd").iterdir()]
-        except OSError:
-            continue
-        for link in links:
+        for link in _fd_links(pid):
             if link.startswith("socket:["):
                 port = inodes.get(int(link[8:-1]))
                 if port is not None:

@@ -85,6 +85,15 @@ class _ControlCache:
 _control = _ControlCache(os.environ.get(CONTROL_ENV))
 
 
+def obey(control_file: Path | None) -> None:
+    """Make this process follow `control_file` (None: no faults), as
+    `$LOCKGATE_FAULTY_CONTROL` does for the processes a harness starts."""
+    with _control.lock:
+        _control.path = None if control_file is None else str(control_file)
+        _control.faults = StorageFaults()
+        _control.read_at = -1.0
+
+
 def _fail(kind: str, what: str, path: str) -> OSError:
     code = _ERRNO[kind]
     return OSError(code, f"{os.strerror(code)} (injected by faulty:// on {what})", path)
@@ -160,6 +169,8 @@ class StorageFaultSwitch:
         staging = self.control_file.with_suffix(".staging")
         staging.write_text(json.dumps(faults.to_json()))
         staging.replace(self.control_file)  # readers see the old or the new switches, never half
+        with _control.lock:
+            _control.read_at = -1.0  # this process obeys at once; others within REREAD_S
 
     def clear(self) -> None:
         self.set(StorageFaults())

@@ -16,6 +16,7 @@ from tests.faults.schedule import Fault
 from tests.faults.soak_cluster import SoakCluster
 
 LEASE_S = 10.0  # the coordinator's lease: a driver paused longer has lost the job
+TAKEOVER_WAIT_S = 120.0  # how long a stalled driver stays stalled for its replacement to take over
 TARGET_WAIT_S = 15.0  # how long a fault waits for its target (a relaunch may be under way)
 
 
@@ -91,7 +92,8 @@ def _process_fault(target: processes.Target, pause: bool) -> Injector:
 
 def _driver_pause_takeover(ctx: FaultContext, injection: Injection, rng: random.Random) -> None:
     """The driver stalls past its lease; a replacement takes the job over and
-    completes a checkpoint; then the stalled one wakes up (issue 14, item 1)."""
+    completes a checkpoint (or `TAKEOVER_WAIT_S` passes); then the stalled one
+    wakes up (issue 14, item 1). The hold is at least the lease."""
     old = ctx.cluster.current
     pid = next(iter(_wait_for_targets(ctx, "driver")), None)
     if pid is None:
@@ -102,7 +104,7 @@ def _driver_pause_takeover(ctx: FaultContext, injection: Injection, rng: random.
     before = ctx.cluster.latest()
     replacement = ctx.cluster.launch_driver()
     injection.note(f"SIGSTOP driver {pid} ({old.name}); {replacement.name} launched")
-    deadline = time.monotonic() + injection.fault.hold_s
+    deadline = time.monotonic() + max(injection.fault.hold_s, TAKEOVER_WAIT_S)
     while time.monotonic() < deadline:
         status, latest = ctx.cluster.status(), ctx.cluster.latest()
         took_over = status is not None and status.driver == replacement.name

@@ -14,10 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from lockgate.runtime.spark.submit import driver_file
+
 from examples.chaos import descendants, executor_jvms, python_task_workers
 
 Target = Literal["worker", "executor", "driver"]
-DRIVER_MARK = "lockgate/runtime/driver/__main__.py"
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,8 @@ class SparkProcesses:
     root: int
 
     def driver(self) -> int | None:
-        return next((pid for pid, (_, cmd) in descendants(self.root).items() if DRIVER_MARK in cmd), None)
+        mark = f" {driver_file()} "  # spark-submit runs the driver's file with Python
+        return next((pid for pid, (_, cmd) in descendants(self.root).items() if mark in cmd), None)
 
     def task_workers(self) -> list[int]:
         return sorted(python_task_workers(self.root))

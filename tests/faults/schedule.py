@@ -40,7 +40,7 @@ HOLD_S: dict[str, tuple[float, float]] = {
     "executor-pause": (2, 12),
     "driver-kill": (0, 0),
     "driver-pause": (12, 18),
-    "driver-pause-takeover": (25, 35),
+    "driver-pause-takeover": (12, 15),  # at least; until the replacement took over
     "etcd-kill": (0.5, 5),
     "etcd-pause": (2, 14),
     "etcd-restart": (0, 0),

@@ -161,7 +161,10 @@ class SoakCluster:
 
     @property
     def current(self) -> Driver:
-        return self.drivers[-1]
+        """The newest driver alive (a replacement may have given up to the one it
+        was to replace), else the newest."""
+        alive = self.alive_drivers()
+        return alive[-1] if alive else self.drivers[-1]
 
     def alive_drivers(self) -> list[Driver]:
         return [d for d in self.drivers if d.alive()]

@@ -40,24 +40,32 @@ class FaultContext:
     cluster: SoakCluster
     proxies: ExchangeProxies
     partition_bound_s: float
-    paused: set[int] = field(default_factory=set)  # resumed at the end of the round whatever happens
+    # Resumed at the end of the round whatever happens (if still the same process).
+    paused: set[processes.ProcessId] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def pause(self, pid: int) -> None:
-        with self.lock:
-            self.paused.add(pid)
-        processes.pause(pid)
+    def pause(self, pid: int) -> processes.ProcessId | None:
+        process = processes.identify(pid)
+        if process is not None:
+            with self.lock:
+                self.paused.add(process)
+            processes.pause(pid)
+        return process
 
-    def resume(self, pid: int) -> None:
-        processes.resume(pid)
+    def resume(self, process: processes.ProcessId | None) -> None:
+        if process is None:
+            return
         with self.lock:
-            self.paused.discard(pid)
+            self.paused.discard(process)
+        if processes.alive(process):
+            processes.resume(process[0])
 
     def resume_all(self) -> None:
         with self.lock:
-            for pid in self.paused:
-                processes.resume(pid)
-            self.paused.clear()
+            paused, self.paused = self.paused, set()
+        for process in paused:
+            if processes.alive(process):
+                processes.resume(process[0])
 
 
 Injector = Callable[[FaultContext, Injection, random.Random], None]
@@ -81,11 +89,11 @@ def _process_fault(target: processes.Target, pause: bool) -> Injector:
             injection.injected = processes.kill(pid)
             injection.note(f"SIGKILL {target} {pid}")
             return
-        ctx.pause(pid)
-        injection.injected = True
+        process = ctx.pause(pid)
+        injection.injected = process is not None
         injection.note(f"SIGSTOP {target} {pid} for {injection.fault.hold_s} s")
         time.sleep(injection.fault.hold_s)  # the length of the pause is the fault
-        ctx.resume(pid)
+        ctx.resume(process)
 
     return inject
 
@@ -99,8 +107,8 @@ def _driver_pause_takeover(ctx: FaultContext, injection: Injection, rng: random.
     if pid is None:
         injection.note("no driver process to pause")
         return
-    ctx.pause(pid)
-    injection.injected = True
+    process = ctx.pause(pid)
+    injection.injected = process is not None
     before = ctx.cluster.latest()
     replacement = ctx.cluster.launch_driver()
     injection.note(f"SIGSTOP driver {pid} ({old.name}); {replacement.name} launched")
@@ -116,10 +124,8 @@ def _driver_pause_takeover(ctx: FaultContext, injection: Injection, rng: random.
             break
         time.sleep(0.5)  # polling etcd for the takeover
     else:
-        injection.note(
-            f"{replacement.name} had not taken over with a checkpoint after {injection.fault.hold_s} s"
-        )
-    ctx.resume(pid)
+        injection.note(f"{replacement.name} had not taken over with a checkpoint after {TAKEOVER_WAIT_S} s")
+    ctx.resume(process)
 
 
 def _etcd_fault(action: str) -> Injector:

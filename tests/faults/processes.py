@@ -67,13 +67,29 @@ def send(pid: int, sig: signal.Signals) -> bool:
     return True
 
 
-def alive(pid: int) -> bool:
-    """Exists and is not a zombie."""
+ProcessId = tuple[int, int]
+"""(pid, start time in clock ticks since boot): a pid once its process is gone may
+name another's process; with its start time it names only the one seen."""
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state is the first)."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+            return stat.read().rsplit(")", 1)[1].split()
     except OSError:
-        return False
+        return None
+
+
+def identify(pid: int) -> ProcessId | None:
+    fields = _stat(pid)
+    return None if fields is None else (pid, int(fields[19]))
+
+
+def alive(process: ProcessId) -> bool:
+    """The same process still runs (not a zombie, not a new one under its pid)."""
+    fields = _stat(process[0])
+    return fields is not None and fields[0] != "Z" and int(fields[19]) == process[1]
 
 
 def kill(pid: int) -> bool:

@@ -54,7 +54,7 @@ class Driver:
     process: subprocess.Popen[bytes]
     log: Path
     started: float
-    pids_seen: set[int] = field(default_factory=set)
+    seen: set[processes.ProcessId] = field(default_factory=set)  # its Spark processes, while it ran
     exit_code: int | None = None
 
     @property
@@ -94,11 +94,10 @@ class SoakCluster:
         self._stopping.set()
         if self._supervisor is not None:
             self._supervisor.join(timeout=10)
-        for driver in self.drivers:
+        for driver in self.alive_drivers():
             for pid in driver.spark.all():
                 processes.resume(pid)
-            if driver.alive():
-                driver.process.terminate()
+            driver.process.terminate()
         for driver in self.drivers:
             try:
                 driver.process.wait(timeout=30)
@@ -149,7 +148,8 @@ class SoakCluster:
         while not self._stopping.wait(_SUPERVISE_S):
             for driver in list(self.drivers):
                 if driver.alive():
-                    driver.pids_seen.update(driver.spark.all())
+                    found = (processes.identify(pid) for pid in driver.spark.all())
+                    driver.seen.update(p for p in found if p is not None)
                 elif driver.exit_code is None:
                     driver.exit_code = driver.process.returncode
                     self.events.append(
@@ -169,18 +169,16 @@ class SoakCluster:
     def alive_drivers(self) -> list[Driver]:
         return [d for d in self.drivers if d.alive()]
 
-    def orphans(self) -> list[int]:
+    def orphans(self) -> list[processes.ProcessId]:
         """Processes of exited drivers that still live (an executor JVM or a task
         worker left behind by its dead driver)."""
-        return sorted(
-            pid for d in self.drivers if not d.alive() for pid in d.pids_seen if processes.alive(pid)
-        )
+        return sorted(p for d in self.drivers if not d.alive() for p in d.seen if processes.alive(p))
 
     def kill_orphans(self) -> list[int]:
         found = self.orphans()
-        for pid in found:
+        for pid, _ in found:
             processes.kill(pid)
-        return found
+        return [pid for pid, _ in found]
 
     # -- what etcd says -------------------------------------------------------------
 

@@ -16,15 +16,15 @@ import pytest
 from tests.faults.schedule import Fault, Schedule, plan
 from tests.faults.soak import Soak, SoakOptions, SoakReport
 
-# Kinds the short schedule draws from: everything today's main survives. A takeover
-# (a second driver and its executors beside the first) costs a minute more; the
-# long soak runs it.
+# Kinds the short schedule draws from: what today's main survives, but a killed driver
+# (a new JVM and the dead one's lease: a minute more; test_driver_submit covers the
+# wait for the lease) and a takeover (a second driver beside the first). The long
+# soak runs every kind.
 SHORT_KINDS = (
     "worker-kill",
     "worker-pause",
     "executor-kill",
     "executor-pause",
-    "driver-kill",
     "driver-pause",
     "etcd-kill",
     "etcd-pause",
@@ -55,6 +55,7 @@ def _one_fault(kind: str, at_s: float = 3.0) -> Schedule:
 @pytest.mark.timeout(600)
 @pytest.mark.xfail(
     strict=True,
+    raises=AssertionError,
     reason="issue 14, item 4: exchange sockets have no keepalive or read deadline, so a silent "
     "peer is noticed only at the checkpoint timeout",
 )
@@ -67,6 +68,7 @@ def test_a_partitioned_exchange_fails_the_launch_within_seconds(tmp_path: Path) 
 @pytest.mark.timeout(600)
 @pytest.mark.xfail(
     strict=True,
+    raises=AssertionError,
     reason="issue 14, item 2: a same-size byte flip passes the driver's size check; every task "
     "restore fails its CRC and the job restarts on the same checkpoint forever",
 )

@@ -128,6 +128,49 @@ def _driver_pause_takeover(ctx: FaultContext, injection: Injection, rng: random.
     ctx.resume(process)
 
 
+def _stalled_launch_relaunched(ctx: FaultContext, injection: Injection, _rng: random.Random) -> None:
+    """Every executor JVM stalls (a frozen host: Spark can no longer cancel their
+    tasks, whose Python workers run on) while the coordinator fails a checkpoint
+    (EIO renaming its `_metadata`): the job relaunches while the old launch's tasks
+    still run. Once a checkpoint completed after the relaunch (which no task of the
+    relaunch can have taken), the old tasks' workers are killed and the executors
+    resume (issue 14, item 3)."""
+    executors = _wait_for_targets(ctx, "executor")
+    if not executors:
+        injection.note("no executor to stall")
+        return
+    stalled = [ctx.pause(pid) for pid in executors]
+    injection.injected = True
+    storage, before = ctx.cluster.storage, ctx.cluster.status()
+    storage.set(StorageFaults(rename="EIO", under=f"{ctx.cluster.work}/checkpoints"))
+    deadline = time.monotonic() + injection.fault.hold_s
+    relaunched_after: int | None = None  # the latest checkpoint when the relaunch was seen
+    completed_by_old_tasks: int | None = None
+    while time.monotonic() < deadline and completed_by_old_tasks is None:
+        status, latest = ctx.cluster.status(), ctx.cluster.latest()
+        latest_id = 0 if latest is None else latest.checkpoint_id
+        if relaunched_after is None:
+            if status is not None and before is not None and status.restarts > before.restarts:
+                relaunched_after = latest_id
+                storage.clear()
+        elif latest_id > relaunched_after:
+            completed_by_old_tasks = latest_id
+        time.sleep(0.1)  # polling etcd for the restart and the next completion
+    storage.clear()
+    workers = ctx.cluster.current.spark.task_workers() if completed_by_old_tasks is not None else []
+    for pid in workers:
+        processes.kill(pid)  # the old launch's tasks end here, as a frozen host's do when it dies
+    for process in stalled:
+        ctx.resume(process)
+    outcome = (
+        "no relaunch while they stalled"
+        if relaunched_after is None
+        else f"relaunched after checkpoint {relaunched_after}; checkpoint {completed_by_old_tasks} "
+        f"completed while only the old launch's tasks ran; their workers {workers} killed"
+    )
+    injection.note(f"executors {executors} stalled (at most {injection.fault.hold_s} s); {outcome}")
+
+
 def _etcd_fault(action: str) -> Injector:
     def inject(ctx: FaultContext, injection: Injection, _rng: random.Random) -> None:
         etcd = ctx.cluster.etcd
@@ -214,6 +257,7 @@ INJECTORS: dict[str, Injector] = {
     "worker-pause": _process_fault("worker", pause=True),
     "executor-kill": _process_fault("executor", pause=False),
     "executor-pause": _process_fault("executor", pause=True),
+    "executors-stall-relaunch": _stalled_launch_relaunched,
     "driver-kill": _process_fault("driver", pause=False),
     "driver-pause": _process_fault("driver", pause=True),
     "driver-pause-takeover": _driver_pause_takeover,

@@ -15,7 +15,7 @@ from typing import Any
 
 KINDS: dict[str, tuple[str, ...]] = {
     "worker": ("worker-kill", "worker-pause"),
-    "executor": ("executor-kill", "executor-pause"),
+    "executor": ("executor-kill", "executor-pause", "executors-stall-relaunch"),
     "driver": ("driver-kill", "driver-pause", "driver-pause-takeover"),
     "etcd": ("etcd-kill", "etcd-pause", "etcd-restart"),
     "storage": (
@@ -38,6 +38,7 @@ HOLD_S: dict[str, tuple[float, float]] = {
     "worker-pause": (1, 8),
     "executor-kill": (0, 0),
     "executor-pause": (2, 12),
+    "executors-stall-relaunch": (8, 12),
     "driver-kill": (0, 0),
     "driver-pause": (12, 18),
     "driver-pause-takeover": (12, 15),  # at least; until the replacement took over

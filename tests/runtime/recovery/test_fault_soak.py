@@ -16,20 +16,17 @@ import pytest
 from tests.faults.schedule import Fault, Schedule, plan
 from tests.faults.soak import Soak, SoakOptions, SoakReport
 
-# Kinds the short schedule draws from: what today's main survives, but a killed driver
-# (a new JVM and the dead one's lease: a minute more; test_driver_submit covers the
-# wait for the lease) and a takeover (a second driver beside the first). The long
-# soak runs every kind.
-SHORT_KINDS = (
-    "worker-kill",
-    "worker-pause",
-    "executor-kill",
-    "executor-pause",
-    "driver-pause",
-    "etcd-kill",
-    "etcd-pause",
-    "etcd-restart",
-)
+# What the short schedule draws from: what today's main survives every time, faults
+# that fail a launch from a task's side. Left out: a killed driver (a new JVM and the
+# dead one's lease, a minute more; test_driver_submit covers the wait for the lease),
+# and every fault that fails a launch from the coordinator's side while its tasks
+# live on — etcd killed, the driver or etcd paused past the lease, storage errors: the
+# relaunch then races the old launch's tasks, which sometimes commit what the
+# relaunch replays (issue 14, item 3; seen with etcd-kill, driver-pause and
+# storage-eio-rename; the deterministic case is the xfail test below). The long soak
+# runs every kind.
+SHORT_CLASSES = ("worker", "executor")
+SHORT_KINDS = ("worker-kill", "worker-pause", "executor-kill", "executor-pause")
 
 
 def _soak(tmp_path: Path, schedule: Schedule, options: SoakOptions) -> SoakReport:
@@ -40,16 +37,26 @@ def _soak(tmp_path: Path, schedule: Schedule, options: SoakOptions) -> SoakRepor
 
 @pytest.mark.timeout(900)
 def test_a_seeded_short_soak_keeps_output_and_state_exact(tmp_path: Path) -> None:
-    classes = ("worker", "executor", "driver", "etcd")
-    schedule = plan(14, rounds=3, faults_per_round=2, window_s=6.0, classes=classes, kinds=SHORT_KINDS)
+    schedule = plan(14, rounds=3, faults_per_round=2, window_s=6.0, classes=SHORT_CLASSES, kinds=SHORT_KINDS)
     report = _soak(tmp_path, schedule, SoakOptions(rate=200.0, recovery_bound_s=180.0))
     injected = report.injected()
     assert sum(injected.values()) >= 5, f"the faults found their targets: {injected}"
-    assert {f.cls for r in report.rounds for f in (i.fault for i in r.injections)} == set(classes)
+    assert {i.fault.kind for r in report.rounds for i in r.injections} == set(SHORT_KINDS)
 
 
-def _one_fault(kind: str, at_s: float = 3.0) -> Schedule:
-    return Schedule(seed=14, window_s=6.0, rounds=((Fault(kind, at_s, 0.0, 14),),))
+def _one_fault(kind: str, at_s: float = 3.0, hold_s: float = 0.0) -> Schedule:
+    return Schedule(seed=14, window_s=6.0, rounds=((Fault(kind, at_s, hold_s, 14),),))
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="issue 14, item 3: tasks of a failed launch are not fenced; they acknowledge the new "
+    "coordinator's checkpoint and commit output the relaunch replays from an older one",
+)
+def test_tasks_of_a_failed_launch_cannot_complete_checkpoints_or_commit(tmp_path: Path) -> None:
+    _soak(tmp_path, _one_fault("executors-stall-relaunch", hold_s=12.0), SoakOptions(recovery_bound_s=90))
 
 
 @pytest.mark.timeout(600)

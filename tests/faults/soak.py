@@ -39,6 +39,7 @@ from tests.faults.soak_reference import (
 Outcome = Literal["ok", "divergence", "hang"]
 _POLL_S = 0.5
 _APPEND_EVERY_S = 0.1
+_INJECTOR_SLACK_S = 30.0  # an injector's own waits beyond its hold (a target to appear, etcd to answer)
 
 
 @dataclass(frozen=True)
@@ -50,10 +51,15 @@ class SoakOptions:
     startup_bound_s: float = 180.0
 
     def round_bound_s(self, window_s: float) -> float:
-        """The longest a round may take: its window, the longest fault hold (a
-        takeover waits for the replacement, a partition for its bound), the recovery
-        bound."""
-        return window_s + max(TAKEOVER_WAIT_S, self.partition_bound_s) + self.recovery_bound_s
+        """The longest a round may take (and the checks after it): its window, the
+        longest fault hold (a takeover waits for the replacement, a partition for its
+        bound) with the injectors' slack, the recovery bound."""
+        return (
+            window_s
+            + max(TAKEOVER_WAIT_S, self.partition_bound_s)
+            + _INJECTOR_SLACK_S
+            + self.recovery_bound_s
+        )
 
 
 @dataclass

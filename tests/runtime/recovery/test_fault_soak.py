@@ -77,7 +77,9 @@ def test_a_partitioned_exchange_fails_the_launch_within_seconds(tmp_path: Path) 
     strict=True,
     raises=AssertionError,
     reason="issue 14, item 2: a same-size byte flip passes the driver's size check; every task "
-    "restore fails its CRC and the job restarts on the same checkpoint forever",
+    "restore fails its CRC and the job restarts on the same checkpoint forever. Falling back to the "
+    "checkpoint before (as item 2 asks) replays output the corrupted one's sinks committed, which "
+    "this exact check also fails: it passes only once what a fallback owes the output is settled",
 )
 def test_a_corrupted_latest_checkpoint_is_not_restored_forever(tmp_path: Path) -> None:
     _soak(tmp_path, _one_fault("checkpoint-flip"), SoakOptions(recovery_bound_s=60.0))

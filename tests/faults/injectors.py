@@ -1,0 +1,288 @@
+"""Each fault kind of the schedule, injected into a running soak cluster and healed."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tests.faults import processes
+from tests.faults.checkpoint_corruption import corrupt_snapshot
+from tests.faults.exchange_partition import ExchangeProxies
+from tests.faults.faulty_fs import StorageFaults
+from tests.faults.schedule import Fault
+from tests.faults.soak_cluster import SoakCluster
+
+LEASE_S = 10.0  # the coordinator's lease: a driver paused longer has lost the job
+TAKEOVER_WAIT_S = 120.0  # how long a stalled driver stays stalled for its replacement to take over
+TARGET_WAIT_S = 15.0  # how long a fault waits for its target (a relaunch may be under way)
+
+
+@dataclass
+class Injection:
+    """What became of one scheduled fault."""
+
+    fault: Fault
+    injected: bool = False
+    detail: str = ""
+    started: float = 0.0
+    ended: float = 0.0
+    hang: str | None = None  # the runtime did not notice the fault within its bound
+
+    def note(self, text: str) -> None:
+        self.detail = f"{self.detail}; {text}" if self.detail else text
+
+
+@dataclass
+class FaultContext:
+    cluster: SoakCluster
+    proxies: ExchangeProxies
+    partition_bound_s: float
+    # Resumed at the end of the round whatever happens (if still the same process).
+    paused: set[processes.ProcessId] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def pause(self, pid: int) -> processes.ProcessId | None:
+        process = processes.identify(pid)
+        if process is not None:
+            with self.lock:
+                self.paused.add(process)
+            processes.pause(pid)
+        return process
+
+    def resume(self, process: processes.ProcessId | None) -> None:
+        if process is None:
+            return
+        with self.lock:
+            self.paused.discard(process)
+        if processes.alive(process):
+            processes.resume(process[0])
+
+    def resume_all(self) -> None:
+        with self.lock:
+            paused, self.paused = self.paused, set()
+        for process in paused:
+            if processes.alive(process):
+                processes.resume(process[0])
+
+
+Injector = Callable[[FaultContext, Injection, random.Random], None]
+
+
+def _wait_for_targets(ctx: FaultContext, target: processes.Target) -> list[int]:
+    deadline = time.monotonic() + TARGET_WAIT_S
+    while not (pids := ctx.cluster.current.spark.of(target)) and time.monotonic() < deadline:
+        time.sleep(0.2)  # polling the process table for a relaunched target
+    return pids
+
+
+def _process_fault(target: processes.Target, pause: bool) -> Injector:
+    def inject(ctx: FaultContext, injection: Injection, rng: random.Random) -> None:
+        pids = _wait_for_targets(ctx, target)
+        if not pids:
+            injection.note(f"no {target} process to signal")
+            return
+        pid = rng.choice(pids)
+        if not pause:
+            injection.injected = processes.kill(pid)
+            injection.note(f"SIGKILL {target} {pid}")
+            return
+        process = ctx.pause(pid)
+        injection.injected = process is not None
+        injection.note(f"SIGSTOP {target} {pid} for {injection.fault.hold_s} s")
+        time.sleep(injection.fault.hold_s)  # the length of the pause is the fault
+        ctx.resume(process)
+
+    return inject
+
+
+def _driver_pause_takeover(ctx: FaultContext, injection: Injection, rng: random.Random) -> None:
+    """The driver stalls past its lease; a replacement takes the job over and
+    completes a checkpoint (or `TAKEOVER_WAIT_S` passes); then the stalled one
+    wakes up (issue 14, item 1). The hold is at least the lease."""
+    old = ctx.cluster.current
+    pid = next(iter(_wait_for_targets(ctx, "driver")), None)
+    if pid is None:
+        injection.note("no driver process to pause")
+        return
+    process = ctx.pause(pid)
+    injection.injected = process is not None
+    before = ctx.cluster.latest()
+    replacement = ctx.cluster.launch_driver()
+    injection.note(f"SIGSTOP driver {pid} ({old.name}); {replacement.name} launched")
+    deadline = time.monotonic() + max(injection.fault.hold_s, TAKEOVER_WAIT_S)
+    while time.monotonic() < deadline:
+        status, latest = ctx.cluster.status(), ctx.cluster.latest()
+        took_over = status is not None and status.driver == replacement.name
+        newer = latest is not None and (before is None or latest.checkpoint_id > before.checkpoint_id)
+        if took_over and newer and time.monotonic() - injection.started > LEASE_S:
+            injection.note(
+                f"{replacement.name} completed checkpoint {latest.checkpoint_id if latest else '?'}"
+            )
+            break
+        time.sleep(0.5)  # polling etcd for the takeover
+    else:
+        injection.note(f"{replacement.name} had not taken over with a checkpoint after {TAKEOVER_WAIT_S} s")
+    ctx.resume(process)
+
+
+def _stalled_launch_relaunched(ctx: FaultContext, injection: Injection, _rng: random.Random) -> None:
+    """Every executor JVM stalls (a frozen host: Spark can no longer cancel their
+    tasks, whose Python workers run on) while the coordinator fails a checkpoint
+    (EIO renaming its `_metadata`): the job relaunches while the old launch's tasks
+    still run. Once a checkpoint completed after the relaunch (which no task of the
+    relaunch can have taken), the old tasks' workers are killed and the executors
+    resume (issue 14, item 3)."""
+    executors = _wait_for_targets(ctx, "executor")
+    if not executors:
+        injection.note("no executor to stall")
+        return
+    stalled = [ctx.pause(pid) for pid in executors]
+    injection.injected = True
+    storage, before = ctx.cluster.storage, ctx.cluster.status()
+    storage.set(StorageFaults(rename="EIO", under=f"{ctx.cluster.work}/checkpoints"))
+    deadline = time.monotonic() + injection.fault.hold_s
+    relaunched_after: int | None = None  # the latest checkpoint when the relaunch was seen
+    completed_by_old_tasks: int | None = None
+    while time.monotonic() < deadline and completed_by_old_tasks is None:
+        status, latest = ctx.cluster.status(), ctx.cluster.latest()
+        latest_id = 0 if latest is None else latest.checkpoint_id
+        if relaunched_after is None:
+            if status is not None and before is not None and status.restarts > before.restarts:
+                relaunched_after = latest_id
+                storage.clear()
+        elif latest_id > relaunched_after:
+            completed_by_old_tasks = latest_id
+        time.sleep(0.1)  # polling etcd for the restart and the next completion
+    storage.clear()
+    workers = ctx.cluster.current.spark.task_workers() if completed_by_old_tasks is not None else []
+    for pid in workers:
+        processes.kill(pid)  # the old launch's tasks end here, as a frozen host's do when it dies
+    for process in stalled:
+        ctx.resume(process)
+    outcome = (
+        "no relaunch while they stalled"
+        if relaunched_after is None
+        else f"relaunched after checkpoint {relaunched_after}; checkpoint {completed_by_old_tasks} "
+        f"completed while only the old launch's tasks ran; their workers {workers} killed"
+    )
+    injection.note(f"executors {executors} stalled (at most {injection.fault.hold_s} s); {outcome}")
+
+
+def _etcd_fault(action: str) -> Injector:
+    def inject(ctx: FaultContext, injection: Injection, _rng: random.Random) -> None:
+        etcd = ctx.cluster.etcd
+        hold = injection.fault.hold_s
+        if action == "kill":
+            etcd.kill()
+            injection.note(f"etcd SIGKILL, restarted after {hold} s")
+        elif action == "pause":
+            etcd.pause()
+            injection.note(f"etcd SIGSTOP for {hold} s")
+        else:
+            etcd.restart()
+            injection.note("etcd stopped (SIGTERM) and started")
+        injection.injected = True
+        time.sleep(hold)  # how long etcd stays down is the fault
+        etcd.ensure_running()
+
+    return inject
+
+
+def _storage_fault(make: Callable[[float], StorageFaults]) -> Injector:
+    def inject(ctx: FaultContext, injection: Injection, rng: random.Random) -> None:
+        work = ctx.cluster.work
+        faults = make(injection.fault.hold_s)
+        # Slow uploads are the checkpoints' (a sink slowed per record is another fault).
+        scopes = (
+            [f"{work}/checkpoints"] if faults.slow_write_s else [None, f"{work}/checkpoints", f"{work}/out"]
+        )
+        scope = rng.choice(scopes)
+        faults = StorageFaults(faults.write, faults.rename, faults.delete, faults.slow_write_s, scope)
+        ctx.cluster.storage.set(faults)
+        injection.injected = True
+        switched = {k: v for k, v in faults.to_json().items() if v and k != "under"}
+        injection.note(f"{switched} under {scope or work} for {injection.fault.hold_s} s")
+        time.sleep(injection.fault.hold_s)  # how long storage misbehaves is the fault
+        ctx.cluster.storage.clear()
+
+    return inject
+
+
+def _partition(ctx: FaultContext, injection: Injection, _rng: random.Random) -> None:
+    """Silence the exchange between the tasks until the job restarts its tasks (the
+    runtime noticed), or the partition bound passes (it did not: a hang)."""
+    status = ctx.cluster.status()
+    restarts = None if status is None else status.restarts
+    silenced = ctx.proxies.blackhole()
+    if silenced == 0:
+        injection.note("no exchange connection to partition")
+        return
+    injection.injected = True
+    started = time.monotonic()
+    while time.monotonic() - started < ctx.partition_bound_s:
+        status = ctx.cluster.status()
+        if status is not None and restarts is not None and status.restarts > restarts:
+            injection.note(
+                f"{silenced} connection(s) blackholed; restart after {time.monotonic() - started:.1f} s"
+            )
+            break
+        time.sleep(0.25)  # polling etcd for the restart
+    else:
+        injection.hang = f"a partition of the exchange went unnoticed for {ctx.partition_bound_s} s"
+        injection.note(f"{silenced} connection(s) blackholed; no restart in {ctx.partition_bound_s} s")
+    ctx.proxies.heal()
+
+
+def _corrupt_latest(how: str) -> Injector:
+    def inject(ctx: FaultContext, injection: Injection, rng: random.Random) -> None:
+        latest = ctx.cluster.latest()
+        if latest is None:
+            injection.note("no completed checkpoint to corrupt")
+            return
+        corrupted = corrupt_snapshot(latest.path, how, rng)  # type: ignore[arg-type]
+        workers = _wait_for_targets(ctx, "worker")
+        if workers:
+            processes.kill(rng.choice(workers))  # the restart that must read the corrupted checkpoint
+        injection.injected = True
+        injection.note(f"checkpoint {latest.checkpoint_id}: {corrupted.describe()}; a task worker killed")
+
+    return inject
+
+
+INJECTORS: dict[str, Injector] = {
+    "worker-kill": _process_fault("worker", pause=False),
+    "worker-pause": _process_fault("worker", pause=True),
+    "executor-kill": _process_fault("executor", pause=False),
+    "executor-pause": _process_fault("executor", pause=True),
+    "executors-stall-relaunch": _stalled_launch_relaunched,
+    "driver-kill": _process_fault("driver", pause=False),
+    "driver-pause": _process_fault("driver", pause=True),
+    "driver-pause-takeover": _driver_pause_takeover,
+    "etcd-kill": _etcd_fault("kill"),
+    "etcd-pause": _etcd_fault("pause"),
+    "etcd-restart": _etcd_fault("restart"),
+    "storage-eio-write": _storage_fault(lambda _: StorageFaults(write="EIO")),
+    "storage-eio-rename": _storage_fault(lambda _: StorageFaults(rename="EIO")),
+    "storage-eio-delete": _storage_fault(lambda _: StorageFaults(delete="EIO")),
+    "storage-slow": _storage_fault(lambda _: StorageFaults(slow_write_s=0.3)),
+    "storage-enospc": _storage_fault(lambda _: StorageFaults(write="ENOSPC")),
+    "exchange-partition": _partition,
+    "checkpoint-flip": _corrupt_latest("flip"),
+    "checkpoint-truncate": _corrupt_latest("truncate"),
+}
+
+
+def run_fault(ctx: FaultContext, injection: Injection, round_start: float) -> None:
+    """In its own thread: wait for the fault's time in the round, inject, hold, heal."""
+    delay = round_start + injection.fault.at_s - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)  # the schedule's moment for this fault
+    injection.started = time.monotonic()
+    try:
+        INJECTORS[injection.fault.kind](ctx, injection, random.Random(injection.fault.seed))
+    except Exception as error:  # noqa: BLE001 - a harness error is reported with the round
+        injection.note(f"injector failed: {type(error).__name__}: {error}")
+    injection.ended = time.monotonic()

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from lockgate.runtime import ValueStateDescriptor, read_committed
+from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.snapshot.metadata import read_metadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.snapshot.subtask import restore_subtask
 from lockgate.runtime.state.operator_state import OperatorStateStore
-from lockgate.runtime.state.rocksdb import RocksDBKeyedStateBackend
 
 from tests.faults.checkpoint_corruption import on_local_disk
 

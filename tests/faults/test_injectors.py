@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 from lockgate.runtime import ValueStateDescriptor, key_group, key_group_range
+from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
 from lockgate.runtime.coordination.restore_point import verify
 from lockgate.runtime.snapshot.local import LocalSubtask, snapshot_vertex
 from lockgate.runtime.snapshot.metadata import read_metadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError
-from lockgate.runtime.state.heap import HeapKeyedStateBackend
 
 from tests.faults.checkpoint_corruption import corrupt_snapshot, snapshot_files
 from tests.faults.exchange_partition import PROXY_HOST, ExchangeProxies
@@ -111,7 +111,8 @@ def test_a_flipped_byte_keeps_the_size_and_fails_the_checksum(snapshot: str) -> 
     sizes = {path: os.path.getsize(path) for path in snapshot_files(snapshot)}
     corrupted = corrupt_snapshot(f"faulty://{snapshot.removeprefix('file://')}", "flip", random.Random(3))
     assert {path: os.path.getsize(path) for path in sizes} == sizes, "same size: only a checksum notices"
-    verify(snapshot)  # sizes are all the driver checks today
+    with pytest.raises(SnapshotCorruptError, match="checksum mismatch"):
+        verify(snapshot)  # the driver's check reads every file whole
     storage = CheckpointStorage(snapshot)
     refs = {
         storage.resolve(storage.root, ref): ref

@@ -31,6 +31,7 @@ from tests.faults.soak_cluster import JobOptions, SoakCluster
 from tests.faults.soak_reference import (
     SoakInput,
     committed,
+    committed_by,
     output_problems,
     read_checkpoint_state,
     state_problems,
@@ -298,7 +299,11 @@ class Soak:
         records not committed yet are not missing, and the latest checkpoint may be
         one a fault corrupted that no newer one replaced: only the output is checked."""
         records = committed(self.cluster.output_url)
-        problems = output_problems(records, self.input.total, self.input.keys, recovered)
+        damaged = self.cluster.ever_marked_unusable()
+        if damaged is None:
+            return ["etcd did not answer which checkpoints were found damaged"]
+        replayed = committed_by(self.cluster.output_url, damaged)
+        problems = output_problems(records, self.input.total, self.input.keys, recovered, replayed)
         if not recovered:
             return problems
         for _ in range(3):  # retention may delete the latest between asking and reading

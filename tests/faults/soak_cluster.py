@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,6 +199,29 @@ class SoakCluster:
 
     def status(self) -> JobStatus | None:
         return self.ask(lambda etcd: read_status(etcd, JOB))
+
+    def ever_marked_unusable(self) -> set[int] | None:
+        """Every checkpoint the job ever marked unusable, those whose marks retention
+        deleted since included: the puts in etcd's history (nothing here compacts it).
+        A sentinel written beside the marks ends the replay: etcd delivers a watch's
+        events in revision order, so once it arrives the history before it is in."""
+        marks = JOB.unusable  # ".../checkpoints/unusable/"
+        around = marks.rstrip(b"/")  # also covers the sentinel, which the runtime never reads
+        sentinel = around + b"~soak-history-end"
+
+        async def marked(etcd: Etcd) -> set[int]:
+            token = uuid.uuid4().hex.encode()  # the history holds every earlier call's sentinel too
+            await etcd.put(sentinel, token)
+            ids: set[int] = set()
+            async for event in etcd.watch_prefix(around, 1):
+                if event.key == sentinel and event.value == token:
+                    break
+                if event.key.startswith(marks) and not event.deleted:
+                    ids.add(int(event.key[len(marks) :]))
+            await etcd.delete(sentinel)
+            return ids
+
+        return self.ask(marked)
 
     def latest(self) -> CompletedCheckpoint | None:
         async def latest(etcd: Etcd) -> CompletedCheckpoint | None:

@@ -8,11 +8,13 @@ emits for record n is determined, sum(k, k + keys, ..., n) for k = n % keys."""
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import fsspec
 from lockgate.runtime import ValueStateDescriptor, read_committed
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.snapshot.metadata import read_metadata
@@ -67,12 +69,20 @@ class SoakInput:
         return totals
 
 
-def output_problems(records: list[dict[str, Any]], total: int, keys: int, complete: bool = True) -> list[str]:
+def output_problems(
+    records: list[dict[str, Any]],
+    total: int,
+    keys: int,
+    complete: bool = True,
+    replayed: frozenset[int] = frozenset(),
+) -> list[str]:
     """What is wrong with the committed output of the first `total` records, if
-    anything; `complete` False: records not committed yet are no problem."""
+    anything; `complete` False: records not committed yet are no problem.
+    `replayed`: records that a checkpoint found damaged had committed; a restore of
+    the one before it writes them again, so each may stand exactly twice."""
     seen = Counter(int(r["n"]) for r in records)
     missing = [n for n in range(total) if n not in seen] if complete else []
-    duplicated = sorted(n for n, times in seen.items() if times > 1)
+    duplicated = sorted(n for n, times in seen.items() if times > (2 if n in replayed else 1))
     unknown = sorted(n for n in seen if not 0 <= n < total)
     wrong = sorted(
         int(r["n"])
@@ -89,6 +99,22 @@ def output_problems(records: list[dict[str, Any]], total: int, keys: int, comple
         if numbers:
             problems.append(f"{len(numbers)} record(s) {name}, e.g. n = {numbers[:8]}")
     return problems
+
+
+def committed_by(output_url: str, checkpoints: set[int]) -> frozenset[int]:
+    """The records in the sink's files committed by `checkpoints` (a committed
+    file's name ends in `-chk<id>.jsonl`)."""
+    fs, root = fsspec.core.url_to_fs(on_local_disk(output_url))
+    numbers: set[int] = set()
+    for path in fs.glob(f"{root.rstrip('/')}/*-chk*.jsonl"):
+        match = _COMMITTED_BY.search(path)
+        if match is not None and int(match.group(1)) in checkpoints:
+            with fs.open(path, "rb") as lines:
+                numbers.update(int(json.loads(line)["n"]) for line in lines if line.strip())
+    return frozenset(numbers)
+
+
+_COMMITTED_BY = re.compile(r"-chk(\d+)\.jsonl$")
 
 
 def committed(output_url: str) -> list[dict[str, Any]]:

@@ -8,7 +8,6 @@ items 2, 3 and 4)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -27,8 +26,6 @@ from tests.faults.soak import Soak, SoakOptions, SoakReport
 # runs every kind.
 SHORT_CLASSES = ("worker", "executor")
 SHORT_KINDS = ("worker-kill", "worker-pause", "executor-kill", "executor-pause")
-# How the reference check words records committed twice, and nothing else.
-DUPLICATES = re.compile(r"^\d+ record\(s\) committed more than once, e\.g\. n = \[[\d, ]*\]$")
 
 
 def _soak(tmp_path: Path, schedule: Schedule, options: SoakOptions) -> SoakReport:
@@ -68,9 +65,6 @@ def test_a_corrupted_latest_checkpoint_falls_back_to_the_one_before(tmp_path: Pa
     before it instead of restarting on the damaged one forever, loses nothing and
     keeps every sum right. The one cost, logged and documented, is the output the
     damaged checkpoint's sinks had committed: replayed from the one before, it is
-    committed a second time, and that is the only divergence the check may find."""
-    schedule = _one_fault("checkpoint-flip")
-    report = Soak(tmp_path, schedule, SoakOptions(recovery_bound_s=60.0), say=lambda _: None).run()
-    (round_,) = report.rounds
-    assert not round_.hangs, report.summary()
-    assert all(DUPLICATES.match(p) for p in round_.divergences), report.summary()
+    committed a second time; the check allows exactly that (records of the files a
+    checkpoint marked unusable committed, each exactly twice) and nothing more."""
+    _soak(tmp_path, _one_fault("checkpoint-flip"), SoakOptions(recovery_bound_s=60.0))

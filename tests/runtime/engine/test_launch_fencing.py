@@ -29,7 +29,7 @@ from tests.runtime.engine.harness import M
 
 @pytest.mark.parametrize("driver", ["stopped", "cut off"])
 async def test_tasks_of_a_replaced_launch_stop_by_themselves(
-    etcd_config: EtcdConfig, etcd: Etcd, keys: JobKeys, tmp_path: Path, driver: str
+    etcd_config: EtcdConfig, keys: JobKeys, tmp_path: Path, driver: str
 ) -> None:
     env = StreamEnvironment("sum")
     running_sum(env, GeneratorSource(None, keys=7, partitions=2, rate=2_000), f"file://{tmp_path}/out")
@@ -37,12 +37,15 @@ async def test_tasks_of_a_replaced_launch_stop_by_themselves(
     storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
     plan = job_plan(graph, 2, M)
 
-    def coordinator() -> CheckpointCoordinator:
+    # Each coordinator has an etcd client of its own, as each launch of a driver does.
+    first_etcd, successor_etcd = Etcd(etcd_config), Etcd(etcd_config)
+
+    def coordinator(client: Etcd) -> CheckpointCoordinator:
         return CheckpointCoordinator(
-            etcd, keys, storage, plan, CheckpointConfig(interval_s=None), lease_ttl_s=2
+            client, keys, storage, plan, CheckpointConfig(interval_s=None), lease_ttl_s=2
         )
 
-    first = coordinator()
+    first = coordinator(first_etcd)
     await first.start()
     configs = [TaskConfig(i, 2, StateConfig("heap", tmp_path / "local", M)) for i in range(2)]
     controls: list[CheckpointControl] = []
@@ -56,13 +59,15 @@ async def test_tasks_of_a_replaced_launch_stop_by_themselves(
     )
     await asyncio.wait_for(first.trigger(), 20)  # the launch runs and checkpoints
     await first.close(release=driver == "stopped")  # "cut off": its lease is left to lapse
-    successor = coordinator()
+    await first_etcd.close()
+    successor = coordinator(successor_etcd)
     await successor.start(wait_s=10)
     try:
         with pytest.raises(LaunchDeposedError, match=f"launch {first.launch}"):
             await asyncio.wait_for(tasks, 30)
     finally:
         await successor.close()
+        await successor_etcd.close()
     assert successor.launch == first.launch + 1
     assert all(c.deposed is not None for c in controls)
 

@@ -142,7 +142,9 @@ def test_a_driver_waits_out_a_killed_drivers_lease_with_takeover_wait(
     tmp_path: Path, etcd_server, keys: JobKeys
 ) -> None:
     etcd, out = etcd_server.endpoint, f"file://{tmp_path}/out"
-    dead = _killed_drivers_lease(etcd, keys, ttl_s=25)  # longer than a driver takes to start
+    # Longer than a driver takes to start (spark-submit, a JVM, a Spark session), with room
+    # for a loaded 2-core machine: a shorter lease lapses before the driver to be refused asks.
+    dead = _killed_drivers_lease(etcd, keys, ttl_s=60)
     waiting = _submit(
         tmp_path, etcd, keys, 2, "--bounded", "--takeover-wait", "120", "--driver-name", "waiter"
     )

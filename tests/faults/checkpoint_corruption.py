@@ -61,9 +61,29 @@ def corrupt(path: str, how: Corruption, rng: random.Random) -> CorruptedFile:
     return CorruptedFile(path, how, offset)
 
 
+def files_only_it_holds(url: str) -> list[str]:
+    """The state files of the snapshot at `url` that no other completed snapshot
+    beside it names. A shared SST file of incremental checkpoints is in every
+    checkpoint that reuses it: damaging one leaves nothing to fall back to, and the
+    driver rightly refuses to start (a test of its own covers that refusal); the soak
+    damages what a fallback can survive."""
+    local = on_local_disk(url)
+    scheme, _, path = local.partition("://")
+    parent = os.path.dirname(path.rstrip("/"))
+    others: set[str] = set()
+    for name in sorted(os.listdir(parent)):
+        sibling = os.path.join(parent, name)
+        if sibling != path.rstrip("/") and os.path.exists(os.path.join(sibling, "_metadata")):
+            try:
+                others.update(snapshot_files(f"{scheme}://{sibling}"))
+            except FileNotFoundError:
+                continue  # retention deleted it while read: it shares nothing any more
+    return [f for f in snapshot_files(url) if f not in others]
+
+
 def corrupt_snapshot(url: str, how: Corruption, rng: random.Random) -> CorruptedFile:
-    """One state file of the snapshot at `url`, chosen by `rng`."""
-    files = snapshot_files(url)
+    """One state file that only the snapshot at `url` holds, chosen by `rng`."""
+    files = files_only_it_holds(url)
     if not files:
-        raise ValueError(f"{url} names no state file to corrupt")
+        raise ValueError(f"{url} holds no state file of its own to corrupt")
     return corrupt(rng.choice(files), how, rng)

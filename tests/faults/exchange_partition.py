@@ -16,12 +16,12 @@ it. Connections opened later (a relaunch's) pass. `heal()` lets bytes flow again
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
+
+from tests.faults.tcp_proxy import TcpProxy
 
 BIND_HOST = "127.0.0.1"
 PROXY_HOST = "127.0.0.2"
@@ -76,88 +76,12 @@ def listening_ports(pids: list[int] | None = None) -> set[int]:
     return ports
 
 
-class _Pipe:
-    """One proxied connection: two pumps that hold their bytes while blackholed."""
-
-    def __init__(self, client: socket.socket, server: socket.socket, flowing: threading.Event) -> None:
-        self._sockets = (client, server)
-        self.flowing = flowing
-        for source, target in ((client, server), (server, client)):
-            threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
-
-    def _pump(self, source: socket.socket, target: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                self.flowing.wait()
-                data = source.recv(65536)
-                if not data:
-                    target.shutdown(socket.SHUT_WR)
-                    return
-                self.flowing.wait()  # a blackhole: received, never delivered while it lasts
-                target.sendall(data)
-
-    def close(self) -> None:
-        self.flowing.set()
-        for sock in self._sockets:
-            with contextlib.suppress(OSError):
-                sock.close()
-
-
-class BlackholeProxy:
-    """`PROXY_HOST:port` -> `BIND_HOST:port`."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self._listener = socket.create_server((PROXY_HOST, port), backlog=64)
-        self._pipes: list[_Pipe] = []
-        self._lock = threading.Lock()
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True, name=f"proxy-{port}").start()
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            try:
-                server = socket.create_connection((BIND_HOST, self.port), timeout=5)
-            except OSError:
-                client.close()
-                continue
-            server.settimeout(None)
-            with self._lock:
-                self._pipes.append(_Pipe(client, server, threading.Event()))
-                self._pipes[-1].flowing.set()
-
-    def blackhole(self) -> int:
-        """Silences every connection open now; the number silenced."""
-        with self._lock:
-            for pipe in self._pipes:
-                pipe.flowing.clear()
-            return len(self._pipes)
-
-    def heal(self) -> None:
-        with self._lock:
-            for pipe in self._pipes:
-                pipe.flowing.set()
-
-    def close(self) -> None:
-        self._closed = True
-        with contextlib.suppress(OSError):
-            self._listener.close()
-        with self._lock:
-            for pipe in self._pipes:
-                pipe.close()
-            self._pipes.clear()
-
-
 class ExchangeProxies:
     """Keeps a proxy in front of every exchange server the task workers listen on."""
 
     def __init__(self, task_workers: Callable[[], list[int]]) -> None:
         self._task_workers = task_workers
-        self._proxies: dict[int, BlackholeProxy] = {}
+        self._proxies: dict[int, TcpProxy] = {}
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self.errors: list[str] = []
@@ -171,7 +95,9 @@ class ExchangeProxies:
             with self._lock:
                 for port in ports - self._proxies.keys():
                     try:
-                        self._proxies[port] = BlackholeProxy(port)
+                        self._proxies[port] = TcpProxy(
+                            (BIND_HOST, port), listen=(PROXY_HOST, port), lifetime_s=None
+                        )
                     except OSError as error:
                         self.errors.append(f"proxy for port {port}: {error}")
                 # Only once nothing listens on the port any more: a task worker can
@@ -183,7 +109,7 @@ class ExchangeProxies:
         """Partitions the tasks from each other: every proxied connection open now
         goes silent. The number of connections silenced."""
         with self._lock:
-            return sum(proxy.blackhole() for proxy in self._proxies.values())
+            return sum(proxy.blackhole(new_connections=False) for proxy in self._proxies.values())
 
     def heal(self) -> None:
         with self._lock:

@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lockgate.runtime.coordination.records import JobStatus
+
 from tests.faults import processes
 from tests.faults.checkpoint_corruption import corrupt_snapshot
 from tests.faults.exchange_partition import ExchangeProxies
@@ -42,7 +44,13 @@ class FaultContext:
     partition_bound_s: float
     # Resumed at the end of the round whatever happens (if still the same process).
     paused: set[processes.ProcessId] = field(default_factory=set)
+    # The faults of the round being injected or held now, by kind (a kind at most once a round).
+    holding: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def others_holding(self, kind: str) -> set[str]:
+        with self.lock:
+            return self.holding - {kind}
 
     def pause(self, pid: int) -> processes.ProcessId | None:
         process = processes.identify(pid)
@@ -212,28 +220,42 @@ def _storage_fault(make: Callable[[float], StorageFaults]) -> Injector:
 
 
 def _partition(ctx: FaultContext, injection: Injection, _rng: random.Random) -> None:
-    """Silence the exchange between the tasks until the job restarts its tasks (the
-    runtime noticed), or the partition bound passes (it did not: a hang)."""
-    status = ctx.cluster.status()
-    restarts = None if status is None else status.restarts
+    """Silence the exchange between the tasks until the job restarts its tasks or
+    another launch takes over (the runtime noticed), or the partition bound passes
+    (it did not: a hang). The bound counts only time in which no other fault of the
+    round is held: a paused driver or etcd cannot report a restart, and a takeover
+    holds for up to `TAKEOVER_WAIT_S`."""
+    before = ctx.cluster.status()
     silenced = ctx.proxies.blackhole()
     if silenced == 0:
         injection.note("no exchange connection to partition")
         return
     injection.injected = True
-    started = time.monotonic()
-    while time.monotonic() - started < ctx.partition_bound_s:
+    started = unhindered_since = time.monotonic()
+    waited_out: set[str] = set()
+    while time.monotonic() - unhindered_since < ctx.partition_bound_s:
         status = ctx.cluster.status()
-        if status is not None and restarts is not None and status.restarts > restarts:
+        before = before or status  # etcd may have been down when the partition began
+        if before is not None and status is not None and _relaunched(before, status):
             injection.note(
-                f"{silenced} connection(s) blackholed; restart after {time.monotonic() - started:.1f} s"
+                f"{silenced} connection(s) blackholed; {status.driver} relaunched the job "
+                f"{time.monotonic() - started:.1f} s later"
             )
             break
+        if others := ctx.others_holding(injection.fault.kind):
+            unhindered_since = time.monotonic()
+            waited_out |= others
         time.sleep(0.25)  # polling etcd for the restart
     else:
         injection.hang = f"a partition of the exchange went unnoticed for {ctx.partition_bound_s} s"
         injection.note(f"{silenced} connection(s) blackholed; no restart in {ctx.partition_bound_s} s")
+    if waited_out:
+        injection.note(f"the bound waited out {sorted(waited_out)}")
     ctx.proxies.heal()
+
+
+def _relaunched(before: JobStatus, now: JobStatus) -> bool:
+    return now.restarts > before.restarts or now.driver != before.driver
 
 
 def _corrupt_latest(how: str) -> Injector:
@@ -281,8 +303,13 @@ def run_fault(ctx: FaultContext, injection: Injection, round_start: float) -> No
     if delay > 0:
         time.sleep(delay)  # the schedule's moment for this fault
     injection.started = time.monotonic()
+    with ctx.lock:
+        ctx.holding.add(injection.fault.kind)
     try:
         INJECTORS[injection.fault.kind](ctx, injection, random.Random(injection.fault.seed))
     except Exception as error:  # noqa: BLE001 - a harness error is reported with the round
         injection.note(f"injector failed: {type(error).__name__}: {error}")
+    finally:
+        with ctx.lock:
+            ctx.holding.discard(injection.fault.kind)
     injection.ended = time.monotonic()

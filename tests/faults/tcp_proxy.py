@@ -1,15 +1,19 @@
-"""A TCP proxy for fault tests: forwards connections to a target and can blackhole them.
+"""The TCP proxy of the fault tests: forwards connections to a target and can
+blackhole them.
 
 `blackhole()` keeps every connection open on both sides but forwards nothing
 more in either direction: what a silent partition looks like to both ends —
 no reset, no FIN, only silence, while what they send piles up in socket
 buffers. `heal()` forwards again, and nothing held back is lost. Once
-`blackhole()` returns, not one more byte goes through until `heal()`.
+`blackhole()` returns, not one more byte of a silenced connection goes through
+until `heal()`. Connections accepted later are silenced too, unless the
+blackhole was asked for the open connections only (a relaunch's connections
+then pass, as after a partition that healed for the new launch).
 
 Bounded: at most `max_connections` connections at a time (more are closed at
-once), every wait is at most `POLL_S`, and after `lifetime_s` the proxy closes
-everything by itself, so a test that fails before `close()` leaves no thread
-behind for long.
+once), every wait is at most `POLL_S`, and after `lifetime_s` (unless None) the
+proxy closes everything by itself, so a test that fails before `close()` leaves
+no thread behind for long.
 """
 
 from __future__ import annotations
@@ -28,31 +32,39 @@ Direction = Literal["to_target", "from_target"]
 
 
 class _Pump:
-    """Copies one direction of one connection; `lock` is held around each forward."""
+    """Copies one direction of one connection while its connection's `forwarding` is
+    set; `lock` is held around each forward."""
 
-    def __init__(self, source: socket.socket, target: socket.socket, direction: Direction) -> None:
+    def __init__(
+        self, source: socket.socket, target: socket.socket, direction: Direction, forwarding: threading.Event
+    ) -> None:
         self.source = source
         self.target = target
         self.direction = direction
+        self.forwarding = forwarding
         self.lock = threading.Lock()
         self.ended = False
 
 
 class TcpProxy:
     def __init__(
-        self, target: tuple[str, int], *, lifetime_s: float = 120.0, max_connections: int = 64
+        self,
+        target: tuple[str, int],
+        *,
+        listen: tuple[str, int] = ("127.0.0.1", 0),
+        lifetime_s: float | None = 120.0,
+        max_connections: int = 64,
     ) -> None:
         self.target = target
         self._max_connections = max_connections
-        self._deadline = time.monotonic() + lifetime_s
-        self._forwarding = threading.Event()
-        self._forwarding.set()
+        self._deadline = None if lifetime_s is None else time.monotonic() + lifetime_s
+        self._silence_new = False
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._pumps: list[_Pump] = []
         self._sockets: list[socket.socket] = []
         self._forwarded: dict[Direction, int] = {"to_target": 0, "from_target": 0}
-        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener = socket.create_server(listen, backlog=max_connections)
         self._listener.settimeout(POLL_S)
         self.address: tuple[str, int] = self._listener.getsockname()[:2]
         self._threads = [threading.Thread(target=self._accept_loop, name="proxy-accept", daemon=True)]
@@ -60,18 +72,26 @@ class TcpProxy:
 
     # -- faults ----------------------------------------------------------------------
 
-    def blackhole(self) -> None:
-        """Forward nothing more, in either direction, until `heal()`; connections stay open."""
-        self._forwarding.clear()
+    def blackhole(self, *, new_connections: bool = True) -> int:
+        """Forward nothing more, in either direction, until `heal()`; connections stay
+        open. `new_connections=False` silences only the connections open now. The
+        number of open connections silenced."""
         with self._lock:
-            pumps = list(self._pumps)
+            self._silence_new = new_connections
+            pumps = [p for p in self._pumps if not p.ended]
+            for pump in pumps:
+                pump.forwarding.clear()
         for pump in pumps:  # wait out a forward that began before
             with pump.lock:
                 pass
+        return len({id(p.forwarding) for p in pumps})
 
     def heal(self) -> None:
         """Forward again, starting with what was held back."""
-        self._forwarding.set()
+        with self._lock:
+            self._silence_new = False
+            for pump in self._pumps:
+                pump.forwarding.set()
 
     # -- inspection ------------------------------------------------------------------
 
@@ -90,7 +110,7 @@ class TcpProxy:
     # -- running ---------------------------------------------------------------------
 
     def _accept_loop(self) -> None:
-        while not self._closed.is_set() and time.monotonic() < self._deadline:
+        while not self._closed.is_set() and (self._deadline is None or time.monotonic() < self._deadline):
             try:
                 client, _ = self._listener.accept()
             except TimeoutError:
@@ -109,8 +129,14 @@ class TcpProxy:
         except OSError:
             client.close()
             return
-        pumps = [_Pump(client, upstream, "to_target"), _Pump(upstream, client, "from_target")]
+        forwarding = threading.Event()
+        pumps = [
+            _Pump(client, upstream, "to_target", forwarding),
+            _Pump(upstream, client, "from_target", forwarding),
+        ]
         with self._lock:
+            if not self._silence_new:
+                forwarding.set()
             self._sockets += [client, upstream]
             self._pumps += pumps
         for sock in (client, upstream):
@@ -125,7 +151,7 @@ class TcpProxy:
         while not self._closed.is_set():
             if not pending:
                 # Blackholed: read nothing, so what the peer sends stays in its buffers.
-                if not self._forwarding.wait(POLL_S):
+                if not pump.forwarding.wait(POLL_S):
                     continue
                 try:
                     data = pump.source.recv(CHUNK_BYTES)
@@ -150,7 +176,7 @@ class TcpProxy:
     def _forward(self, pump: _Pump, data: memoryview) -> int | None:
         """Bytes of `data` forwarded now (0 while blackholed); None if the target is gone."""
         with pump.lock:
-            if not self._forwarding.is_set():
+            if not pump.forwarding.is_set():
                 sent = 0
             else:
                 try:
@@ -161,8 +187,8 @@ class TcpProxy:
                     return None
                 with self._lock:
                     self._forwarded[pump.direction] += sent
-        if not self._forwarding.is_set():
-            self._forwarding.wait(POLL_S)
+        if not pump.forwarding.is_set():
+            pump.forwarding.wait(POLL_S)
         return sent
 
     def _shut(self) -> None:

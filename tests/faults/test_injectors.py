@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 from lockgate.runtime import ValueStateDescriptor, key_group, key_group_range
 from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
+from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.coordination.restore_point import verify
 from lockgate.runtime.snapshot.local import LocalSubtask, snapshot_vertex
 from lockgate.runtime.snapshot.metadata import read_metadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError
 
-from tests.faults.checkpoint_corruption import corrupt_snapshot, snapshot_files
+from tests.faults.checkpoint_corruption import corrupt_snapshot, files_only_it_holds, snapshot_files
 from tests.faults.exchange_partition import PROXY_HOST, ExchangeProxies
 from tests.faults.schedule import CLASS_OF, CLASSES, KINDS, Schedule, plan
 from tests.faults.soak_reference import SoakInput, output_problems, running_sum
@@ -188,3 +189,31 @@ def test_the_proxy_forwards_then_blackholes_then_heals(echo_server: int) -> None
         client.close()
     finally:
         proxies.close()
+
+
+def test_corruption_spares_files_an_earlier_checkpoint_shares(tmp_path: Path) -> None:
+    """Incremental checkpoints 1 and 2 share SST files; damaging checkpoint 2 must
+    leave checkpoint 1 whole, or the fallback the soak checks has nothing to use."""
+    storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
+    backend = RocksDBKeyedStateBackend(8, range(8), tmp_path / "db", incremental=True)
+    subtask = LocalSubtask(backend)
+    urls = []
+    for n, keys in ((1, range(5_000)), (2, range(100))):
+        for key in keys:
+            backend.set_current_key(key)
+            backend.state(COUNT).update(n)
+        snapshot_dir = storage.checkpoint_dir("job", n)
+        snapshot_vertex(storage, snapshot_dir, ("job", n, "checkpoint"), "v", [subtask])
+        urls.append(f"file://{snapshot_dir.removeprefix('file://')}")
+    first, second = urls
+    shared = set(snapshot_files(first)) & set(snapshot_files(second))
+    assert shared, "the second checkpoint reuses the first one's SST files"
+    own = files_only_it_holds(second)
+    assert own
+    assert not shared & set(own)
+    for seed in range(10):
+        corrupted = corrupt_snapshot(second, "flip", random.Random(seed))
+        assert corrupted.path in own
+    verify(first)  # untouched: the one a fallback restores
+    with pytest.raises(SnapshotCorruptError):
+        verify(second)

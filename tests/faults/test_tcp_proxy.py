@@ -114,3 +114,32 @@ def test_connections_beyond_the_bound_are_closed_at_once(echo) -> None:
         second.settimeout(5.0)
         with contextlib.suppress(ConnectionResetError):
             assert second.recv(1) == b""
+
+
+def test_a_blackhole_of_the_open_connections_lets_a_new_one_pass(echo) -> None:
+    """As the soak partitions a launch's exchange: the relaunch's connections pass."""
+    with TcpProxy(echo) as proxy, socket.create_connection(proxy.address) as old:
+        old.sendall(b"a")
+        assert _receive(old, 1) == b"a"
+        assert proxy.blackhole(new_connections=False) == 1
+        old.sendall(b"held")
+        with socket.create_connection(proxy.address) as new:
+            new.sendall(b"new")
+            assert _receive(new, 3) == b"new"
+        old.settimeout(QUIET_S)
+        with pytest.raises(TimeoutError):
+            old.recv(1)
+        proxy.heal()
+        assert _receive(old, 4) == b"held"
+
+
+def test_a_full_blackhole_silences_connections_opened_after_it(echo) -> None:
+    with TcpProxy(echo) as proxy:
+        assert proxy.blackhole() == 0
+        with socket.create_connection(proxy.address) as late:
+            late.sendall(b"late")
+            late.settimeout(QUIET_S)
+            with pytest.raises(TimeoutError):
+                late.recv(1)
+            proxy.heal()
+            assert _receive(late, 4) == b"late"

@@ -38,6 +38,10 @@ class EtcdUnavailableError(ConnectionError):
     """No endpoint answered within the retries."""
 
 
+class LeaseNotFoundError(Exception):
+    """A write bound to a lease that etcd no longer has."""
+
+
 class EtcdConfigError(ValueError):
     pass
 
@@ -219,7 +223,12 @@ class Etcd:
         return items, int(result.header.revision)
 
     async def put(self, key: bytes, value: bytes, lease: int | None = None) -> None:
-        await self._call("put", key, value, lease=lease)
+        try:
+            await self._call("put", key, value, lease=lease)
+        except aetcd.exceptions.ClientError as error:
+            if lease is not None and "lease not found" in str(error):
+                raise LeaseNotFoundError(f"lease {lease:x} has expired or was revoked") from error
+            raise
 
     async def delete(self, key: bytes) -> None:
         await self._call("delete", key)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 
 from lockgate.runtime.coordination.cancellation import cancel_and_wait
-from lockgate.runtime.coordination.etcd import Etcd, EtcdUnavailableError
+from lockgate.runtime.coordination.etcd import Etcd, EtcdUnavailableError, LeaseNotFoundError
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import JobState, JobStatus, decode, encode
 
@@ -60,7 +60,13 @@ class StatusHeartbeat:
         if self._lease is None or await self._etcd.refresh_lease(self._lease) <= 0:
             self._lease = await self._etcd.grant_lease(self._ttl_s)
         status = dataclasses.replace(self._status, at_ms=now_ms(), restarts=self._restarts())
-        await self._etcd.put(self._keys.status, encode(status), lease=self._lease)
+        try:
+            await self._etcd.put(self._keys.status, encode(status), lease=self._lease)
+        except LeaseNotFoundError:
+            # The lease lapsed after its refresh (this process paused in between, or the
+            # put waited out a reconnect): beat under a new one.
+            self._lease = await self._etcd.grant_lease(self._ttl_s)
+            await self._etcd.put(self._keys.status, encode(status), lease=self._lease)
 
     async def _keep_beating(self) -> None:
         while True:
@@ -70,6 +76,10 @@ class StatusHeartbeat:
             except EtcdUnavailableError as error:
                 # The job goes on without etcd for a while; the status shows it lost once the lease lapses.
                 log.warning("job status heartbeat missed: %s", error)
+            except Exception:
+                # A heartbeat that ended here would leave a running job shown as lost for good.
+                log.exception("job status heartbeat failed; the next beat starts with a new lease")
+                self._lease = None
 
     def abandon(self) -> None:
         """Stop beating without a word, as a driver that was killed would."""

@@ -39,3 +39,34 @@ async def test_the_outcome_outlives_the_lease(etcd: Etcd, keys: JobKeys) -> None
     status = await read_status(etcd, keys)
     assert status is not None
     assert (status.state, status.savepoint, status.restarts) == ("stopped", "file:///s/savepoint-x", 1)
+
+
+class LeaseLapsesAfterRefresh(Etcd):
+    """Real etcd; the first refresh's lease is gone before the beat's put, as when
+    the driver paused between the two past the lease's TTL."""
+
+    lapsed = False
+
+    async def refresh_lease(self, lease_id: int) -> int:
+        ttl = await super().refresh_lease(lease_id)
+        if not self.lapsed:
+            self.lapsed = True
+            await self.revoke_lease(lease_id)
+        return ttl
+
+
+async def test_the_heartbeat_goes_on_when_its_lease_lapses_between_refresh_and_put(
+    etcd: Etcd, keys: JobKeys
+) -> None:
+    async with LeaseLapsesAfterRefresh(etcd.config) as lapsing:
+        heartbeat = StatusHeartbeat(lapsing, keys, parallelism=2, restarts=lambda: 0, ttl_s=3)
+        await heartbeat.start()
+        first = await read_status(etcd, keys)
+        assert first is not None
+
+        async def beaten_after_the_lapse() -> bool:
+            status = await read_status(etcd, keys)
+            return lapsing.lapsed and status is not None and status.at_ms > first.at_ms
+
+        await eventually_true(beaten_after_the_lapse, "the heartbeat beats under a new lease", timeout_s=10)
+        await heartbeat.finish("finished")

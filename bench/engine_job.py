@@ -20,6 +20,7 @@ from lockgate.runtime import (
     SinkWriter,
     StreamEnvironment,
     ValueStateDescriptor,
+    WriterContext,
 )
 
 SAMPLE_EVERY = 50
@@ -72,8 +73,8 @@ class MeasuringSink(Sink):
         self.inner = FileSink(url)
         self.samples = samples
 
-    def create_writer(self, subtask: int, parallelism: int) -> SinkWriter:
-        return _MeasuringWriter(self.inner.create_writer(subtask, parallelism), self.samples, subtask)
+    def create_writer(self, context: WriterContext) -> SinkWriter:
+        return _MeasuringWriter(self.inner.create_writer(context), self.samples, context.subtask)
 
 
 def build(env: StreamEnvironment) -> None:

@@ -14,6 +14,7 @@ from lockgate.runtime import (
     SinkWriter,
     Source,
     StreamEnvironment,
+    WriterContext,
 )
 
 from examples.sums import RunningSum
@@ -135,8 +136,8 @@ class SlowSink(Sink):
         self.tracker = tracker
         self.delay_s = delay_s
 
-    def create_writer(self, subtask: int, parallelism: int) -> SinkWriter:
-        return _SlowWriter(self.inner.create_writer(subtask, parallelism), self.tracker, self.delay_s)
+    def create_writer(self, context: WriterContext) -> SinkWriter:
+        return _SlowWriter(self.inner.create_writer(context), self.tracker, self.delay_s)
 
 
 def slow_sink_sum(env: StreamEnvironment, source: Source, sink: SlowSink) -> None:

@@ -14,6 +14,7 @@ from lockgate.runtime import (
     FileSink,
     ForwardingSinkWriter,
     GeneratorSource,
+    JobIdentity,
     KeyedProcessFunction,
     RuntimeContext,
     Sink,
@@ -72,6 +73,9 @@ class MeasuringSink(Sink):
     def __init__(self, url: str, samples: str) -> None:
         self.inner = FileSink(url)
         self.samples = samples
+
+    def validate(self, job: JobIdentity) -> None:
+        self.inner.validate(job)
 
     def create_writer(self, context: WriterContext) -> SinkWriter:
         return _MeasuringWriter(self.inner.create_writer(context), self.samples, context.subtask)

@@ -130,3 +130,8 @@ class WriterContext:
 class Sink(ABC):
     @abstractmethod
     def create_writer(self, context: WriterContext) -> SinkWriter: ...
+
+    def validate(self, job: JobIdentity) -> None:  # noqa: B027 - optional hook, nothing to check by default
+        """Check, on the driver before any task starts, that `job` can write here (the
+        destination exists or can be made, and is writable); raise an error naming the
+        destination and the problem. A sink wrapping another calls the inner one's."""

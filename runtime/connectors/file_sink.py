@@ -13,6 +13,9 @@ the pending files the checkpoint holds are committed (a rename is idempotent:
 done twice, the second finds the final file), and the hidden files earlier
 launches of this job left are deleted (`sink_leftovers`); other jobs' files are
 left alone.
+
+The output location is checked before anything runs: by `validate` on the
+driver, and again by each writer when it starts (`output_location`).
 """
 
 from __future__ import annotations
@@ -20,15 +23,21 @@ from __future__ import annotations
 import json
 import logging
 import posixpath
+import uuid
 from typing import Any
 
 import fsspec
-from lockgate.runtime.api.connectors import Sink, SinkWriter, WriterContext
+from lockgate.runtime.api.connectors import JobIdentity, Sink, SinkWriter, WriterContext
 from lockgate.runtime.connectors.file_transaction import Committable, Transaction
-from lockgate.runtime.connectors.sink_file_names import FileName, check_prefix
+from lockgate.runtime.connectors.output_location import check_url, check_writable, open_directory
+from lockgate.runtime.connectors.sink_file_names import FileName, check_name_length, check_prefix
 from lockgate.runtime.connectors.sink_leftovers import leftovers
 
 log = logging.getLogger(__name__)
+
+# The launch of the driver's probe file: before every launch of a job, so a probe
+# a crash left behind is an earlier launch's leftover, which writer 0 deletes.
+_DRIVER_LAUNCH = 0
 
 
 class SinkCommitError(RuntimeError):
@@ -38,8 +47,15 @@ class SinkCommitError(RuntimeError):
 class FileSink(Sink):
     def __init__(self, url: str, prefix: str = "part") -> None:
         check_prefix(prefix)
+        check_url(url)
         self.url = url
         self.prefix = prefix
+
+    def validate(self, job: JobIdentity) -> None:
+        check_name_length(self.url, self.prefix, job)
+        fs, directory = open_directory(self.url)
+        probe = FileName(self.prefix, job, 0, _DRIVER_LAUNCH, uuid.uuid4().hex[:8], 0)
+        check_writable(fs, directory, probe.in_progress, self.url)
 
     def create_writer(self, context: WriterContext) -> FileSinkWriter:
         return FileSinkWriter(self, context)
@@ -47,13 +63,13 @@ class FileSink(Sink):
 
 class FileSinkWriter(SinkWriter):
     def __init__(self, sink: FileSink, context: WriterContext) -> None:
-        fs, root = fsspec.core.url_to_fs(sink.url)
-        self._fs: Any = fs
-        self._directory = root.rstrip("/")
-        self._fs.makedirs(self._directory, exist_ok=True)
+        check_name_length(sink.url, sink.prefix, context.job)
+        self._fs, self._directory = open_directory(sink.url)
         self._sink = sink
         self._context = context
-        self._transaction = Transaction(self._fs, self._directory, FileName.first(sink.prefix, context))
+        first = FileName.first(sink.prefix, context)
+        check_writable(self._fs, self._directory, first.in_progress, sink.url)
+        self._transaction = Transaction(self._fs, self._directory, first)
 
     def write(self, record: Any) -> None:
         self._transaction.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")

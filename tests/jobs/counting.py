@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from lockgate.runtime import (
     FileSink,
     ForwardingSinkWriter,
+    JobIdentity,
     Sink,
     SinkWriter,
     Source,
@@ -135,6 +136,9 @@ class SlowSink(Sink):
         self.inner = FileSink(url)
         self.tracker = tracker
         self.delay_s = delay_s
+
+    def validate(self, job: JobIdentity) -> None:
+        self.inner.validate(job)
 
     def create_writer(self, context: WriterContext) -> SinkWriter:
         return _SlowWriter(self.inner.create_writer(context), self.tracker, self.delay_s)

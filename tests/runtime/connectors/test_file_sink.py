@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from lockgate.runtime import FileSink, JobIdentity, read_committed
 from lockgate.runtime.connectors.file_sink import SinkCommitError
+from lockgate.runtime.connectors.sink_file_names import FileName
 
 from tests.runtime.connectors.sink_writers import JOB, open_writer
 
@@ -139,6 +140,17 @@ def test_a_deposed_launchs_late_writer_leaves_the_newer_launchs_files(
     assert "from launches after this one (1)" in caplog.text
     newer.commit(committables)
     assert read_committed(sink.url) == [{"launch": 2}]
+
+
+def test_a_probe_file_the_drivers_check_left_is_deleted_by_the_next_launch(tmp_path: Path) -> None:
+    sink = FileSink(f"file://{tmp_path}/out")
+    sink.validate(JOB)
+    probe = FileName(sink.prefix, JOB, 0, 0, "0123abcd", 0).in_progress  # the driver's: launch 0
+    (tmp_path / "out" / probe).write_bytes(b"")  # as if the driver died between write and delete
+    open_writer(sink, 1, 2, launch=1).recover([])
+    assert _hidden(tmp_path / "out") == [probe], "subtask 0's share"
+    open_writer(sink, 0, 2, launch=1).recover([])
+    assert _hidden(tmp_path / "out") == []
 
 
 def test_two_jobs_in_one_directory_never_make_the_same_final_name(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 from lockgate.runtime.api.validation import JobDefinitionError
 from lockgate.runtime.coordination.etcd import EtcdConfig
 from lockgate.runtime.driver import add_job_options, settings_from
+from lockgate.runtime.driver.__main__ import main as driver_main
 from lockgate.runtime.driver.drive import job_spec
 from lockgate.runtime.driver.options import JobSettings
 from lockgate.runtime.engine.job_spec import JobSpec
@@ -67,3 +68,16 @@ def test_an_output_location_the_job_cannot_write_is_refused_when_the_options_are
 def test_a_missing_output_directory_is_made_when_the_options_are_read(tmp_path: Path) -> None:
     _settings_from(tmp_path, output=f"file://{tmp_path}/new/out")
     assert (tmp_path / "new" / "out").is_dir()
+
+
+def test_the_cluster_driver_refuses_an_unwritable_output_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    output = f"file://{tmp_path}/file/out"
+    argv = ["tests.jobs.configurable:word_count", "--etcd", "http://127.0.0.1:9", "--work-dir", str(tmp_path)]
+    status = driver_main([*argv, "--arg", "input=file:///in", "--arg", f"output={output}"])
+    assert status == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"lockgate driver: sink 'out': {output}: {tmp_path}/file, above it, is a file, not a directory"
+    ]

@@ -8,6 +8,7 @@ file, is refused with an `OutputLocationError` naming the URL and the cause.
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 from typing import Any
 
@@ -52,12 +53,14 @@ def open_directory(url: str) -> tuple[Any, str]:
 
 
 def check_writable(fs: Any, directory: str, probe: str, url: str) -> None:
-    """Write and delete the empty file `probe` in `directory`."""
+    """Write and delete the empty file `probe` in `directory`. `probe` is named as a
+    hidden file of the job, so a recovering writer may delete it first: not an error."""
     path = f"{directory}/{probe}"
     try:
         with fs.open(path, "wb"):
             pass
-        fs.rm(path)
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(path)
     except OSError as error:
         raise OutputLocationError(
             f"{url}: the output directory takes no files ({type(error).__name__}: {error}); "

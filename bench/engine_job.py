@@ -14,12 +14,14 @@ from lockgate.runtime import (
     FileSink,
     ForwardingSinkWriter,
     GeneratorSource,
+    JobIdentity,
     KeyedProcessFunction,
     RuntimeContext,
     Sink,
     SinkWriter,
     StreamEnvironment,
     ValueStateDescriptor,
+    WriterContext,
 )
 
 SAMPLE_EVERY = 50
@@ -72,8 +74,11 @@ class MeasuringSink(Sink):
         self.inner = FileSink(url)
         self.samples = samples
 
-    def create_writer(self, subtask: int, parallelism: int) -> SinkWriter:
-        return _MeasuringWriter(self.inner.create_writer(subtask, parallelism), self.samples, subtask)
+    def validate(self, job: JobIdentity) -> None:
+        self.inner.validate(job)
+
+    def create_writer(self, context: WriterContext) -> SinkWriter:
+        return _MeasuringWriter(self.inner.create_writer(context), self.samples, context.subtask)
 
 
 def build(env: StreamEnvironment) -> None:

@@ -6,10 +6,12 @@ Job code imports what it needs from here; these names are public API.
 from lockgate.runtime.api.connectors import (
     Backlog,
     ForwardingSinkWriter,
+    JobIdentity,
     Sink,
     SinkWriter,
     Source,
     SourceReader,
+    WriterContext,
 )
 from lockgate.runtime.api.functions import Context, KeyedProcessFunction, RuntimeContext
 from lockgate.runtime.api.graph import JobGraph
@@ -59,6 +61,7 @@ __all__ = [
     "GeneratorSource",
     "JobDefinitionError",
     "JobGraph",
+    "JobIdentity",
     "KeyedProcessFunction",
     "KeyedStream",
     "ListState",
@@ -82,6 +85,7 @@ __all__ = [
     "SystemClock",
     "ValueState",
     "ValueStateDescriptor",
+    "WriterContext",
     "default_max_parallelism",
     "deserialize_key",
     "key_group",

@@ -8,7 +8,9 @@ A `Sink` writes through two-phase commit: records go into the epoch's
 transaction; at a checkpoint barrier the writer pre-commits it and returns
 committables, which the runtime stores in the checkpoint; once the checkpoint
 is complete the runtime asks to commit them. Committing must be idempotent:
-after a failure the restored committables are committed again.
+after a failure the restored committables are committed again. A writer is
+told whose it is (`WriterContext`: the job, its subtask, the launch), so that
+what it leaves behind can be told apart from other jobs' and other launches'.
 """
 
 from __future__ import annotations
@@ -101,6 +103,35 @@ class ForwardingSinkWriter(SinkWriter):
         self.inner.close()
 
 
+@dataclass(frozen=True)
+class JobIdentity:
+    """The job a sink writes for: its namespace and id, as in etcd and checkpoint
+    storage. Two running jobs never share one."""
+
+    namespace: str
+    job: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.job}"
+
+
+@dataclass(frozen=True)
+class WriterContext:
+    """Whose a sink writer is: subtask `subtask` of `parallelism`, in launch `launch`
+    of `job`. Launch numbers grow with each (re)start of the job; a launch runs one
+    writer per subtask."""
+
+    job: JobIdentity
+    subtask: int
+    parallelism: int
+    launch: int
+
+
 class Sink(ABC):
     @abstractmethod
-    def create_writer(self, subtask: int, parallelism: int) -> SinkWriter: ...
+    def create_writer(self, context: WriterContext) -> SinkWriter: ...
+
+    def validate(self, job: JobIdentity) -> None:  # noqa: B027 - optional hook, nothing to check by default
+        """Check, on the driver before any task starts, that `job` can write here (the
+        destination exists or can be made, and is writable); raise an error naming the
+        destination and the problem. A sink wrapping another calls the inner one's."""

@@ -1,11 +1,14 @@
 """Checks on a job graph before anything runs; each error names the culprit and
-says how to fix it."""
+says how to fix it. `validate` looks at the graph alone; `validate_sinks` asks
+each sink whether it can write where it is told to (on the driver: it touches
+storage)."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from lockgate.runtime.api.connectors import JobIdentity
 from lockgate.runtime.api.graph import JobGraph
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -58,3 +61,11 @@ def validate(graph: JobGraph) -> None:
                 f"{vertex.kind} {vertex.name!r} leads to no sink, so its output would be "
                 "discarded: add .sink(...) after it, or remove it"
             )
+
+
+def validate_sinks(graph: JobGraph, job: JobIdentity) -> None:
+    for vertex in graph.sinks:
+        try:
+            vertex.operator.validate(job)
+        except ValueError as error:
+            raise JobDefinitionError(f"sink {vertex.name!r}: {error}") from error

@@ -1,130 +1,82 @@
 """`FileSink(url)`: JSON lines, exactly once through two-phase commit.
 
 Each subtask writes the records of an epoch into a hidden in-progress file
-(`.part-…inprogress`). At a checkpoint barrier the transaction is prepared:
-the file is closed and renamed to a hidden pending file (`_part-…pending`),
+(`.part~…inprogress`). At a checkpoint barrier the transaction is prepared:
+the file is closed and renamed to a hidden pending file (`_part~…pending`),
 and the (pending, final) names go into the checkpoint. When the checkpoint
 completes, pending files are renamed to their final, visible names. Readers
 see only names that start with neither `.` nor `_`.
 
-After a restore, the pending files the checkpoint holds are committed (a
-rename is idempotent: done twice, the second finds the final file), and every
-other hidden file left by an earlier attempt is deleted.
+Every name carries the job, the subtask and the launch that wrote it
+(`sink_file_names`), so several jobs can share a directory. After a restore,
+the pending files the checkpoint holds are committed (a rename is idempotent:
+done twice, the second finds the final file), and the hidden files earlier
+launches of this job left are deleted (`sink_leftovers`); other jobs' files are
+left alone.
+
+The output location is checked before anything runs: by `validate` on the
+driver, and again by each writer when it starts (`output_location`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import posixpath
-import re
 import uuid
-from dataclasses import dataclass
-from typing import IO, Any, Literal
+from typing import Any
 
 import fsspec
-from lockgate.runtime.api.connectors import Sink, SinkWriter
+from lockgate.runtime.api.connectors import JobIdentity, Sink, SinkWriter, WriterContext
+from lockgate.runtime.connectors.file_transaction import Committable, Transaction
+from lockgate.runtime.connectors.output_location import check_url, check_writable, open_directory
+from lockgate.runtime.connectors.sink_file_names import FileName, check_name_length, check_prefix
+from lockgate.runtime.connectors.sink_leftovers import leftovers
 
-_HIDDEN = re.compile(
-    r"^[._](?P<prefix>.+)-(?P<subtask>\d+)-(?P<attempt>[0-9a-f]{8})-\d+\.(inprogress|pending)$"
-)
+log = logging.getLogger(__name__)
+
+# The launch of the driver's probe file: before every launch of a job, so a probe
+# a crash left behind is an earlier launch's leftover, which writer 0 deletes.
+_DRIVER_LAUNCH = 0
 
 
 class SinkCommitError(RuntimeError):
     """A pre-committed file is gone: committing it would lose records."""
 
 
-@dataclass(frozen=True, order=True)
-class Committable:
-    pending: str  # file names inside the sink directory
-    final: str
-
-    def to_json(self) -> list[str]:
-        return [self.pending, self.final]
-
-    @staticmethod
-    def from_json(data: Any) -> Committable:
-        pending, final = data
-        return Committable(str(pending), str(final))
-
-
-class Transaction:
-    """One epoch's file: open -> prepared -> committed, or aborted."""
-
-    def __init__(self, fs: Any, directory: str, stem: str) -> None:
-        self._fs = fs
-        self._directory = directory
-        self.stem = stem
-        self.state: Literal["open", "prepared", "committed", "aborted"] = "open"
-        self._stream: IO[bytes] | None = None
-        self.records = 0
-
-    @property
-    def in_progress(self) -> str:
-        return f".{self.stem}.inprogress"
-
-    def write(self, line: bytes) -> None:
-        if self.state != "open":
-            raise RuntimeError(f"transaction {self.stem} is {self.state}; it cannot take records")
-        if self._stream is None:
-            self._stream = self._fs.open(f"{self._directory}/{self.in_progress}", "wb")
-        self._stream.write(line)
-        self.records += 1
-
-    def prepare(self, checkpoint_id: int) -> Committable | None:
-        if self.state != "open":
-            raise RuntimeError(f"transaction {self.stem} is {self.state}; only an open one can prepare")
-        self.state = "prepared"
-        if self._stream is None:
-            return None  # nothing written this epoch
-        self._stream.close()
-        self._stream = None
-        pending = f"_{self.stem}.pending"
-        self._fs.mv(f"{self._directory}/{self.in_progress}", f"{self._directory}/{pending}")
-        return Committable(pending, f"{self.stem}-chk{checkpoint_id}.jsonl")
-
-    def abort(self) -> None:
-        if self._stream is not None:
-            self._stream.close()
-            self._stream = None
-            self._fs.rm(f"{self._directory}/{self.in_progress}")
-        self.state = "aborted"
-
-
 class FileSink(Sink):
     def __init__(self, url: str, prefix: str = "part") -> None:
-        if "/" in prefix or prefix.startswith((".", "_")):
-            raise ValueError(f"FileSink prefix {prefix!r} must be a plain, visible file name prefix")
+        check_prefix(prefix)
+        check_url(url)
         self.url = url
         self.prefix = prefix
 
-    def create_writer(self, subtask: int, parallelism: int) -> FileSinkWriter:
-        return FileSinkWriter(self, subtask, parallelism)
+    def validate(self, job: JobIdentity) -> None:
+        check_name_length(self.url, self.prefix, job)
+        fs, directory = open_directory(self.url)
+        probe = FileName(self.prefix, job, 0, _DRIVER_LAUNCH, uuid.uuid4().hex[:8], 0)
+        check_writable(fs, directory, probe.in_progress, self.url)
+
+    def create_writer(self, context: WriterContext) -> FileSinkWriter:
+        return FileSinkWriter(self, context)
 
 
 class FileSinkWriter(SinkWriter):
-    def __init__(self, sink: FileSink, subtask: int, parallelism: int) -> None:
-        fs, root = fsspec.core.url_to_fs(sink.url)
-        self._fs: Any = fs
-        self._directory = root.rstrip("/")
-        self._fs.makedirs(self._directory, exist_ok=True)
+    def __init__(self, sink: FileSink, context: WriterContext) -> None:
+        check_name_length(sink.url, sink.prefix, context.job)
+        self._fs, self._directory = open_directory(sink.url)
         self._sink = sink
-        self._subtask = subtask
-        self._parallelism = parallelism
-        self._attempt = uuid.uuid4().hex[:8]
-        self._sequence = 0
-        self._transaction = self._begin()
-
-    def _begin(self) -> Transaction:
-        stem = f"{self._sink.prefix}-{self._subtask}-{self._attempt}-{self._sequence}"
-        self._sequence += 1
-        return Transaction(self._fs, self._directory, stem)
+        self._context = context
+        first = FileName.first(sink.prefix, context)
+        check_writable(self._fs, self._directory, first.in_progress, sink.url)
+        self._transaction = Transaction(self._fs, self._directory, first)
 
     def write(self, record: Any) -> None:
         self._transaction.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
 
     def pre_commit(self, checkpoint_id: int) -> list[Any]:
         committable = self._transaction.prepare(checkpoint_id)
-        self._transaction = self._begin()
+        self._transaction = Transaction(self._fs, self._directory, self._transaction.name.next())
         return [] if committable is None else [committable.to_json()]
 
     def commit(self, committables: list[Any]) -> None:
@@ -142,20 +94,27 @@ class FileSinkWriter(SinkWriter):
 
     def recover(self, committables: list[Any]) -> None:
         """`committables`: every committable of this sink in the restored checkpoint.
-        This subtask commits its round-robin share and deletes the leftovers of the
-        old subtasks whose index maps to it."""
+        This subtask commits its round-robin share, then deletes its share of the
+        hidden files earlier launches of this job left (`sink_leftovers`)."""
         ordered = sorted(Committable.from_json(c) for c in committables)
-        mine = [c for i, c in enumerate(ordered) if i % self._parallelism == self._subtask]
+        context = self._context
+        mine = [c for i, c in enumerate(ordered) if i % context.parallelism == context.subtask]
         self.commit([c.to_json() for c in mine])
-        keep = {c.pending for c in ordered}
-        for path in self._fs.ls(self._directory, detail=False):
-            name = posixpath.basename(path.rstrip("/"))
-            match = _HIDDEN.match(name)
-            if match is None or match["prefix"] != self._sink.prefix or name in keep:
-                continue
-            old_subtask = int(match["subtask"])
-            if old_subtask % self._parallelism == self._subtask and match["attempt"] != self._attempt:
-                self._fs.rm(path)
+        names = [posixpath.basename(p.rstrip("/")) for p in self._fs.ls(self._directory, detail=False)]
+        found = leftovers(names, self._sink.prefix, context, keep={c.pending for c in ordered})
+        for name in found.delete:
+            self._fs.rm(f"{self._directory}/{name}")
+        if found.of_later_launches:
+            log.warning(
+                "%s: left alone %d hidden file(s) of job %s from launches after this one (%s), e.g. %s: "
+                "a later launch is writing them, or this job's launch count began again (delete them "
+                "by hand once no run of the job is live)",
+                self._sink.url,
+                len(found.of_later_launches),
+                context.job,
+                context.launch,
+                found.of_later_launches[0],
+            )
 
     def close(self) -> None:
         self._transaction.abort()

@@ -44,7 +44,7 @@ class LaunchDeposedError(RuntimeError):
 class CheckpointControl:
     def __init__(self, etcd_config: EtcdConfig, keys: JobKeys, subtask: int, launch: int) -> None:
         self._config = etcd_config
-        self._keys = keys
+        self.keys = keys
         self._subtask = subtask
         self.launch = launch
         # Why this task's launch was deposed; set once, read by every chain.
@@ -73,10 +73,10 @@ class CheckpointControl:
         ]
 
     def _participant(self, vertex: str) -> CheckpointParticipant:
-        return CheckpointParticipant(self._etcd, self._keys, vertex, self._subtask, self.launch)
+        return CheckpointParticipant(self._etcd, self.keys, vertex, self._subtask, self.launch)
 
     async def _watch_coordinator(self) -> None:
-        key = self._keys.coordinator
+        key = self.keys.coordinator
         rows, revision = await self._etcd.get_prefix_at(key)
         current = dict(rows).get(key)
         if self._depose_unless_ours(current):
@@ -127,11 +127,11 @@ class CheckpointControl:
 
     def report_progress(self, progress: TaskProgress) -> None:
         self._call(
-            self._etcd.put(self._keys.progress_of(self._subtask), json.dumps(asdict(progress)).encode())
+            self._etcd.put(self.keys.progress_of(self._subtask), json.dumps(asdict(progress)).encode())
         )
 
     def report_drained(self, vertex: str) -> None:
-        self._call(self._etcd.put(self._keys.drained_of(vertex, self._subtask), b"1"))
+        self._call(self._etcd.put(self.keys.drained_of(vertex, self._subtask), b"1"))
 
     def close(self) -> None:
         for watch in self._watches:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from lockgate.runtime.api.connectors import Backlog, SourceReader
+from lockgate.runtime.api.connectors import Backlog, JobIdentity, SourceReader, WriterContext
 from lockgate.runtime.api.graph import JobGraph, Vertex
 from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger
 from lockgate.runtime.coordination.restore_point import RestorePoint
@@ -141,7 +141,7 @@ class Task:
 
     def _operator(self, vertex: Vertex, sinks: list[SinkOperator]) -> Output:
         if vertex.kind == "sink":
-            writer = vertex.operator.create_writer(self.config.index, self.config.parallelism)
+            writer = vertex.operator.create_writer(self._writer_context())
             writer.recover(self.states[vertex.name].restored_committables())
             sink = SinkOperator(vertex.name, writer, self.snapshot)
             sinks.append(sink)
@@ -163,6 +163,11 @@ class Task:
         return ProcessOperator(
             vertex.name, function, backend=backend, context=context, out=out, snapshot=self.snapshot
         )
+
+    def _writer_context(self) -> WriterContext:
+        keys = self._control.keys
+        job = JobIdentity(keys.namespace, keys.job)
+        return WriterContext(job, self.config.index, self.config.parallelism, self._control.launch)
 
     # -- checkpoints -----------------------------------------------------------------
 

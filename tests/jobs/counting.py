@@ -10,10 +10,12 @@ from typing import Any, ClassVar
 from lockgate.runtime import (
     FileSink,
     ForwardingSinkWriter,
+    JobIdentity,
     Sink,
     SinkWriter,
     Source,
     StreamEnvironment,
+    WriterContext,
 )
 
 from examples.sums import RunningSum
@@ -135,8 +137,11 @@ class SlowSink(Sink):
         self.tracker = tracker
         self.delay_s = delay_s
 
-    def create_writer(self, subtask: int, parallelism: int) -> SinkWriter:
-        return _SlowWriter(self.inner.create_writer(subtask, parallelism), self.tracker, self.delay_s)
+    def validate(self, job: JobIdentity) -> None:
+        self.inner.validate(job)
+
+    def create_writer(self, context: WriterContext) -> SinkWriter:
+        return _SlowWriter(self.inner.create_writer(context), self.tracker, self.delay_s)
 
 
 def slow_sink_sum(env: StreamEnvironment, source: Source, sink: SlowSink) -> None:

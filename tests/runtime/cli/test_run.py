@@ -81,6 +81,17 @@ def test_a_bad_exchange_timeout_is_refused_naming_the_option(tmp_path: Path) -> 
     assert "--exchange-timeout must be between 0.1 and 3600 seconds, got 0.0" in result.stderr
 
 
+def test_an_output_location_under_a_file_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    result = _word_count(tmp_path, "file/out")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"lockgate run: sink 'out': file://{tmp_path}/file/out: {tmp_path}/file, above it, "
+        "is a file, not a directory"
+    ]
+    assert not (tmp_path / ".lockgate").exists(), "neither etcd nor Spark was started"
+
+
 def test_a_second_run_never_silently_continues_the_first(tmp_path: Path) -> None:
     words = _write_lines(tmp_path / "lines", partitions=2, lines=200)
     assert _word_count(tmp_path, "first").returncode == 0

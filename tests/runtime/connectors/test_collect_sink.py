@@ -10,6 +10,7 @@ from lockgate.runtime import CollectSink, GeneratorSource, StreamEnvironment
 from lockgate.runtime.connectors.file_sink import SinkCommitError
 
 from tests.jobs.counting import FailOnce, RunningSum
+from tests.runtime.connectors.sink_writers import open_writer
 from tests.runtime.engine.harness import Run, run_job
 
 COUNT = 6000
@@ -45,7 +46,7 @@ async def test_committed_records_are_exactly_once_across_a_restart(etcd_config, 
 
 
 def test_a_token_from_another_process_is_an_error_not_a_silent_loss() -> None:
-    writer = CollectSink("elsewhere").create_writer(0, 1)
+    writer = open_writer(CollectSink("elsewhere"))
     with pytest.raises(SinkCommitError, match="works only with the in-process runner"):
         writer.commit(["elsewhere/0/abcdef12/3"])
 

@@ -1,21 +1,30 @@
-"""FileSink: two-phase commit, invisible until committed, exactly once after recovery."""
+"""FileSink: two-phase commit, invisible until committed, exactly once after recovery,
+and only its own job's files touched in a directory several jobs share."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
-from lockgate.runtime import FileSink, read_committed
+from lockgate.runtime import FileSink, JobIdentity, read_committed
 from lockgate.runtime.connectors.file_sink import SinkCommitError
+from lockgate.runtime.connectors.sink_file_names import FileName
+
+from tests.runtime.connectors.sink_writers import JOB, open_writer
 
 
 def _visible(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if not p.name.startswith((".", "_")))
 
 
+def _hidden(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith((".", "_")))
+
+
 def test_records_appear_only_when_their_checkpoint_commits(tmp_path: Path) -> None:
     sink = FileSink(f"file://{tmp_path}/out")
-    writer = sink.create_writer(0, 1)
+    writer = open_writer(sink)
     writer.write({"a": 1})
     writer.write({"a": 2})
     assert read_committed(sink.url) == []
@@ -32,46 +41,132 @@ def test_records_appear_only_when_their_checkpoint_commits(tmp_path: Path) -> No
 
 def test_recovery_commits_pre_committed_and_discards_the_rest(tmp_path: Path) -> None:
     sink = FileSink(f"file://{tmp_path}/out")
-    crashed = sink.create_writer(0, 1)
+    crashed = open_writer(sink, launch=1)
     crashed.write({"epoch": 1})
     in_checkpoint = crashed.pre_commit(1)  # checkpoint 1 completes, but the commit never ran
     crashed.write({"epoch": 2})  # lost with the crash: replayed from the source
-    restarted = sink.create_writer(0, 1)
+    restarted = open_writer(sink, launch=2)
     restarted.recover(in_checkpoint)
     assert read_committed(sink.url) == [{"epoch": 1}]
-    hidden = [p.name for p in (tmp_path / "out").iterdir() if p.name.startswith((".", "_"))]
-    assert hidden == []
+    assert _hidden(tmp_path / "out") == []
 
 
 def test_recovery_at_another_parallelism_commits_every_share(tmp_path: Path) -> None:
     sink = FileSink(f"file://{tmp_path}/out")
-    old = [sink.create_writer(i, 3) for i in range(3)]
+    old = [open_writer(sink, i, 3, launch=1) for i in range(3)]
     union = []
     for i, writer in enumerate(old):
         writer.write({"from": i})
         union += writer.pre_commit(7)
         writer.write({"uncommitted": i})
-    new = [sink.create_writer(i, 2) for i in range(2)]
+    new = [open_writer(sink, i, 2, launch=2) for i in range(2)]
     for writer in new:
         writer.recover(union)
     assert sorted(r["from"] for r in read_committed(sink.url)) == [0, 1, 2]
     assert len(_visible(tmp_path / "out")) == 3
-    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith((".", "_"))]
+    assert _hidden(tmp_path / "out") == [], "each old subtask's leftovers had a new writer to delete them"
 
 
-def test_recovery_leaves_the_new_attempts_files_alone(tmp_path: Path) -> None:
+def test_recovery_leaves_the_files_of_its_own_launch_alone(tmp_path: Path) -> None:
     sink = FileSink(f"file://{tmp_path}/out")
-    a, b = sink.create_writer(0, 2), sink.create_writer(1, 2)
+    a, b = open_writer(sink, 0, 2, launch=3), open_writer(sink, 1, 2, launch=3)
     a.recover([])
     b.write({"new": 1})  # b is already writing when a (or a late b) recovers
     a.recover([])
+    b.recover([])
     b.commit(b.pre_commit(1))
     assert read_committed(sink.url) == [{"new": 1}]
 
 
+def test_after_a_rescale_no_writer_deletes_a_live_peers_files(tmp_path: Path) -> None:
+    sink = FileSink(f"file://{tmp_path}/out")
+    for i in range(4):  # launch 1 at parallelism 4 left in-progress files
+        open_writer(sink, i, 4, launch=1).write({"lost": i})
+    new = [open_writer(sink, i, 2, launch=2) for i in range(2)]
+    new[1].recover([])
+    new[1].write({"kept": 1})  # writing while its peer, started later, recovers
+    new[0].recover([])
+    new[1].commit(new[1].pre_commit(5))
+    assert read_committed(sink.url) == [{"kept": 1}]
+    assert _hidden(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        JobIdentity("default", "job-b"),
+        JobIdentity("staging", JOB.job),
+        JobIdentity("default", f"{JOB.job}-1"),
+    ],
+    ids=["another job id", "the same id in another namespace", "an id this one's is a prefix of"],
+)
+def test_recovery_leaves_another_jobs_pending_files_to_commit(tmp_path: Path, other: JobIdentity) -> None:
+    sink = FileSink(f"file://{tmp_path}/out")
+    crashed = open_writer(sink, launch=1, job=other)
+    crashed.write({"job": "other"})
+    other_checkpoint = crashed.pre_commit(4)  # completed; the other job crashed before committing
+    crashed.write({"job": "other", "lost": True})
+    mine = open_writer(sink, launch=1)
+    mine.write({"job": "mine", "lost": True})
+    open_writer(sink, launch=2).recover([])  # this job restarts from nothing
+    left = _hidden(tmp_path / "out")
+    assert len(left) == 2, f"only the other job's pending and in-progress files are left: {left}"
+    assert all(f"~{other.namespace}~{other.job}~" in name for name in left), left
+    open_writer(sink, launch=2, job=other).recover(other_checkpoint)
+    assert read_committed(sink.url) == [{"job": "other"}]
+    assert _hidden(tmp_path / "out") == []
+
+
+def test_recovery_leaves_a_live_writer_of_another_job_writing(tmp_path: Path) -> None:
+    sink = FileSink(f"file://{tmp_path}/out")
+    other = open_writer(sink, 1, 2, launch=1, job=JobIdentity("default", "job-b"))
+    other.write({"job": "other"})
+    for subtask in range(2):
+        open_writer(sink, subtask, 2, launch=5).recover([])
+    other.commit(other.pre_commit(1))
+    assert read_committed(sink.url) == [{"job": "other"}]
+
+
+def test_a_deposed_launchs_late_writer_leaves_the_newer_launchs_files(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sink = FileSink(f"file://{tmp_path}/out")
+    newer = open_writer(sink, launch=2)
+    newer.write({"launch": 2})
+    committables = newer.pre_commit(9)
+    late = open_writer(sink, launch=1)  # a task of the launch before, starting late
+    with caplog.at_level(logging.WARNING, logger="lockgate.runtime.connectors.file_sink"):
+        late.recover([])
+    assert "from launches after this one (1)" in caplog.text
+    newer.commit(committables)
+    assert read_committed(sink.url) == [{"launch": 2}]
+
+
+def test_a_probe_file_the_drivers_check_left_is_deleted_by_the_next_launch(tmp_path: Path) -> None:
+    sink = FileSink(f"file://{tmp_path}/out")
+    sink.validate(JOB)
+    probe = FileName(sink.prefix, JOB, 0, 0, "0123abcd", 0).in_progress  # the driver's: launch 0
+    (tmp_path / "out" / probe).write_bytes(b"")  # as if the driver died between write and delete
+    open_writer(sink, 1, 2, launch=1).recover([])
+    assert _hidden(tmp_path / "out") == [probe], "subtask 0's share"
+    open_writer(sink, 0, 2, launch=1).recover([])
+    assert _hidden(tmp_path / "out") == []
+
+
+def test_two_jobs_in_one_directory_never_make_the_same_final_name(tmp_path: Path) -> None:
+    sink = FileSink(f"file://{tmp_path}/out")
+    for job in (JOB, JobIdentity("default", "job-b")):
+        writer = open_writer(sink, launch=1, job=job)
+        writer.write({"job": job.job})
+        writer.commit(writer.pre_commit(1))
+    names = _visible(tmp_path / "out")
+    assert len(names) == 2
+    assert [n.split("~")[:3] for n in names] == [["part", "default", "job-a"], ["part", "default", "job-b"]]
+
+
 def test_a_missing_pending_file_is_an_error_not_a_silent_loss(tmp_path: Path) -> None:
     sink = FileSink(f"file://{tmp_path}/out")
-    writer = sink.create_writer(0, 1)
+    writer = open_writer(sink)
     writer.write({"a": 1})
     committables = writer.pre_commit(1)
     for path in (tmp_path / "out").iterdir():
@@ -81,7 +176,7 @@ def test_a_missing_pending_file_is_an_error_not_a_silent_loss(tmp_path: Path) ->
 
 
 def test_a_closed_transaction_takes_no_records(tmp_path: Path) -> None:
-    writer = FileSink(f"file://{tmp_path}/out").create_writer(0, 1)
+    writer = open_writer(FileSink(f"file://{tmp_path}/out"))
     writer.write({"a": 1})
     writer.close()
     assert read_committed(f"file://{tmp_path}/out") == []
@@ -89,6 +184,7 @@ def test_a_closed_transaction_takes_no_records(tmp_path: Path) -> None:
         writer.write({"a": 2})
 
 
-def test_invalid_prefix() -> None:
+@pytest.mark.parametrize("prefix", [".hidden", "_hidden", "a/b", "a~b", ""])
+def test_invalid_prefix(prefix: str) -> None:
     with pytest.raises(ValueError, match="prefix"):
-        FileSink("file:///x", prefix=".hidden")
+        FileSink("file:///x", prefix=prefix)

@@ -1,0 +1,59 @@
+"""One epoch of a FileSink writer: a hidden file, open -> prepared -> committed, or aborted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import IO, Any, Literal
+
+from lockgate.runtime.connectors.sink_file_names import FileName
+
+
+@dataclass(frozen=True, order=True)
+class Committable:
+    pending: str  # file names inside the sink directory
+    final: str
+
+    def to_json(self) -> list[str]:
+        return [self.pending, self.final]
+
+    @staticmethod
+    def from_json(data: Any) -> Committable:
+        pending, final = data
+        return Committable(str(pending), str(final))
+
+
+class Transaction:
+    def __init__(self, fs: Any, directory: str, name: FileName) -> None:
+        self._fs = fs
+        self._directory = directory
+        self.name = name
+        self.state: Literal["open", "prepared", "committed", "aborted"] = "open"
+        self._stream: IO[bytes] | None = None
+        self.records = 0
+
+    def write(self, line: bytes) -> None:
+        if self.state != "open":
+            raise RuntimeError(f"transaction {self.name.stem} is {self.state}; it cannot take records")
+        if self._stream is None:
+            self._stream = self._fs.open(f"{self._directory}/{self.name.in_progress}", "wb")
+        self._stream.write(line)
+        self.records += 1
+
+    def prepare(self, checkpoint_id: int) -> Committable | None:
+        if self.state != "open":
+            raise RuntimeError(f"transaction {self.name.stem} is {self.state}; only an open one can prepare")
+        self.state = "prepared"
+        if self._stream is None:
+            return None  # nothing written this epoch
+        self._stream.close()
+        self._stream = None
+        pending = self.name.pending
+        self._fs.mv(f"{self._directory}/{self.name.in_progress}", f"{self._directory}/{pending}")
+        return Committable(pending, self.name.final(checkpoint_id))
+
+    def abort(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+            self._fs.rm(f"{self._directory}/{self.name.in_progress}")
+        self.state = "aborted"

@@ -1,0 +1,90 @@
+"""Where a sink writes: checked before anything is written there.
+
+A missing directory is made when its nearest existing ancestor is a directory
+(as Flink's FileSink does); a location under a file, under nothing that exists
+(an object store's missing bucket: buckets are never made), or that takes no
+file, is refused with an `OutputLocationError` naming the URL and the cause.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+from typing import Any
+
+import fsspec
+
+
+class OutputLocationError(ValueError):
+    """A sink's output location cannot be written."""
+
+
+def check_url(url: str) -> None:
+    """Refuse, without touching storage, a URL whose file system is unknown or not
+    installed, or a relative path (each executor would resolve it on its own)."""
+    protocol, path = fsspec.core.split_protocol(url)
+    if protocol in (None, "file", "local") and not path.startswith("/"):
+        raise OutputLocationError(
+            f"{url}: a relative path names a different directory on each executor; "
+            "give an absolute path or a URL such as file:///data/out or s3://bucket/out"
+        )
+    try:
+        fsspec.get_filesystem_class(protocol or "file")
+    except ImportError as error:
+        raise OutputLocationError(
+            f"{url}: the file system for {protocol}:// is not installed ({error})"
+        ) from error
+    except ValueError as error:
+        raise OutputLocationError(f"{url}: unknown protocol {protocol!r} ({error})") from error
+
+
+def open_directory(url: str) -> tuple[Any, str]:
+    """The file system and directory of `url`, the directory made if missing."""
+    check_url(url)
+    fs, root = fsspec.core.url_to_fs(url)
+    directory = root.rstrip("/") or root
+    try:
+        _make_directory(fs, directory, url)
+    except OSError as error:
+        raise OutputLocationError(
+            f"{url}: cannot make the output directory ({type(error).__name__}: {error})"
+        ) from error
+    return fs, directory
+
+
+def check_writable(fs: Any, directory: str, probe: str, url: str) -> None:
+    """Write and delete the empty file `probe` in `directory`. `probe` is named as a
+    hidden file of the job, so a recovering writer may delete it first: not an error."""
+    path = f"{directory}/{probe}"
+    try:
+        with fs.open(path, "wb"):
+            pass
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(path)
+    except OSError as error:
+        raise OutputLocationError(
+            f"{url}: the output directory takes no files ({type(error).__name__}: {error}); "
+            "give a location this job may write"
+        ) from error
+
+
+def _make_directory(fs: Any, directory: str, url: str) -> None:
+    existing = _nearest_existing(fs, directory)
+    if existing is None:
+        raise OutputLocationError(
+            f"{url}: neither it nor any location above it exists (is the bucket missing?)"
+        )
+    if not fs.isdir(existing):
+        what = "the output location" if existing == directory else f"{existing}, above it,"
+        raise OutputLocationError(f"{url}: {what} is a file, not a directory")
+    if existing != directory:
+        fs.makedirs(directory, exist_ok=True)
+
+
+def _nearest_existing(fs: Any, path: str) -> str | None:
+    while not fs.exists(path):
+        parent = posixpath.dirname(path)
+        if parent in (path, ""):
+            return None
+        path = parent
+    return path

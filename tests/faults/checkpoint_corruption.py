@@ -62,23 +62,14 @@ def corrupt(path: str, how: Corruption, rng: random.Random) -> CorruptedFile:
 
 
 def files_only_it_holds(url: str) -> list[str]:
-    """The state files of the snapshot at `url` that no other completed snapshot
-    beside it names. A shared SST file of incremental checkpoints is in every
-    checkpoint that reuses it: damaging one leaves nothing to fall back to, and the
-    driver rightly refuses to start (a test of its own covers that refusal); the soak
-    damages what a fallback can survive."""
-    local = on_local_disk(url)
-    scheme, _, path = local.partition("://")
-    parent = os.path.dirname(path.rstrip("/"))
-    others: set[str] = set()
-    for name in sorted(os.listdir(parent)):
-        sibling = os.path.join(parent, name)
-        if sibling != path.rstrip("/") and os.path.exists(os.path.join(sibling, "_metadata")):
-            try:
-                others.update(snapshot_files(f"{scheme}://{sibling}"))
-            except FileNotFoundError:
-                continue  # retention deleted it while read: it shares nothing any more
-    return [f for f in snapshot_files(url) if f not in others]
+    """The state files of the snapshot at `url` that no other snapshot can name: its
+    private files, inside its own directory. A shared SST file of incremental
+    checkpoints may be in every retained checkpoint, and in the next one too (it
+    completes while the damage is done): damaging one leaves nothing to fall back
+    to, and the driver rightly refuses to start (a test of its own covers that
+    refusal); the soak damages what a fallback can survive."""
+    directory = on_local_disk(url).partition("://")[2].rstrip("/") + "/"
+    return [f for f in snapshot_files(url) if f.startswith(directory)]
 
 
 def corrupt_snapshot(url: str, how: Corruption, rng: random.Random) -> CorruptedFile:

@@ -42,6 +42,12 @@ class SourceReader(ABC):
     def reached_end(self) -> bool:
         """True when every partition has been read to the end of its current input."""
 
+    def end_of_input(self) -> list[Any]:
+        """Called once in a bounded job, when `reached_end()` said so: the records the
+        reader held back waiting for more input (a last line without its newline).
+        The offsets afterwards include them."""
+        return []
+
     def backlog(self) -> Backlog | None:
         """How far behind its input the reader is, if it can tell cheaply (asked about
         once a second, between polls); None: unknown."""

@@ -354,6 +354,11 @@ class ChainRunner:
             elif not ended and not drained:
                 self.output.flush()
                 if config.bounded and reader.reached_end():
+                    held_back = reader.end_of_input()
+                    if held_back:
+                        self.records_read += len(held_back)
+                        self.output.push(held_back)
+                        self.output.flush()
                     drained = True
                     self.task._control.report_drained(self.head.name)
             # Between batches, triggers are checked without waiting: a busy source

@@ -73,23 +73,28 @@ class LogPartition:
         self._scanned = 0  # the buffer holds no newline before this index
         self.at_end = False  # nothing more to read now
 
-    def take(self, budget: int) -> list[bytearray]:
+    def take(self, budget: int) -> list[bytes]:
         """Up to `budget` complete lines (blank ones included: each is a line), the
         offset moved past them."""
-        lines: list[bytearray] = []
+        lines: list[bytes] = []
         buffer, start = self._buffer, 0
-        while len(lines) < budget:
-            newline = buffer.find(b"\n", max(start, self._scanned))
-            if newline >= 0:
-                lines.append(buffer[start:newline])
-                start = newline + 1
-                continue
-            self._scanned = len(buffer)
+        while True:
+            # The hot loop: a bytes copy of the buffer, split at newlines.
+            data = bytes(buffer)
+            find, scan = data.find, self._scanned
+            while len(lines) < budget:
+                newline = find(b"\n", scan)
+                if newline < 0:
+                    break
+                lines.append(data[start:newline])
+                start = scan = newline + 1
+            if len(lines) >= budget:
+                self._scanned, self.at_end = start, False
+                break
+            self._scanned = len(data)
             if not self._fetch():
                 self.at_end = True
                 break
-        else:
-            self.at_end = False
         if start:
             del buffer[:start]
             self._scanned = max(0, self._scanned - start)
@@ -97,12 +102,12 @@ class LogPartition:
             self.offset.line += len(lines)
         return lines
 
-    def take_unterminated(self) -> bytearray | None:
+    def take_unterminated(self) -> bytes | None:
         """At the end of bounded input (`take` found nothing more): the last line,
         which has no newline, if the file ends with one."""
         if not self.at_end or not self._buffer or self._buffer.find(b"\n") >= 0:
             return None
-        line = self._buffer
+        line = bytes(self._buffer)
         self.offset.byte += len(line)
         self.offset.line += 1
         self._buffer, self._scanned = bytearray(), 0

@@ -80,7 +80,7 @@ class LogSourceReader(SourceReader):
                 self._parse(partition, partition.offset.line, line, records)
         return records
 
-    def _parse(self, partition: LogPartition, line_number: int, line: bytearray, out: list[Any]) -> None:
+    def _parse(self, partition: LogPartition, line_number: int, line: bytes, out: list[Any]) -> None:
         try:
             out.append(json.loads(line))
         except ValueError as error:  # UnicodeDecodeError included: invalid UTF-8 is malformed too
@@ -90,7 +90,7 @@ class LogSourceReader(SourceReader):
                     f"{where}: not a JSON document ({error}); fix the line, or set "
                     "dead_letter= to route malformed lines to a file"
                 ) from None
-            self._dead_letter(where, error, bytes(line))
+            self._dead_letter(where, error, line)
 
     def _dead_letter(self, where: str, error: Exception, line: bytes) -> None:
         entry = {"source": where, "error": str(error), "line": line.decode("utf-8", "replace")}

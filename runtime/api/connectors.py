@@ -29,7 +29,27 @@ class Backlog:
     bytes: int | None = None
 
 
-class SourceReader(ABC):
+class Committer:
+    """What a vertex writes outside the job, made visible by two-phase commit: at a
+    barrier `pre_commit` seals it and returns committables, which the runtime keeps
+    in the checkpoint; once the checkpoint completes, `commit` makes them visible;
+    after a restore, `recover` gets them back (union list state: every subtask's,
+    at any new parallelism) to commit its share and discard the rest. A sink's
+    writer is one; a source reader can be one for what it writes on the side (a
+    dead-letter file). By default there is nothing to commit."""
+
+    def pre_commit(self, checkpoint_id: int) -> list[Any]:
+        """Seal the open transaction at a barrier; its committables go into the checkpoint."""
+        return []
+
+    def commit(self, committables: list[Any]) -> None:
+        """Make pre-committed transactions visible; idempotent."""
+
+    def recover(self, committables: list[Any]) -> None:
+        """After a restore: commit what the checkpoint pre-committed, discard the rest."""
+
+
+class SourceReader(Committer, ABC):
     @abstractmethod
     def poll(self, max_records: int) -> list[Any]:
         """Up to `max_records` next records; an empty list when none is ready now."""
@@ -53,7 +73,7 @@ class SourceReader(ABC):
         once a second, between polls); None: unknown."""
         return None
 
-    def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
+    def close(self) -> None:
         """Release files and connections."""
 
 
@@ -64,7 +84,7 @@ class Source(ABC):
         (the offsets of all partitions, from the restored checkpoint; empty at first)."""
 
 
-class SinkWriter(ABC):
+class SinkWriter(Committer, ABC):
     @abstractmethod
     def write(self, record: Any) -> None: ...
 
@@ -82,7 +102,7 @@ class SinkWriter(ABC):
         `committables` are all of this sink's, from every old subtask (union list
         state), so each writer can take its share at any new parallelism."""
 
-    def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
+    def close(self) -> None:
         """Release files and connections (an open transaction is not committed)."""
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from lockgate.runtime.api.connectors import Backlog, JobIdentity, SourceReader, WriterContext
+from lockgate.runtime.api.connectors import Backlog, Committer, JobIdentity, SourceReader, WriterContext
 from lockgate.runtime.api.graph import JobGraph, Vertex
 from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger
 from lockgate.runtime.coordination.restore_point import RestorePoint
@@ -106,6 +106,9 @@ class Task:
             for state in self.states.values():
                 state.restore(restore)
         self._sinks: dict[str, SinkOperator] = {}
+        # Per vertex that commits what it writes outside the job: sinks' writers, and
+        # source readers that write on the side.
+        self._committers: dict[str, Committer] = {}
         # Per vertex, for metrics: records into it, records out of it, bytes of its last snapshot.
         self.records_in: dict[str, Counted] = {}
         self.records_out: dict[str, Counted] = {}
@@ -143,6 +146,7 @@ class Task:
         if vertex.kind == "sink":
             writer = vertex.operator.create_writer(self._writer_context())
             writer.recover(self.states[vertex.name].restored_committables())
+            self._committers[vertex.name] = writer
             sink = SinkOperator(vertex.name, writer, self.snapshot)
             sinks.append(sink)
             self._sinks[vertex.name] = sink
@@ -175,10 +179,10 @@ class Task:
         """Synchronous part on the chain's thread; upload and acknowledgement off it."""
         state = self.states[vertex]
         trigger = barrier.trigger
-        sink = self._sinks.get(vertex)
-        if sink is not None:
+        committer = self._committers.get(vertex)
+        if committer is not None:
             n = trigger.checkpoint_id
-            state.record_committables(n, sink.writer.pre_commit(n))
+            state.record_committables(n, committer.pre_commit(n))
         pending = state.snapshot(trigger)
         self._uploads.submit(self._upload, vertex, trigger, pending, drained)
 
@@ -202,8 +206,10 @@ class Task:
         return blocked
 
     def on_completed(self, chain: ChainRunner, completed: CompletedCheckpoint) -> None:
-        for sink in chain.sinks:
-            sink.writer.commit(self.states[sink.name].take_committable(completed.checkpoint_id))
+        for vertex in chain.vertices:
+            committer = self._committers.get(vertex)
+            if committer is not None:
+                committer.commit(self.states[vertex].take_committable(completed.checkpoint_id))
         if completed.kind == "checkpoint":
             for vertex in chain.vertices:
                 keyed = self.states[vertex].keyed
@@ -319,7 +325,8 @@ class ChainRunner:
             final = final or completed.final
 
     def _uncommitted(self) -> bool:
-        return any(self.task.states[s.name].uncommitted for s in self.sinks)
+        committers = self.task._committers
+        return any(self.task.states[v].uncommitted for v in self.vertices if v in committers)
 
     def _next_trigger(self, wait: bool) -> Trigger | None:
         assert self._triggers is not None
@@ -336,6 +343,8 @@ class ChainRunner:
         config = self.task.config
         state = self.task.states[self.head.name]
         reader = self.head.operator.open_reader(config.index, config.parallelism, state.restored_offsets())
+        reader.recover(state.restored_committables())
+        self.task._committers[self.head.name] = reader
         drained = ended = False
         backlog_due = 0.0
         while not ended or self._uncommitted():

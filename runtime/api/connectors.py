@@ -9,7 +9,7 @@ transaction; at a checkpoint barrier the writer pre-commits it and returns
 committables, which the runtime stores in the checkpoint; once the checkpoint
 is complete the runtime asks to commit them. Committing must be idempotent:
 after a failure the restored committables are committed again. A writer is
-told whose it is (`WriterContext`: the job, its subtask, the launch), so that
+told whose it is (`SubtaskContext`: the job, its subtask, the launch), so that
 what it leaves behind can be told apart from other jobs' and other launches'.
 """
 
@@ -79,8 +79,8 @@ class SourceReader(Committer, ABC):
 
 class Source(ABC):
     @abstractmethod
-    def open_reader(self, subtask: int, parallelism: int, offsets: dict[str, Any]) -> SourceReader:
-        """A reader for this subtask's share of the partitions, from `offsets`
+    def open_reader(self, context: SubtaskContext, offsets: dict[str, Any]) -> SourceReader:
+        """A reader for the subtask's share of the partitions, from `offsets`
         (the offsets of all partitions, from the restored checkpoint; empty at first)."""
 
 
@@ -142,10 +142,10 @@ class JobIdentity:
 
 
 @dataclass(frozen=True)
-class WriterContext:
-    """Whose a sink writer is: subtask `subtask` of `parallelism`, in launch `launch`
-    of `job`. Launch numbers grow with each (re)start of the job; a launch runs one
-    writer per subtask."""
+class SubtaskContext:
+    """Whose a source reader or sink writer is: subtask `subtask` of `parallelism`,
+    in launch `launch` of `job`. Launch numbers grow with each (re)start of the job;
+    a launch runs one reader or writer per subtask of a vertex."""
 
     job: JobIdentity
     subtask: int
@@ -155,7 +155,7 @@ class WriterContext:
 
 class Sink(ABC):
     @abstractmethod
-    def create_writer(self, context: WriterContext) -> SinkWriter: ...
+    def create_writer(self, context: SubtaskContext) -> SinkWriter: ...
 
     def validate(self, job: JobIdentity) -> None:  # noqa: B027 - optional hook, nothing to check by default
         """Check, on the driver before any task starts, that `job` can write here (the

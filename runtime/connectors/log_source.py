@@ -16,7 +16,7 @@ import posixpath
 from typing import Any
 
 import fsspec
-from lockgate.runtime.api.connectors import Backlog, Source, SourceReader
+from lockgate.runtime.api.connectors import Backlog, Source, SourceReader, SubtaskContext
 from lockgate.runtime.connectors.log_partition import LogPartition, PartitionOffset
 from lockgate.runtime.connectors.partitions import assigned
 
@@ -31,15 +31,15 @@ class LogSource(Source):
         self.dead_letter = dead_letter
         self.pattern = pattern
 
-    def open_reader(self, subtask: int, parallelism: int, offsets: dict[str, Any]) -> SourceReader:
-        return LogSourceReader(self, subtask, parallelism, offsets)
+    def open_reader(self, context: SubtaskContext, offsets: dict[str, Any]) -> SourceReader:
+        return LogSourceReader(self, context, offsets)
 
 
 class LogSourceReader(SourceReader):
-    def __init__(self, source: LogSource, subtask: int, parallelism: int, offsets: dict[str, Any]) -> None:
+    def __init__(self, source: LogSource, context: SubtaskContext, offsets: dict[str, Any]) -> None:
         self._source = source
-        self._subtask = subtask
-        self._parallelism = parallelism
+        self._subtask = context.subtask
+        self._parallelism = context.parallelism
         fs, root = fsspec.core.url_to_fs(source.url)
         self._fs: Any = fs
         self._root = root.rstrip("/")

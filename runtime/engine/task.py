@@ -16,7 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from lockgate.runtime.api.connectors import Backlog, Committer, JobIdentity, SourceReader, WriterContext
+from lockgate.runtime.api.connectors import Backlog, Committer, JobIdentity, SourceReader, SubtaskContext
 from lockgate.runtime.api.graph import JobGraph, Vertex
 from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger
 from lockgate.runtime.coordination.restore_point import RestorePoint
@@ -144,7 +144,7 @@ class Task:
 
     def _operator(self, vertex: Vertex, sinks: list[SinkOperator]) -> Output:
         if vertex.kind == "sink":
-            writer = vertex.operator.create_writer(self._writer_context())
+            writer = vertex.operator.create_writer(self._subtask_context())
             writer.recover(self.states[vertex.name].restored_committables())
             self._committers[vertex.name] = writer
             sink = SinkOperator(vertex.name, writer, self.snapshot)
@@ -168,10 +168,10 @@ class Task:
             vertex.name, function, backend=backend, context=context, out=out, snapshot=self.snapshot
         )
 
-    def _writer_context(self) -> WriterContext:
+    def _subtask_context(self) -> SubtaskContext:
         keys = self._control.keys
         job = JobIdentity(keys.namespace, keys.job)
-        return WriterContext(job, self.config.index, self.config.parallelism, self._control.launch)
+        return SubtaskContext(job, self.config.index, self.config.parallelism, self._control.launch)
 
     # -- checkpoints -----------------------------------------------------------------
 
@@ -342,7 +342,7 @@ class ChainRunner:
         one, and its completion ends the sources."""
         config = self.task.config
         state = self.task.states[self.head.name]
-        reader = self.head.operator.open_reader(config.index, config.parallelism, state.restored_offsets())
+        reader = self.head.operator.open_reader(self.task._subtask_context(), state.restored_offsets())
         reader.recover(state.restored_committables())
         self.task._committers[self.head.name] = reader
         drained = ended = False

@@ -12,6 +12,8 @@ from lockgate.runtime.api.connectors import SourceReader
 from lockgate.runtime.connectors.log_partition import READ_CHUNK_BYTES, LogPartitionChangedError
 from lockgate.runtime.connectors.partitions import owner
 
+from tests.runtime.connectors.subtasks import open_reader
+
 
 def _write(directory: Path, name: str, records: list[Any], mode: str = "w") -> None:
     with open(directory / name, mode) as f:
@@ -46,14 +48,14 @@ def _pairs(records: list[Any]) -> list[tuple[int, int]]:
 @pytest.mark.parametrize("parallelism", [1, 2, 3, 5, 7])
 def test_subtasks_share_partitions_and_read_everything_once(log: Path, parallelism: int) -> None:
     source = LogSource(f"file://{log}")
-    readers = [source.open_reader(i, parallelism, {}) for i in range(parallelism)]
+    readers = [open_reader(source, i, parallelism, {}) for i in range(parallelism)]
     read = [r for reader in readers for r in _drain(reader)]
     assert _pairs(read) == _all(log)
     assert all(reader.reached_end() for reader in readers)
 
 
 def test_each_partition_is_read_in_order(log: Path) -> None:
-    records = _drain(LogSource(f"file://{log}").open_reader(0, 1, {}))
+    records = _drain(open_reader(LogSource(f"file://{log}"), 0, 1, {}))
     for p in range(5):
         assert [r["i"] for r in records if r["p"] == p] == list(range(20))
 
@@ -61,17 +63,17 @@ def test_each_partition_is_read_in_order(log: Path) -> None:
 @pytest.mark.parametrize(("before", "after"), [(2, 3), (3, 1), (1, 4)])
 def test_restored_offsets_resume_exactly_at_another_parallelism(log: Path, before: int, after: int) -> None:
     source = LogSource(f"file://{log}")
-    readers = [source.open_reader(i, before, {}) for i in range(before)]
+    readers = [open_reader(source, i, before, {}) for i in range(before)]
     first = [r for reader in readers for r in reader.poll(23)]
     # Offsets are union state: every new subtask sees all of them.
     offsets = {name: o for reader in readers for name, o in reader.offsets().items()}
-    resumed = [source.open_reader(i, after, offsets) for i in range(after)]
+    resumed = [open_reader(source, i, after, offsets) for i in range(after)]
     rest = [r for reader in resumed for r in _drain(reader)]
     assert _pairs(first + rest) == _all(log)
 
 
 def test_growing_files_and_new_partitions_are_followed(log: Path) -> None:
-    reader = LogSource(f"file://{log}").open_reader(0, 1, {})
+    reader = open_reader(LogSource(f"file://{log}"), 0, 1, {})
     assert len(_drain(reader)) == 100
     assert reader.reached_end()
     _write(log, "part-0.jsonl", [{"p": 0, "i": 20}], mode="a")
@@ -81,7 +83,7 @@ def test_growing_files_and_new_partitions_are_followed(log: Path) -> None:
 
 
 def test_a_line_still_being_written_waits_for_its_newline(log: Path) -> None:
-    reader = LogSource(f"file://{log}").open_reader(0, 1, {})
+    reader = open_reader(LogSource(f"file://{log}"), 0, 1, {})
     _drain(reader)
     with open(log / "part-1.jsonl", "a") as f:
         f.write('{"p": 1, "i"')
@@ -94,7 +96,7 @@ def test_a_line_still_being_written_waits_for_its_newline(log: Path) -> None:
 def test_malformed_line_names_file_and_line(log: Path) -> None:
     with open(log / "part-2.jsonl", "a") as f:
         f.write("{not json\n")
-    reader = LogSource(f"file://{log}").open_reader(0, 1, {})
+    reader = open_reader(LogSource(f"file://{log}"), 0, 1, {})
     with pytest.raises(MalformedRecordError, match=r"part-2\.jsonl:21: not a JSON document"):
         _drain(reader)
 
@@ -104,7 +106,7 @@ def test_malformed_lines_go_to_the_dead_letter_file(log: Path, tmp_path: Path) -
         f.write("{not json\n")
         f.write(json.dumps({"p": 2, "i": 20}) + "\n")
     dead = tmp_path / "dead" / "letters.jsonl"
-    reader = LogSource(f"file://{log}", dead_letter=f"file://{dead}").open_reader(0, 1, {})
+    reader = open_reader(LogSource(f"file://{log}", dead_letter=f"file://{dead}"), 0, 1, {})
     records = _drain(reader)
     assert (2, 20) in _pairs(records)
     assert len(records) == 101
@@ -114,7 +116,7 @@ def test_malformed_lines_go_to_the_dead_letter_file(log: Path, tmp_path: Path) -
 
 
 def test_a_partition_that_shrinks_is_an_error(log: Path) -> None:
-    reader = LogSource(f"file://{log}").open_reader(0, 1, {})
+    reader = open_reader(LogSource(f"file://{log}"), 0, 1, {})
     _drain(reader)
     (log / "part-3.jsonl").write_text("")
     with pytest.raises(LogPartitionChangedError, match=r"part-3\.jsonl shrank to 0 bytes.*only grow"):
@@ -129,7 +131,7 @@ def test_a_new_partition_moves_no_partition_being_read(tmp_path: Path) -> None:
     for p in range(4):
         _write(log, f"part-{p}.jsonl", [{"p": p, "i": i} for i in range(10)])
     source = LogSource(f"file://{log}")
-    readers = [source.open_reader(i, 2, {}) for i in range(2)]
+    readers = [open_reader(source, i, 2, {}) for i in range(2)]
     before = [r for reader in readers for r in _drain(reader)]
     owners = {name: owner(name, 2) for name in readers[0].offsets().keys() | readers[1].offsets().keys()}
     _write(log, "part-10.jsonl", [{"p": 10, "i": 0}])
@@ -156,7 +158,7 @@ def test_a_line_longer_than_a_read_chunk_is_read_whole(tmp_path: Path, bounded_c
     log.mkdir()
     big = {"p": 0, "blob": "x" * (3 * READ_CHUNK_BYTES)}
     _write(log, "part-0.jsonl", [{"p": 0, "i": 0}, big, {"p": 0, "i": 2}])
-    reader = LogSource(f"file://{log}").open_reader(0, 1, {})
+    reader = open_reader(LogSource(f"file://{log}"), 0, 1, {})
     if bounded_check:
         assert not reader.reached_end(), "unread input is not the end"
     records = _drain(reader, batch=1)
@@ -166,7 +168,7 @@ def test_a_line_longer_than_a_read_chunk_is_read_whole(tmp_path: Path, bounded_c
 
 
 def test_a_file_rewritten_under_its_name_is_refused(log: Path) -> None:
-    reader = LogSource(f"file://{log}").open_reader(0, 1, {})
+    reader = open_reader(LogSource(f"file://{log}"), 0, 1, {})
     _drain(reader)
     path = log / "part-1.jsonl"
     content = path.read_bytes()
@@ -176,7 +178,7 @@ def test_a_file_rewritten_under_its_name_is_refused(log: Path) -> None:
 
 
 def test_a_rotated_file_is_refused_even_with_the_same_first_bytes(log: Path) -> None:
-    reader = LogSource(f"file://{log}").open_reader(0, 1, {})
+    reader = open_reader(LogSource(f"file://{log}"), 0, 1, {})
     _drain(reader)
     path = log / "part-1.jsonl"
     content = path.read_bytes()
@@ -187,31 +189,31 @@ def test_a_rotated_file_is_refused_even_with_the_same_first_bytes(log: Path) -> 
 
 
 def test_a_restored_offset_is_not_applied_to_another_file(log: Path) -> None:
-    reader = LogSource(f"file://{log}").open_reader(0, 1, {})
+    reader = open_reader(LogSource(f"file://{log}"), 0, 1, {})
     reader.poll(30)
     offsets = reader.offsets()
     path = log / "part-0.jsonl"
     path.write_text("".join(json.dumps({"p": 0, "i": -i}) + "\n" for i in range(40)))
-    resumed = LogSource(f"file://{log}").open_reader(0, 1, offsets)
+    resumed = open_reader(LogSource(f"file://{log}"), 0, 1, offsets)
     with pytest.raises(LogPartitionChangedError, match=r"part-0\.jsonl was"):
         _drain(resumed)
 
 
 def test_a_deleted_partition_is_an_error_naming_it(log: Path) -> None:
-    reader = LogSource(f"file://{log}").open_reader(0, 1, {})
+    reader = open_reader(LogSource(f"file://{log}"), 0, 1, {})
     _drain(reader)
     offsets = reader.offsets()
     (log / "part-4.jsonl").unlink()
     with pytest.raises(LogPartitionChangedError, match=r"part-4\.jsonl was deleted after \d+ bytes"):
         reader.backlog()
     with pytest.raises(LogPartitionChangedError, match=r"part-4\.jsonl was deleted"):
-        _drain(LogSource(f"file://{log}").open_reader(0, 1, offsets))
+        _drain(open_reader(LogSource(f"file://{log}"), 0, 1, offsets))
 
 
 def test_the_last_line_without_a_newline_is_read_at_the_end_of_bounded_input(log: Path) -> None:
     with open(log / "part-2.jsonl", "a") as f:
         f.write('{"p": 2, "i": 20}')
-    reader = LogSource(f"file://{log}").open_reader(0, 1, {})
+    reader = open_reader(LogSource(f"file://{log}"), 0, 1, {})
     assert len(_drain(reader)) == 100, "unbounded: it waits for its newline"
     assert reader.reached_end()
     assert reader.end_of_input() == [{"p": 2, "i": 20}]
@@ -223,9 +225,9 @@ def test_invalid_utf8_is_a_malformed_line(log: Path, tmp_path: Path) -> None:
     with open(log / "part-3.jsonl", "ab") as f:
         f.write(b'{"p": 3, "i": "\xff\xfe"}\n')
     with pytest.raises(MalformedRecordError, match=r"part-3\.jsonl:21: not a JSON document"):
-        _drain(LogSource(f"file://{log}").open_reader(0, 1, {}))
+        _drain(open_reader(LogSource(f"file://{log}"), 0, 1, {}))
     dead = tmp_path / "dead.jsonl"
-    records = _drain(LogSource(f"file://{log}", dead_letter=f"file://{dead}").open_reader(0, 1, {}))
+    records = _drain(open_reader(LogSource(f"file://{log}", dead_letter=f"file://{dead}"), 0, 1, {}))
     assert len(records) == 100
     (letter,) = [json.loads(line) for line in dead.read_text().splitlines()]
     assert letter["source"].endswith("part-3.jsonl:21")

@@ -78,6 +78,10 @@ class SourceReader(Committer, ABC):
 
 
 class Source(ABC):
+    def validate(self, job: JobIdentity) -> None:  # noqa: B027 - optional hook, nothing to check by default
+        """Check, on the driver before any task starts, what the source needs (a
+        location it writes on the side); raise an error naming it and the problem."""
+
     @abstractmethod
     def open_reader(self, context: SubtaskContext, offsets: dict[str, Any]) -> SourceReader:
         """A reader for the subtask's share of the partitions, from `offsets`

@@ -6,7 +6,10 @@ no newline yet, waits; at the end of bounded input it is read as it is). Files
 keep being followed as they grow, and new partitions are picked up; a
 partition's subtask never changes while the job runs (`partitions.py`). A
 malformed line (invalid UTF-8 included) is an error naming the file and line,
-or, with `dead_letter=URL`, is appended there with the reason.
+or, with `dead_letter=URL`, goes to that directory with the reason, written as
+a `FileSink` writes (the reader pre-commits its dead letters at each barrier
+and commits them with the checkpoint): a replay after a restore writes no dead
+letter twice.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ import posixpath
 from typing import Any
 
 import fsspec
-from lockgate.runtime.api.connectors import Backlog, Source, SourceReader, SubtaskContext
+from lockgate.runtime.api.connectors import Backlog, JobIdentity, Source, SourceReader, SubtaskContext
+from lockgate.runtime.connectors.file_sink import FileSink
 from lockgate.runtime.connectors.log_partition import LogPartition, PartitionOffset
+from lockgate.runtime.connectors.output_location import check_url
 from lockgate.runtime.connectors.partitions import assigned
 
 
@@ -25,11 +30,19 @@ class MalformedRecordError(ValueError):
     """A line that is not a JSON document, with no dead-letter file configured."""
 
 
+DEAD_LETTER_PREFIX = "dead-letter"
+
+
 class LogSource(Source):
     def __init__(self, url: str, dead_letter: str | None = None, pattern: str = "part-*.jsonl") -> None:
+        check_url(url)
         self.url = url
-        self.dead_letter = dead_letter
+        self.dead_letter = None if dead_letter is None else FileSink(dead_letter, DEAD_LETTER_PREFIX)
         self.pattern = pattern
+
+    def validate(self, job: JobIdentity) -> None:
+        if self.dead_letter is not None:
+            self.dead_letter.validate(job)
 
     def open_reader(self, context: SubtaskContext, offsets: dict[str, Any]) -> SourceReader:
         return LogSourceReader(self, context, offsets)
@@ -40,6 +53,8 @@ class LogSourceReader(SourceReader):
         self._source = source
         self._subtask = context.subtask
         self._parallelism = context.parallelism
+        dead_letter = source.dead_letter
+        self._dead_letters = None if dead_letter is None else dead_letter.create_writer(context)
         fs, root = fsspec.core.url_to_fs(source.url)
         self._fs: Any = fs
         self._root = root.rstrip("/")
@@ -85,20 +100,30 @@ class LogSourceReader(SourceReader):
             out.append(json.loads(line))
         except ValueError as error:  # UnicodeDecodeError included: invalid UTF-8 is malformed too
             where = f"{partition.url}:{line_number}"
-            if self._source.dead_letter is None:
+            if self._dead_letters is None:
                 raise MalformedRecordError(
                     f"{where}: not a JSON document ({error}); fix the line, or set "
                     "dead_letter= to route malformed lines to a file"
                 ) from None
-            self._dead_letter(where, error, line)
+            entry = {"source": where, "error": str(error), "line": line.decode("utf-8", "replace")}
+            self._dead_letters.write(entry)
 
-    def _dead_letter(self, where: str, error: Exception, line: bytes) -> None:
-        entry = {"source": where, "error": str(error), "line": line.decode("utf-8", "replace")}
-        assert self._source.dead_letter is not None
-        fs, path = fsspec.core.url_to_fs(self._source.dead_letter)
-        fs.makedirs(posixpath.dirname(path), exist_ok=True)
-        with fs.open(path, "ab") as stream:
-            stream.write(json.dumps(entry).encode() + b"\n")
+    # -- dead letters: two-phase, with the checkpoint ------------------------------------
+
+    def pre_commit(self, checkpoint_id: int) -> list[Any]:
+        return [] if self._dead_letters is None else self._dead_letters.pre_commit(checkpoint_id)
+
+    def commit(self, committables: list[Any]) -> None:
+        if self._dead_letters is not None:
+            self._dead_letters.commit(committables)
+
+    def recover(self, committables: list[Any]) -> None:
+        if self._dead_letters is not None:
+            self._dead_letters.recover(committables)
+
+    def close(self) -> None:
+        if self._dead_letters is not None:
+            self._dead_letters.close()
 
     def offsets(self) -> dict[str, Any]:
         return {name: p.offset.to_json() for name, p in self._partitions.items()}

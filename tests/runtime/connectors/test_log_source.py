@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lockgate.runtime import LogSource, MalformedRecordError
+from lockgate.runtime import LogSource, MalformedRecordError, read_committed
 from lockgate.runtime.api.connectors import SourceReader
 from lockgate.runtime.connectors.log_partition import READ_CHUNK_BYTES, LogPartitionChangedError
 from lockgate.runtime.connectors.partitions import owner
 
-from tests.runtime.connectors.subtasks import open_reader
+from tests.runtime.connectors.subtasks import JOB, open_reader, subtask_context
 
 
 def _write(directory: Path, name: str, records: list[Any], mode: str = "w") -> None:
@@ -101,18 +101,63 @@ def test_malformed_line_names_file_and_line(log: Path) -> None:
         _drain(reader)
 
 
-def test_malformed_lines_go_to_the_dead_letter_file(log: Path, tmp_path: Path) -> None:
+def _checkpoint(reader: SourceReader, checkpoint_id: int) -> list[Any]:
+    """As the engine does at a barrier and at the checkpoint's completion."""
+    committables = reader.pre_commit(checkpoint_id)
+    reader.commit(committables)
+    return committables
+
+
+def test_malformed_lines_go_to_the_dead_letter_directory(log: Path, tmp_path: Path) -> None:
     with open(log / "part-2.jsonl", "a") as f:
         f.write("{not json\n")
         f.write(json.dumps({"p": 2, "i": 20}) + "\n")
-    dead = tmp_path / "dead" / "letters.jsonl"
-    reader = open_reader(LogSource(f"file://{log}", dead_letter=f"file://{dead}"), 0, 1, {})
+    dead = f"file://{tmp_path}/dead"
+    reader = open_reader(LogSource(f"file://{log}", dead_letter=dead), 0, 1, {})
     records = _drain(reader)
     assert (2, 20) in _pairs(records)
     assert len(records) == 101
-    (letter,) = [json.loads(line) for line in dead.read_text().splitlines()]
+    assert read_committed(dead) == [], "visible only once its checkpoint completes"
+    _checkpoint(reader, 1)
+    (letter,) = read_committed(dead)
     assert letter["source"].endswith("part-2.jsonl:21")
     assert letter["line"] == "{not json"
+
+
+def test_a_replay_after_a_restore_writes_no_dead_letter_twice(log: Path, tmp_path: Path) -> None:
+    """The first launch reads the bad line and pre-commits its dead letter for
+    checkpoint 2, which never completes; the second restores checkpoint 1 (taken
+    before the bad line), reads it again, and its recovery discards the first
+    launch's pending dead letter."""
+    dead = f"file://{tmp_path}/dead"
+    source = LogSource(f"file://{log}", dead_letter=dead)
+    first = source.open_reader(subtask_context(0, 1, launch=1), {})
+    _drain(first)
+    _checkpoint(first, 1)
+    offsets = first.offsets()
+    with open(log / "part-2.jsonl", "a") as f:
+        f.write("{not json\n")
+    assert _drain(first) == []
+    first.pre_commit(2)  # the barrier of checkpoint 2; the launch fails before it completes
+
+    second = source.open_reader(subtask_context(0, 1, launch=2), offsets)
+    second.recover([])  # checkpoint 1 pre-committed no dead letter
+    assert _drain(second) == []
+    _checkpoint(second, 3)
+    (letter,) = read_committed(dead)
+    assert letter["source"].endswith("part-2.jsonl:21")
+    assert [p.name for p in (tmp_path / "dead").iterdir() if p.name.startswith((".", "_"))] == []
+
+
+def test_an_unwritable_dead_letter_location_is_refused_before_anything_runs(log: Path) -> None:
+    source = LogSource(f"file://{log}", dead_letter=f"file://{log}/part-0.jsonl/dead")
+    with pytest.raises(ValueError, match=r"part-0\.jsonl, above it, is a file"):
+        source.validate(JOB)
+
+
+def test_a_relative_source_url_is_refused_when_the_source_is_made() -> None:
+    with pytest.raises(ValueError, match="relative path"):
+        LogSource("data/in")
 
 
 def test_a_partition_that_shrinks_is_an_error(log: Path) -> None:
@@ -226,8 +271,9 @@ def test_invalid_utf8_is_a_malformed_line(log: Path, tmp_path: Path) -> None:
         f.write(b'{"p": 3, "i": "\xff\xfe"}\n')
     with pytest.raises(MalformedRecordError, match=r"part-3\.jsonl:21: not a JSON document"):
         _drain(open_reader(LogSource(f"file://{log}"), 0, 1, {}))
-    dead = tmp_path / "dead.jsonl"
-    records = _drain(open_reader(LogSource(f"file://{log}", dead_letter=f"file://{dead}"), 0, 1, {}))
-    assert len(records) == 100
-    (letter,) = [json.loads(line) for line in dead.read_text().splitlines()]
+    dead = f"file://{tmp_path}/dead"
+    reader = open_reader(LogSource(f"file://{log}", dead_letter=dead), 0, 1, {})
+    assert len(_drain(reader)) == 100
+    _checkpoint(reader, 1)
+    (letter,) = read_committed(dead)
     assert letter["source"].endswith("part-3.jsonl:21")

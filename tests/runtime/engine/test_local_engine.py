@@ -102,3 +102,17 @@ async def test_a_bounded_job_reads_last_lines_that_have_no_newline(etcd_config, 
     await run_job(etcd_config, keys, tmp_path, env.graph(), Run(2, "heap", "memory"))
     output = read_committed(f"file://{tmp_path}/out")
     assert Counter(r["word"] for r in output) == Counter(words)
+
+
+async def test_dead_letters_are_committed_with_the_checkpoint(etcd_config, keys, tmp_path: Path) -> None:
+    words = _write_lines(tmp_path / "lines", partitions=2, lines=40)
+    with open(tmp_path / "lines" / "part-1.jsonl", "a") as f:
+        f.write("{not json\n")
+        f.write(json.dumps({"text": "after"}) + "\n")
+    env = StreamEnvironment("wc")
+    source = LogSource(f"file://{tmp_path}/lines", dead_letter=f"file://{tmp_path}/dead")
+    word_count(env, source, f"file://{tmp_path}/out")
+    await run_job(etcd_config, keys, tmp_path, env.graph(), Run(2, "heap", "memory"))
+    assert Counter(r["word"] for r in read_committed(f"file://{tmp_path}/out")) == Counter([*words, "after"])
+    (letter,) = read_committed(f"file://{tmp_path}/dead")
+    assert letter["source"] == f"file://{tmp_path}/lines/part-1.jsonl:41"

@@ -20,8 +20,8 @@ from lockgate.runtime import (
     Sink,
     SinkWriter,
     StreamEnvironment,
+    SubtaskContext,
     ValueStateDescriptor,
-    WriterContext,
 )
 
 SAMPLE_EVERY = 50
@@ -77,7 +77,7 @@ class MeasuringSink(Sink):
     def validate(self, job: JobIdentity) -> None:
         self.inner.validate(job)
 
-    def create_writer(self, context: WriterContext) -> SinkWriter:
+    def create_writer(self, context: SubtaskContext) -> SinkWriter:
         return _MeasuringWriter(self.inner.create_writer(context), self.samples, context.subtask)
 
 

@@ -11,7 +11,7 @@ from lockgate.runtime.api.connectors import (
     SinkWriter,
     Source,
     SourceReader,
-    WriterContext,
+    SubtaskContext,
 )
 from lockgate.runtime.api.functions import Context, KeyedProcessFunction, RuntimeContext
 from lockgate.runtime.api.graph import JobGraph
@@ -82,10 +82,10 @@ __all__ = [
     "SourceReader",
     "StateDescriptor",
     "StreamEnvironment",
+    "SubtaskContext",
     "SystemClock",
     "ValueState",
     "ValueStateDescriptor",
-    "WriterContext",
     "default_max_parallelism",
     "deserialize_key",
     "key_group",

@@ -9,7 +9,7 @@ transaction; at a checkpoint barrier the writer pre-commits it and returns
 committables, which the runtime stores in the checkpoint; once the checkpoint
 is complete the runtime asks to commit them. Committing must be idempotent:
 after a failure the restored committables are committed again. A writer is
-told whose it is (`WriterContext`: the job, its subtask, the launch), so that
+told whose it is (`SubtaskContext`: the job, its subtask, the launch), so that
 what it leaves behind can be told apart from other jobs' and other launches'.
 """
 
@@ -29,7 +29,27 @@ class Backlog:
     bytes: int | None = None
 
 
-class SourceReader(ABC):
+class Committer:
+    """What a vertex writes outside the job, made visible by two-phase commit: at a
+    barrier `pre_commit` seals it and returns committables, which the runtime keeps
+    in the checkpoint; once the checkpoint completes, `commit` makes them visible;
+    after a restore, `recover` gets them back (union list state: every subtask's,
+    at any new parallelism) to commit its share and discard the rest. A sink's
+    writer is one; a source reader can be one for what it writes on the side (a
+    dead-letter file). By default there is nothing to commit."""
+
+    def pre_commit(self, checkpoint_id: int) -> list[Any]:
+        """Seal the open transaction at a barrier; its committables go into the checkpoint."""
+        return []
+
+    def commit(self, committables: list[Any]) -> None:
+        """Make pre-committed transactions visible; idempotent."""
+
+    def recover(self, committables: list[Any]) -> None:
+        """After a restore: commit what the checkpoint pre-committed, discard the rest."""
+
+
+class SourceReader(Committer, ABC):
     @abstractmethod
     def poll(self, max_records: int) -> list[Any]:
         """Up to `max_records` next records; an empty list when none is ready now."""
@@ -42,23 +62,33 @@ class SourceReader(ABC):
     def reached_end(self) -> bool:
         """True when every partition has been read to the end of its current input."""
 
+    def end_of_input(self) -> list[Any]:
+        """Called once in a bounded job, when `reached_end()` said so: the records the
+        reader held back waiting for more input (a last line without its newline).
+        The offsets afterwards include them."""
+        return []
+
     def backlog(self) -> Backlog | None:
         """How far behind its input the reader is, if it can tell cheaply (asked about
         once a second, between polls); None: unknown."""
         return None
 
-    def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
+    def close(self) -> None:
         """Release files and connections."""
 
 
 class Source(ABC):
+    def validate(self, job: JobIdentity) -> None:  # noqa: B027 - optional hook, nothing to check by default
+        """Check, on the driver before any task starts, what the source needs (a
+        location it writes on the side); raise an error naming it and the problem."""
+
     @abstractmethod
-    def open_reader(self, subtask: int, parallelism: int, offsets: dict[str, Any]) -> SourceReader:
-        """A reader for this subtask's share of the partitions, from `offsets`
+    def open_reader(self, context: SubtaskContext, offsets: dict[str, Any]) -> SourceReader:
+        """A reader for the subtask's share of the partitions, from `offsets`
         (the offsets of all partitions, from the restored checkpoint; empty at first)."""
 
 
-class SinkWriter(ABC):
+class SinkWriter(Committer, ABC):
     @abstractmethod
     def write(self, record: Any) -> None: ...
 
@@ -76,7 +106,7 @@ class SinkWriter(ABC):
         `committables` are all of this sink's, from every old subtask (union list
         state), so each writer can take its share at any new parallelism."""
 
-    def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
+    def close(self) -> None:
         """Release files and connections (an open transaction is not committed)."""
 
 
@@ -116,10 +146,10 @@ class JobIdentity:
 
 
 @dataclass(frozen=True)
-class WriterContext:
-    """Whose a sink writer is: subtask `subtask` of `parallelism`, in launch `launch`
-    of `job`. Launch numbers grow with each (re)start of the job; a launch runs one
-    writer per subtask."""
+class SubtaskContext:
+    """Whose a source reader or sink writer is: subtask `subtask` of `parallelism`,
+    in launch `launch` of `job`. Launch numbers grow with each (re)start of the job;
+    a launch runs one reader or writer per subtask of a vertex."""
 
     job: JobIdentity
     subtask: int
@@ -129,7 +159,7 @@ class WriterContext:
 
 class Sink(ABC):
     @abstractmethod
-    def create_writer(self, context: WriterContext) -> SinkWriter: ...
+    def create_writer(self, context: SubtaskContext) -> SinkWriter: ...
 
     def validate(self, job: JobIdentity) -> None:  # noqa: B027 - optional hook, nothing to check by default
         """Check, on the driver before any task starts, that `job` can write here (the

@@ -1,6 +1,6 @@
 """Checks on a job graph before anything runs; each error names the culprit and
-says how to fix it. `validate` looks at the graph alone; `validate_sinks` asks
-each sink whether it can write where it is told to (on the driver: it touches
+says how to fix it. `validate` looks at the graph alone; `validate_connectors`
+asks each source and sink whether it can write where it is told to (on the driver: it touches
 storage)."""
 
 from __future__ import annotations
@@ -63,9 +63,9 @@ def validate(graph: JobGraph) -> None:
             )
 
 
-def validate_sinks(graph: JobGraph, job: JobIdentity) -> None:
-    for vertex in graph.sinks:
+def validate_connectors(graph: JobGraph, job: JobIdentity) -> None:
+    for vertex in [*graph.sources, *graph.sinks]:
         try:
             vertex.operator.validate(job)
         except ValueError as error:
-            raise JobDefinitionError(f"sink {vertex.name!r}: {error}") from error
+            raise JobDefinitionError(f"{vertex.kind} {vertex.name!r}: {error}") from error

@@ -13,7 +13,7 @@ import threading
 import uuid
 from typing import Any, ClassVar
 
-from lockgate.runtime.api.connectors import Sink, SinkWriter, WriterContext
+from lockgate.runtime.api.connectors import Sink, SinkWriter, SubtaskContext
 from lockgate.runtime.connectors.file_sink import SinkCommitError
 
 
@@ -28,7 +28,7 @@ class CollectSink(Sink):
             raise ValueError(f"CollectSink name {name!r} must be non-empty, without '/' or '#'")
         self.name = name
 
-    def create_writer(self, context: WriterContext) -> SinkWriter:
+    def create_writer(self, context: SubtaskContext) -> SinkWriter:
         return CollectSinkWriter(self.name, context.subtask, context.parallelism)
 
     @classmethod

@@ -27,7 +27,7 @@ import uuid
 from typing import Any
 
 import fsspec
-from lockgate.runtime.api.connectors import JobIdentity, Sink, SinkWriter, WriterContext
+from lockgate.runtime.api.connectors import JobIdentity, Sink, SinkWriter, SubtaskContext
 from lockgate.runtime.connectors.file_transaction import Committable, Transaction
 from lockgate.runtime.connectors.output_location import check_url, check_writable, open_directory
 from lockgate.runtime.connectors.sink_file_names import FileName, check_name_length, check_prefix
@@ -57,12 +57,12 @@ class FileSink(Sink):
         probe = FileName(self.prefix, job, 0, _DRIVER_LAUNCH, uuid.uuid4().hex[:8], 0)
         check_writable(fs, directory, probe.in_progress, self.url)
 
-    def create_writer(self, context: WriterContext) -> FileSinkWriter:
+    def create_writer(self, context: SubtaskContext) -> FileSinkWriter:
         return FileSinkWriter(self, context)
 
 
 class FileSinkWriter(SinkWriter):
-    def __init__(self, sink: FileSink, context: WriterContext) -> None:
+    def __init__(self, sink: FileSink, context: SubtaskContext) -> None:
         check_name_length(sink.url, sink.prefix, context.job)
         self._fs, self._directory = open_directory(sink.url)
         self._sink = sink

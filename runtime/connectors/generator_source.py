@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lockgate.runtime.api.connectors import Backlog, Source, SourceReader
+from lockgate.runtime.api.connectors import Backlog, Source, SourceReader, SubtaskContext
 from lockgate.runtime.connectors.partitions import assigned
 
 
@@ -50,8 +50,8 @@ class GeneratorSource(Source):
     def partition_names(self) -> list[str]:
         return [f"generator-{p:05d}" for p in range(self.partitions)]
 
-    def open_reader(self, subtask: int, parallelism: int, offsets: dict[str, Any]) -> SourceReader:
-        return GeneratorReader(self, subtask, parallelism, offsets)
+    def open_reader(self, context: SubtaskContext, offsets: dict[str, Any]) -> SourceReader:
+        return GeneratorReader(self, context.subtask, context.parallelism, offsets)
 
 
 class GeneratorReader(SourceReader):

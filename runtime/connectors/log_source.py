@@ -2,134 +2,136 @@
 
 Each partition is an ordered, replayable stream; its offset is the byte
 position after the last complete line read (a line still being written, with
-no newline yet, waits). Files keep being followed as they grow, and new
-partitions are picked up. A malformed line is an error naming the file and
-line, or, with `dead_letter=URL`, is appended there with the reason.
+no newline yet, waits; at the end of bounded input it is read as it is). Files
+keep being followed as they grow, and new partitions are picked up; a
+partition's subtask never changes while the job runs (`partitions.py`). A
+malformed line (invalid UTF-8 included) is an error naming the file and line,
+or, with `dead_letter=URL`, goes to that directory with the reason, written as
+a `FileSink` writes (the reader pre-commits its dead letters at each barrier
+and commits them with the checkpoint): a replay after a restore writes no dead
+letter twice.
 """
 
 from __future__ import annotations
 
 import json
 import posixpath
-from dataclasses import dataclass
 from typing import Any
 
 import fsspec
-from lockgate.runtime.api.connectors import Backlog, Source, SourceReader
+from lockgate.runtime.api.connectors import Backlog, JobIdentity, Source, SourceReader, SubtaskContext
+from lockgate.runtime.connectors.file_sink import FileSink
+from lockgate.runtime.connectors.log_partition import LogPartition, PartitionOffset
+from lockgate.runtime.connectors.output_location import check_url
 from lockgate.runtime.connectors.partitions import assigned
-
-_READ_CHUNK = 1 << 20
 
 
 class MalformedRecordError(ValueError):
     """A line that is not a JSON document, with no dead-letter file configured."""
 
 
-@dataclass
-class _Position:
-    byte: int = 0
-    line: int = 0  # lines consumed, so errors can name the line number
+DEAD_LETTER_PREFIX = "dead-letter"
 
 
 class LogSource(Source):
     def __init__(self, url: str, dead_letter: str | None = None, pattern: str = "part-*.jsonl") -> None:
+        check_url(url)
         self.url = url
-        self.dead_letter = dead_letter
+        self.dead_letter = None if dead_letter is None else FileSink(dead_letter, DEAD_LETTER_PREFIX)
         self.pattern = pattern
 
-    def open_reader(self, subtask: int, parallelism: int, offsets: dict[str, Any]) -> SourceReader:
-        return LogSourceReader(self, subtask, parallelism, offsets)
+    def validate(self, job: JobIdentity) -> None:
+        if self.dead_letter is not None:
+            self.dead_letter.validate(job)
+
+    def open_reader(self, context: SubtaskContext, offsets: dict[str, Any]) -> SourceReader:
+        return LogSourceReader(self, context, offsets)
 
 
 class LogSourceReader(SourceReader):
-    def __init__(self, source: LogSource, subtask: int, parallelism: int, offsets: dict[str, Any]) -> None:
+    def __init__(self, source: LogSource, context: SubtaskContext, offsets: dict[str, Any]) -> None:
         self._source = source
-        self._subtask = subtask
-        self._parallelism = parallelism
+        self._subtask = context.subtask
+        self._parallelism = context.parallelism
+        dead_letter = source.dead_letter
+        self._dead_letters = None if dead_letter is None else dead_letter.create_writer(context)
         fs, root = fsspec.core.url_to_fs(source.url)
         self._fs: Any = fs
         self._root = root.rstrip("/")
-        self._positions: dict[str, _Position] = {}
-        self._restored = {name: _Position(**value) for name, value in offsets.items()}
-        self._pending: dict[str, bytes] = {}  # partial last line per partition
-        self._at_end: dict[str, bool] = {}
+        self._partitions: dict[str, LogPartition] = {}
+        self._restored = {name: PartitionOffset.from_json(value) for name, value in offsets.items()}
         self._discover()
 
     def _discover(self) -> None:
+        """Picks up new partitions. A restored partition whose file is gone is kept,
+        so that reading it fails with its name."""
         found = [posixpath.basename(p) for p in self._fs.glob(f"{self._root}/{self._source.pattern}")]
-        for name in assigned(found, self._subtask, self._parallelism):
-            if name not in self._positions:
-                self._positions[name] = self._restored.get(name, _Position())
-                self._at_end[name] = False
+        for name in assigned({*found, *self._restored}, self._subtask, self._parallelism):
+            if name not in self._partitions:
+                url = f"{self._source.url.rstrip('/')}/{name}"
+                offset = self._restored.get(name, PartitionOffset())
+                self._partitions[name] = LogPartition(self._fs, f"{self._root}/{name}", url, offset)
 
     def poll(self, max_records: int) -> list[Any]:
         records: list[Any] = []
-        for name in sorted(self._positions):
+        for name in sorted(self._partitions):
             if len(records) >= max_records:
                 break
-            self._read(name, max_records - len(records), records)
+            partition = self._partitions[name]
+            first_line = partition.offset.line + 1
+            for number, line in enumerate(partition.take(max_records - len(records)), first_line):
+                if line.strip():
+                    self._parse(partition, number, line, records)
         if not records:
             self._discover()
         return records
 
-    def _read(self, name: str, budget: int, out: list[Any]) -> None:
-        position = self._positions[name]
-        path = f"{self._root}/{name}"
-        size = int(self._fs.size(path))
-        if size < position.byte:
-            raise ValueError(
-                f"{self._source.url}/{name} shrank to {size} bytes but was read up to byte "
-                f"{position.byte}: log partitions must be append-only"
-            )
-        if size == position.byte:
-            self._at_end[name] = True
-            return
-        with self._fs.open(path, "rb") as stream:
-            stream.seek(position.byte)
-            data = stream.read(min(_READ_CHUNK, size - position.byte))
-        start = 0
-        while len(out) < budget:
-            newline = data.find(b"\n", start)
-            if newline < 0:
-                break
-            line = data[start:newline]
-            position.line += 1
-            position.byte += newline + 1 - start
-            start = newline + 1
-            if line.strip():
-                self._parse(name, position.line, line, out)
-        self._at_end[name] = position.byte >= size or data.find(b"\n", start) < 0
+    def end_of_input(self) -> list[Any]:
+        records: list[Any] = []
+        for name in sorted(self._partitions):
+            partition = self._partitions[name]
+            line = partition.take_unterminated()
+            if line is not None and line.strip():
+                self._parse(partition, partition.offset.line, line, records)
+        return records
 
-    def _parse(self, name: str, line_number: int, line: bytes, out: list[Any]) -> None:
+    def _parse(self, partition: LogPartition, line_number: int, line: bytes, out: list[Any]) -> None:
         try:
             out.append(json.loads(line))
-        except ValueError as error:
-            where = f"{self._source.url.rstrip('/')}/{name}:{line_number}"
-            if self._source.dead_letter is None:
+        except ValueError as error:  # UnicodeDecodeError included: invalid UTF-8 is malformed too
+            where = f"{partition.url}:{line_number}"
+            if self._dead_letters is None:
                 raise MalformedRecordError(
                     f"{where}: not a JSON document ({error}); fix the line, or set "
                     "dead_letter= to route malformed lines to a file"
                 ) from None
-            self._dead_letter(where, error, line)
+            entry = {"source": where, "error": str(error), "line": line.decode("utf-8", "replace")}
+            self._dead_letters.write(entry)
 
-    def _dead_letter(self, where: str, error: Exception, line: bytes) -> None:
-        entry = {"source": where, "error": str(error), "line": line.decode("utf-8", "replace")}
-        assert self._source.dead_letter is not None
-        fs, path = fsspec.core.url_to_fs(self._source.dead_letter)
-        fs.makedirs(posixpath.dirname(path), exist_ok=True)
-        with fs.open(path, "ab") as stream:
-            stream.write(json.dumps(entry).encode() + b"\n")
+    # -- dead letters: two-phase, with the checkpoint ------------------------------------
+
+    def pre_commit(self, checkpoint_id: int) -> list[Any]:
+        return [] if self._dead_letters is None else self._dead_letters.pre_commit(checkpoint_id)
+
+    def commit(self, committables: list[Any]) -> None:
+        if self._dead_letters is not None:
+            self._dead_letters.commit(committables)
+
+    def recover(self, committables: list[Any]) -> None:
+        if self._dead_letters is not None:
+            self._dead_letters.recover(committables)
+
+    def close(self) -> None:
+        if self._dead_letters is not None:
+            self._dead_letters.close()
 
     def offsets(self) -> dict[str, Any]:
-        return {name: {"byte": p.byte, "line": p.line} for name, p in self._positions.items()}
+        return {name: p.offset.to_json() for name, p in self._partitions.items()}
 
     def backlog(self) -> Backlog:
         """Bytes appended to this reader's partitions and not read yet."""
-        behind = 0
-        for name, position in self._positions.items():
-            behind += max(0, int(self._fs.size(f"{self._root}/{name}")) - position.byte)
-        return Backlog(bytes=behind)
+        return Backlog(bytes=sum(p.unread_bytes() for p in self._partitions.values()))
 
     def reached_end(self) -> bool:
         self._discover()
-        return all(self._at_end.get(name, False) for name in self._positions)
+        return all(p.at_end for p in self._partitions.values())

@@ -3,15 +3,40 @@
 Offsets live in union list state: on restore every subtask sees the offsets of
 all partitions and keeps those it is assigned now, so partitions are re-split
 at any new parallelism and partitions that appear later are picked up.
+
+A partition's subtask depends on its own name and the parallelism only, never on
+which other partitions exist: a partition that appears while the job runs moves
+no partition that is being read (a subtask that took over a partition another
+one reads would read it again from its restored offset — duplicates). Numbered
+partitions (`part-7.jsonl`, Kafka's) go round robin by their number, an even
+split; names without a number go by a stable hash of the name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable
+
+import mmh3
+
+_NUMBER = re.compile(r"(\d+)(?!.*\d)")  # the last run of digits in the name
 
 
-def assigned(partitions: Sequence[str], subtask: int, parallelism: int) -> list[str]:
-    """Round robin over the sorted partition names: an even split, the same in every task."""
+def slot(partition: str) -> int:
+    """The partition's place in the round robin: its number, or a stable hash of its name."""
+    number = _NUMBER.search(partition)
+    if number is not None:
+        return int(number.group(1))
+    return mmh3.hash(partition, signed=False)
+
+
+def owner(partition: str, parallelism: int) -> int:
+    """The subtask that reads `partition` at `parallelism`."""
+    return slot(partition) % parallelism
+
+
+def assigned(partitions: Iterable[str], subtask: int, parallelism: int) -> list[str]:
+    """The partitions of `subtask`, in name order."""
     if not 0 <= subtask < parallelism:
         raise ValueError(f"subtask {subtask} is outside parallelism {parallelism}")
-    return [p for i, p in enumerate(sorted(partitions)) if i % parallelism == subtask]
+    return sorted(p for p in partitions if owner(p, parallelism) == subtask)

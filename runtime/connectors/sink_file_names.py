@@ -16,7 +16,7 @@ import re
 import uuid
 from dataclasses import dataclass, replace
 
-from lockgate.runtime.api.connectors import JobIdentity, WriterContext
+from lockgate.runtime.api.connectors import JobIdentity, SubtaskContext
 
 SEPARATOR = "~"
 # Most file systems take names of at most 255 bytes.
@@ -42,7 +42,7 @@ class FileName:
     sequence: int
 
     @staticmethod
-    def first(prefix: str, context: WriterContext) -> FileName:
+    def first(prefix: str, context: SubtaskContext) -> FileName:
         """A new writer's first transaction, under an attempt of its own."""
         return FileName(prefix, context.job, context.subtask, context.launch, uuid.uuid4().hex[:8], 0)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from lockgate.runtime.api.connectors import WriterContext
+from lockgate.runtime.api.connectors import SubtaskContext
 from lockgate.runtime.connectors.sink_file_names import FileName, parse_hidden
 
 
@@ -25,7 +25,7 @@ class Leftovers:
     of_later_launches: list[str] = field(default_factory=list)
 
 
-def leftovers(names: Iterable[str], prefix: str, context: WriterContext, keep: set[str]) -> Leftovers:
+def leftovers(names: Iterable[str], prefix: str, context: SubtaskContext, keep: set[str]) -> Leftovers:
     """Of the file `names` in a sink directory, those the writer of `context` deletes
     (`keep`: the pending files of the restored checkpoint), and those of its share that
     a later launch made."""
@@ -41,5 +41,5 @@ def leftovers(names: Iterable[str], prefix: str, context: WriterContext, keep: s
     return found
 
 
-def _in_share(name: FileName, prefix: str, context: WriterContext) -> bool:
+def _in_share(name: FileName, prefix: str, context: SubtaskContext) -> bool:
     return name.is_of(prefix, context.job) and name.subtask % context.parallelism == context.subtask

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from lockgate.runtime.api.connectors import JobIdentity
 from lockgate.runtime.api.entrypoint import build_graph
-from lockgate.runtime.api.validation import validate_sinks
+from lockgate.runtime.api.validation import validate_connectors
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.driver.manifest import load_manifest
@@ -194,7 +194,7 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
     args.update(job_args(arguments.arg))
     graph = build_graph(arguments.job, arguments.job_id, args)
     keys = JobKeys(arguments.namespace, arguments.job_id or graph.name)
-    validate_sinks(graph, JobIdentity(keys.namespace, keys.job))  # before Spark starts
+    validate_connectors(graph, JobIdentity(keys.namespace, keys.job))  # before Spark starts
     p = arguments.parallelism
     work = work_dir.resolve()
     if arguments.fresh:

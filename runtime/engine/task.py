@@ -16,7 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from lockgate.runtime.api.connectors import Backlog, JobIdentity, SourceReader, WriterContext
+from lockgate.runtime.api.connectors import Backlog, Committer, JobIdentity, SourceReader, SubtaskContext
 from lockgate.runtime.api.graph import JobGraph, Vertex
 from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger
 from lockgate.runtime.coordination.restore_point import RestorePoint
@@ -106,6 +106,9 @@ class Task:
             for state in self.states.values():
                 state.restore(restore)
         self._sinks: dict[str, SinkOperator] = {}
+        # Per vertex that commits what it writes outside the job: sinks' writers, and
+        # source readers that write on the side.
+        self._committers: dict[str, Committer] = {}
         # Per vertex, for metrics: records into it, records out of it, bytes of its last snapshot.
         self.records_in: dict[str, Counted] = {}
         self.records_out: dict[str, Counted] = {}
@@ -141,8 +144,9 @@ class Task:
 
     def _operator(self, vertex: Vertex, sinks: list[SinkOperator]) -> Output:
         if vertex.kind == "sink":
-            writer = vertex.operator.create_writer(self._writer_context())
+            writer = vertex.operator.create_writer(self._subtask_context())
             writer.recover(self.states[vertex.name].restored_committables())
+            self._committers[vertex.name] = writer
             sink = SinkOperator(vertex.name, writer, self.snapshot)
             sinks.append(sink)
             self._sinks[vertex.name] = sink
@@ -164,10 +168,10 @@ class Task:
             vertex.name, function, backend=backend, context=context, out=out, snapshot=self.snapshot
         )
 
-    def _writer_context(self) -> WriterContext:
+    def _subtask_context(self) -> SubtaskContext:
         keys = self._control.keys
         job = JobIdentity(keys.namespace, keys.job)
-        return WriterContext(job, self.config.index, self.config.parallelism, self._control.launch)
+        return SubtaskContext(job, self.config.index, self.config.parallelism, self._control.launch)
 
     # -- checkpoints -----------------------------------------------------------------
 
@@ -175,10 +179,10 @@ class Task:
         """Synchronous part on the chain's thread; upload and acknowledgement off it."""
         state = self.states[vertex]
         trigger = barrier.trigger
-        sink = self._sinks.get(vertex)
-        if sink is not None:
+        committer = self._committers.get(vertex)
+        if committer is not None:
             n = trigger.checkpoint_id
-            state.record_committables(n, sink.writer.pre_commit(n))
+            state.record_committables(n, committer.pre_commit(n))
         pending = state.snapshot(trigger)
         self._uploads.submit(self._upload, vertex, trigger, pending, drained)
 
@@ -202,8 +206,10 @@ class Task:
         return blocked
 
     def on_completed(self, chain: ChainRunner, completed: CompletedCheckpoint) -> None:
-        for sink in chain.sinks:
-            sink.writer.commit(self.states[sink.name].take_committable(completed.checkpoint_id))
+        for vertex in chain.vertices:
+            committer = self._committers.get(vertex)
+            if committer is not None:
+                committer.commit(self.states[vertex].take_committable(completed.checkpoint_id))
         if completed.kind == "checkpoint":
             for vertex in chain.vertices:
                 keyed = self.states[vertex].keyed
@@ -319,7 +325,8 @@ class ChainRunner:
             final = final or completed.final
 
     def _uncommitted(self) -> bool:
-        return any(self.task.states[s.name].uncommitted for s in self.sinks)
+        committers = self.task._committers
+        return any(self.task.states[v].uncommitted for v in self.vertices if v in committers)
 
     def _next_trigger(self, wait: bool) -> Trigger | None:
         assert self._triggers is not None
@@ -335,7 +342,9 @@ class ChainRunner:
         one, and its completion ends the sources."""
         config = self.task.config
         state = self.task.states[self.head.name]
-        reader = self.head.operator.open_reader(config.index, config.parallelism, state.restored_offsets())
+        reader = self.head.operator.open_reader(self.task._subtask_context(), state.restored_offsets())
+        reader.recover(state.restored_committables())
+        self.task._committers[self.head.name] = reader
         drained = ended = False
         backlog_due = 0.0
         while not ended or self._uncommitted():
@@ -354,6 +363,11 @@ class ChainRunner:
             elif not ended and not drained:
                 self.output.flush()
                 if config.bounded and reader.reached_end():
+                    held_back = reader.end_of_input()
+                    if held_back:
+                        self.records_read += len(held_back)
+                        self.output.push(held_back)
+                        self.output.flush()
                     drained = True
                     self.task._control.report_drained(self.head.name)
             # Between batches, triggers are checked without waiting: a busy source

@@ -15,7 +15,7 @@ from lockgate.runtime import (
     SinkWriter,
     Source,
     StreamEnvironment,
-    WriterContext,
+    SubtaskContext,
 )
 
 from examples.sums import RunningSum
@@ -140,7 +140,7 @@ class SlowSink(Sink):
     def validate(self, job: JobIdentity) -> None:
         self.inner.validate(job)
 
-    def create_writer(self, context: WriterContext) -> SinkWriter:
+    def create_writer(self, context: SubtaskContext) -> SinkWriter:
         return _SlowWriter(self.inner.create_writer(context), self.tracker, self.delay_s)
 
 

@@ -10,7 +10,7 @@ from lockgate.runtime import CollectSink, GeneratorSource, StreamEnvironment
 from lockgate.runtime.connectors.file_sink import SinkCommitError
 
 from tests.jobs.counting import FailOnce, RunningSum
-from tests.runtime.connectors.sink_writers import open_writer
+from tests.runtime.connectors.subtasks import open_writer
 from tests.runtime.engine.harness import Run, run_job
 
 COUNT = 6000

@@ -11,7 +11,7 @@ from lockgate.runtime import FileSink, JobIdentity, read_committed
 from lockgate.runtime.connectors.file_sink import SinkCommitError
 from lockgate.runtime.connectors.sink_file_names import FileName
 
-from tests.runtime.connectors.sink_writers import JOB, open_writer
+from tests.runtime.connectors.subtasks import JOB, open_writer
 
 
 def _visible(directory: Path) -> list[str]:

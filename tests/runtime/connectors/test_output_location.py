@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from lockgate.runtime import FileSink, JobIdentity, read_committed
 
-from tests.runtime.connectors.sink_writers import JOB, open_writer
+from tests.runtime.connectors.subtasks import JOB, open_writer
 
 
 def _takes_files(directory: Path) -> bool:

@@ -89,3 +89,30 @@ async def test_a_bounded_job_ends_when_drained_without_waiting_for_the_interval(
     run = Run(2, exchange="tcp", interval_s=3600)
     await asyncio.wait_for(run_job(etcd_config, keys, tmp_path, env.graph(), run), 60)
     assert sorted(r["n"] for r in read_committed(f"file://{tmp_path}/out")) == list(range(2000))
+
+
+async def test_a_bounded_job_reads_last_lines_that_have_no_newline(etcd_config, keys, tmp_path: Path) -> None:
+    words = _write_lines(tmp_path / "lines", partitions=3, lines=50)
+    for p, word in enumerate(["tail0", "tail1", "tail2"]):
+        with open(tmp_path / "lines" / f"part-{p}.jsonl", "a") as f:
+            f.write(json.dumps({"text": word}))  # as an editor saves a file: no final newline
+        words.append(word)
+    env = StreamEnvironment("wc")
+    word_count(env, LogSource(f"file://{tmp_path}/lines"), f"file://{tmp_path}/out")
+    await run_job(etcd_config, keys, tmp_path, env.graph(), Run(2, "heap", "memory"))
+    output = read_committed(f"file://{tmp_path}/out")
+    assert Counter(r["word"] for r in output) == Counter(words)
+
+
+async def test_dead_letters_are_committed_with_the_checkpoint(etcd_config, keys, tmp_path: Path) -> None:
+    words = _write_lines(tmp_path / "lines", partitions=2, lines=40)
+    with open(tmp_path / "lines" / "part-1.jsonl", "a") as f:
+        f.write("{not json\n")
+        f.write(json.dumps({"text": "after"}) + "\n")
+    env = StreamEnvironment("wc")
+    source = LogSource(f"file://{tmp_path}/lines", dead_letter=f"file://{tmp_path}/dead")
+    word_count(env, source, f"file://{tmp_path}/out")
+    await run_job(etcd_config, keys, tmp_path, env.graph(), Run(2, "heap", "memory"))
+    assert Counter(r["word"] for r in read_committed(f"file://{tmp_path}/out")) == Counter([*words, "after"])
+    (letter,) = read_committed(f"file://{tmp_path}/dead")
+    assert letter["source"] == f"file://{tmp_path}/lines/part-1.jsonl:41"

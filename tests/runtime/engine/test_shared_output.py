@@ -10,7 +10,7 @@ import pytest
 from lockgate.runtime import FileSink, GeneratorSource, JobIdentity, StreamEnvironment, read_committed
 
 from tests.jobs.counting import FailOnce, failing_running_sum
-from tests.runtime.connectors.sink_writers import open_writer
+from tests.runtime.connectors.subtasks import open_writer
 from tests.runtime.engine.harness import Run, run_job
 
 COUNT = 8_000

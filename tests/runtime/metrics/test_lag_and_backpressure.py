@@ -13,11 +13,13 @@ from lockgate.runtime.engine.channels import LocalChannel
 from lockgate.runtime.metrics.serving import PortRange, serve
 from prometheus_client import CollectorRegistry
 
+from tests.runtime.connectors.subtasks import open_reader
+
 
 def test_a_log_source_lags_by_the_bytes_appended_and_not_read(tmp_path: Path) -> None:
     line = json.dumps({"text": "a b"}).encode() + b"\n"
     (tmp_path / "part-0.jsonl").write_bytes(line * 10)
-    reader = LogSource(f"file://{tmp_path}").open_reader(0, 1, {})
+    reader = open_reader(LogSource(f"file://{tmp_path}"), 0, 1, {})
     assert reader.backlog() == Backlog(bytes=10 * len(line))
     assert len(reader.poll(4)) == 4
     assert reader.backlog() == Backlog(bytes=6 * len(line))
@@ -31,15 +33,15 @@ def test_a_log_source_lags_by_the_bytes_appended_and_not_read(tmp_path: Path) ->
 def test_a_generator_lags_by_what_its_rate_made_due() -> None:
     now = [0.0]
     source = GeneratorSource(None, partitions=2, rate=100.0, clock=lambda: now[0])
-    reader = source.open_reader(0, 1, {})
+    reader = open_reader(source, 0, 1, {})
     now[0] = 2.0
     assert reader.backlog() == Backlog(records=200)
     reader.poll(150)
     assert reader.backlog() == Backlog(records=50)
-    bounded = GeneratorSource(10, partitions=3).open_reader(0, 1, {})
+    bounded = open_reader(GeneratorSource(10, partitions=3), 0, 1, {})
     bounded.poll(4)
     assert bounded.backlog() == Backlog(records=6), "bounded, no rate: the records left"
-    assert GeneratorSource(None).open_reader(0, 1, {}).backlog() is None, "unbounded, no rate: unknown"
+    assert open_reader(GeneratorSource(None), 0, 1, {}).backlog() is None, "unbounded, no rate: unknown"
 
 
 def test_a_full_channel_counts_the_time_its_sender_waited() -> None:

@@ -9,7 +9,8 @@ from tests.jobs import counting
 
 
 def word_count(env: StreamEnvironment) -> None:
-    counting.word_count(env, LogSource(env.args["input"]), env.args["output"])
+    source = LogSource(env.args["input"], dead_letter=env.args.get("dead_letter"))
+    counting.word_count(env, source, env.args["output"])
 
 
 def running_sum(env: StreamEnvironment) -> None:

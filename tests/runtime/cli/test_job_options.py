@@ -65,6 +65,15 @@ def test_an_output_location_the_job_cannot_write_is_refused_when_the_options_are
         _settings_from(tmp_path, output=output)
 
 
+def test_an_unwritable_dead_letter_location_is_refused_when_the_options_are_read(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    dead = f"file://{tmp_path}/file/dead"
+    with pytest.raises(
+        JobDefinitionError, match=rf"source 'lines': {dead}: {tmp_path}/file, above it, is a file"
+    ):
+        _settings_from(tmp_path, "--arg", f"dead_letter={dead}")
+
+
 def test_a_missing_output_directory_is_made_when_the_options_are_read(tmp_path: Path) -> None:
     _settings_from(tmp_path, output=f"file://{tmp_path}/new/out")
     assert (tmp_path / "new" / "out").is_dir()

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from lockgate.runtime.coordination.keys import check_name
 from lockgate.runtime.driver.durations import parse_duration, positive_duration
 from lockgate.runtime.metrics.serving import PortRange
-from lockgate.runtime.snapshot.storage_url import check_storage_url
+from lockgate.runtime.storage_url import check_storage_url
 
 INT32 = 2**31 - 1
 

@@ -19,7 +19,7 @@ from lockgate.runtime.engine.restart import STRATEGIES, RestartStrategy, restart
 from lockgate.runtime.keygroups import UPPER_BOUND_MAX_PARALLELISM as MAX_PARALLELISM
 from lockgate.runtime.keygroups import default_max_parallelism
 from lockgate.runtime.metrics.serving import PortRange
-from lockgate.runtime.snapshot.storage_url import check_storage_url
+from lockgate.runtime.storage_url import check_storage_url
 
 DEFAULTS: dict[str, object] = {
     "parallelism": 2,

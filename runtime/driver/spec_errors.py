@@ -67,7 +67,8 @@ def _problem(detail: ErrorDetails, model: type[BaseModel], root: str) -> str:
     if kind == "string_too_short":
         return f"{where} must not be empty"
     if kind == "value_error":
-        return f"{where} {ctx['error']}"
+        problem = str(ctx["error"])
+        return f"{where} {problem}" if problem.startswith("must") else f"{where}: {problem}"
     return f"{where}: {detail['msg']}"
 
 

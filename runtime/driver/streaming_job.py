@@ -18,7 +18,7 @@ from lockgate.runtime.coordination.keys import check_name
 from lockgate.runtime.driver.durations import DURATION_PATTERN, parse_duration
 from lockgate.runtime.driver.spec_errors import SpecError, describe
 from lockgate.runtime.keygroups import UPPER_BOUND_MAX_PARALLELISM
-from lockgate.runtime.snapshot.storage_url import check_storage_url
+from lockgate.runtime.storage_url import check_storage_url
 from pydantic import (
     AfterValidator,
     BaseModel,

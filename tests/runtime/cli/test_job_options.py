@@ -166,18 +166,24 @@ def test_the_cluster_driver_refuses_an_unwritable_output_with_exit_2(
         (["--job-id", "a/b"], r"argument --job-id: 'a/b' is not a valid name"),
         (["--namespace", "../x"], r"argument --namespace: '../x' is not a valid name"),
         (["--arg", "input"], r"argument --arg: 'input' must be KEY=VALUE"),
-        (["--checkpoint-dir", "checkpoints"], r"argument --checkpoint-dir: 'checkpoints' is a relative path"),
+        (
+            ["--checkpoint-dir", "checkpoints"],
+            r"argument --checkpoint-dir: checkpoints: a relative path names a different directory on each",
+        ),
         (
             ["--checkpoint-dir", "file://checkpoints"],
-            r"argument --checkpoint-dir: 'file://checkpoints' is a relative path",
+            r"argument --checkpoint-dir: file://checkpoints: a relative path names",
         ),
         (
             ["--checkpoint-dir", "foo://bucket/x"],
-            r"argument --checkpoint-dir: 'foo://bucket/x': no storage .*'foo'",
+            r"argument --checkpoint-dir: foo://bucket/x: unknown protocol 'foo' .*lockgate\[s3\]",
         ),
-        (["--checkpoint-dir", "memory://x"], r"argument --checkpoint-dir: 'memory://x' .*one process"),
-        (["--savepoint-dir", "rel/dir"], r"argument --savepoint-dir: 'rel/dir' is a relative path"),
-        (["--from-savepoint", "chk-7"], r"argument --from-savepoint: 'chk-7' is a relative path"),
+        (
+            ["--checkpoint-dir", "memory://x"],
+            r"argument --checkpoint-dir: memory://x: memory:// lives in one process",
+        ),
+        (["--savepoint-dir", "rel/dir"], r"argument --savepoint-dir: rel/dir: a relative path names"),
+        (["--from-savepoint", "chk-7"], r"argument --from-savepoint: chk-7: a relative path names"),
     ],
 )
 def test_a_bad_option_is_refused_naming_the_flag_and_what_it_takes(
@@ -193,8 +199,8 @@ def test_an_object_store_without_its_filesystem_installed_says_which_extra_to_in
         pytest.skip("s3fs is installed here")
     message = refusal(tmp_path, WORD_COUNT, *ARGS, "--checkpoint-dir", "s3://bucket/checkpoints")
     assert (
-        "argument --checkpoint-dir: 's3://bucket/checkpoints' needs s3fs: pip install 'lockgate[s3]'"
-        in message
+        "argument --checkpoint-dir: s3://bucket/checkpoints: the file system for s3:// is not installed "
+        "(Install s3fs to access S3): pip install 'lockgate[s3]'" in message
     )
 
 

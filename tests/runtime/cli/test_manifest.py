@@ -36,7 +36,7 @@ from tests.runtime.cli.refusals import ARGS, WORD_COUNT, manifest, refusal, sett
         ),
         (
             {"checkpointing": {"interval": "soon"}},
-            r"spec\.checkpointing\.interval 'soon' is not a duration like 30s, 500ms, 2m or 1h",
+            r"spec\.checkpointing\.interval: 'soon' is not a duration like 30s, 500ms, 2m or 1h",
         ),
         ({"checkpointing": {"interval": "0s"}}, r"spec\.checkpointing\.interval must be more than 0 seconds"),
         ({"checkpointing": {"retained": 0}}, r"spec\.checkpointing\.retained must be at least 1, got 0"),
@@ -53,9 +53,12 @@ from tests.runtime.cli.refusals import ARGS, WORD_COUNT, manifest, refusal, sett
         ),
         (
             {"checkpointing": {"storage": "checkpoints"}},
-            r"spec\.checkpointing\.storage 'checkpoints' is a relative path",
+            r"spec\.checkpointing\.storage: checkpoints: a relative path names a different directory",
         ),
-        ({"savepoints": {"dir": "foo://bucket/x"}}, r"spec\.savepoints\.dir 'foo://bucket/x': no storage"),
+        (
+            {"savepoints": {"dir": "foo://bucket/x"}},
+            r"spec\.savepoints\.dir: foo://bucket/x: unknown protocol 'foo'",
+        ),
         ({"checkpointing": []}, r"spec\.checkpointing must be an object, got list"),
     ],
 )
@@ -72,7 +75,7 @@ def test_a_spec_the_operator_would_refuse_is_refused_naming_the_field(
     [
         ({"sepc": {}}, r"sepc is not a field of the manifest \(did you mean spec\?\)"),
         ({"apiVersion": "lockgate.dev/v2"}, r"apiVersion must be one of lockgate\.dev/v1alpha1"),
-        ({"metadata": {"name": "a/b"}}, r"metadata\.name 'a/b' is not a valid name"),
+        ({"metadata": {"name": "a/b"}}, r"metadata\.name: 'a/b' is not a valid name"),
         ({"metadata": {"namespace": "x"}}, r"metadata\.name is required"),
         ({"kind": "Deployment"}, r"kind is 'Deployment'; lockgate run takes a StreamingJob"),
     ],

@@ -84,7 +84,7 @@ def test_a_bad_exchange_timeout_is_refused_naming_the_option(tmp_path: Path) -> 
 def test_an_output_location_under_a_file_is_refused_before_anything_starts(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("not a directory")
     result = _word_count(tmp_path, "file/out")
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"lockgate run: sink 'out': file://{tmp_path}/file/out: {tmp_path}/file, above it, "
         "is a file, not a directory"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from lockgate.operator.naming import JobNames
-from lockgate.operator.spec import Resources, SpecError, StreamingJobSpec
+from lockgate.operator.spec import Resources, SpecError, StreamingJobSpec, image_of
 from lockgate.runtime.coordination.leadership import LEASE_TTL_S
 
 CONFIG_DIR = "/etc/lockgate"
@@ -123,7 +123,7 @@ def spark_conf(names: JobNames, spec: StreamingJobSpec, launch: Launch) -> dict[
         "spark.executor.cores": "1",
         "spark.dynamicAllocation.enabled": "false",
         "spark.kubernetes.namespace": names.namespace,
-        "spark.kubernetes.container.image": spec.image,
+        "spark.kubernetes.container.image": image_of(spec),
         "spark.kubernetes.container.image.pullPolicy": spec.image_pull_policy,
         "spark.kubernetes.driver.pod.name": names.driver_pod(launch.number),
         "spark.kubernetes.executor.podNamePrefix": f"{names.name}-{launch.number}",
@@ -188,6 +188,8 @@ def driver_arguments(names: JobNames, spec: StreamingJobSpec, launch: Launch, cl
     flags += ["--metrics-port", str(DRIVER_METRICS_PORT), "--task-metrics-ports", str(TASK_METRICS_PORT)]
     flags += _restart_flags(spec)
     flags += cluster.etcd_tls_flags()
+    if spec.job.allow_non_restored_state:
+        flags += ["--allow-non-restored-state"]
     if launch.restore == "savepoint":
         flags += ["--from-savepoint", str(launch.savepoint)]
     elif launch.restore == "empty":
@@ -205,7 +207,7 @@ def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster:
     spark_options += [x for key, value in conf.items() for x in ("--conf", f"{key}={value}")]
     container = {
         "name": "driver",
-        "image": spec.image,
+        "image": image_of(spec),
         "imagePullPolicy": spec.image_pull_policy,
         "command": ["python", "-m", "lockgate.runtime.spark.submit"],
         "args": [*spark_options, "--", *driver_arguments(names, spec, launch, cluster)],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lockgate.operator.spec import RestartStrategy
+from lockgate.operator.spec import RestartStrategySpec
 
 DEFAULT_DELAY_S, DEFAULT_MAX_DELAY_S, DEFAULT_ATTEMPTS, DEFAULT_WINDOW_S = 1.0, 60.0, 3, 60.0
 
@@ -18,7 +18,7 @@ class RestartDecision:
 
 
 def decide(
-    strategy: RestartStrategy, restarts: int, failure_times: list[float], now: float
+    strategy: RestartStrategySpec, restarts: int, failure_times: list[float], now: float
 ) -> RestartDecision:
     """The decision for a driver lost at `now`, after `restarts` earlier restarts."""
     delay = strategy.delay_s if strategy.delay_s is not None else DEFAULT_DELAY_S

@@ -4,7 +4,6 @@ kopf handlers call and the tests call directly."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import time
 from typing import Any
@@ -77,13 +76,14 @@ async def on_create(job: Job) -> None:
 
 def _needs_restart(old: StreamingJobSpec, new: StreamingJobSpec) -> bool:
     """Whether the running driver must be replaced to apply `new`."""
-    applied_live = dataclasses.replace(
-        old,
-        savepoints=new.savepoints,
-        upgrade_mode=new.upgrade_mode,
-        state=new.state,
-        restart_nonce=new.restart_nonce,
-        restart_strategy=new.restart_strategy,  # the operator's own restarts read it live
+    applied_live = old.model_copy(
+        update={
+            "savepoints": new.savepoints,
+            "upgrade_mode": new.upgrade_mode,
+            "state": new.state,
+            "restart_nonce": new.restart_nonce,
+            "restart_strategy": new.restart_strategy,  # the operator's own restarts read it live
+        }
     )
     return applied_live != new
 

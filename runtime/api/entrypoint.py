@@ -6,10 +6,30 @@ import importlib
 from collections.abc import Callable, Mapping
 
 from lockgate.runtime.api.graph import JobGraph
+from lockgate.runtime.api.job_traceback import job_traceback
 from lockgate.runtime.api.stream import StreamEnvironment
 from lockgate.runtime.api.validation import JobDefinitionError
 
 BuildFunction = Callable[[StreamEnvironment], object]
+
+
+class JobBuildError(JobDefinitionError):
+    """The job's own code failed while it was imported or built; the message holds
+    its traceback (the job's frames only)."""
+
+    def __init__(self, entrypoint: str, doing: str, error: BaseException) -> None:
+        super().__init__(f"job {entrypoint} failed {doing}:\n{job_traceback(error)}")
+
+
+def _not_found(module_name: str, error: BaseException) -> bool:
+    """Whether `error` says the module itself (or a package above it) is not there,
+    rather than that something the module imports is missing."""
+    missing = getattr(error, "name", None)
+    return (
+        isinstance(error, ModuleNotFoundError)
+        and missing is not None
+        and (module_name == missing or module_name.startswith(f"{missing}."))
+    )
 
 
 def load_build(entrypoint: str) -> BuildFunction:
@@ -20,7 +40,9 @@ def load_build(entrypoint: str) -> BuildFunction:
         )
     try:
         module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
+    except Exception as error:
+        if not _not_found(module_name, error):
+            raise JobBuildError(entrypoint, "to import", error) from error
         raise JobDefinitionError(
             f"entrypoint {entrypoint!r}: cannot import module {module_name!r} ({error}); "
             "is it on PYTHONPATH or installed in the image?"
@@ -47,5 +69,8 @@ def build_graph(
     """Import the entrypoint, run `build(env)` and return the validated graph."""
     build = load_build(entrypoint)
     env = StreamEnvironment(job_name or entrypoint.partition(":")[0].rsplit(".", 1)[-1], args)
-    build(env)
+    try:
+        build(env)
+    except Exception as error:
+        raise JobBuildError(entrypoint, "while building its dataflow", error) from error
     return env.graph()

@@ -8,14 +8,20 @@ import logging
 import sys
 from importlib.metadata import entry_points
 
-from lockgate.runtime.api.validation import JobDefinitionError
 from lockgate.runtime.cli import checkpoints, run, savepoint
-from lockgate.runtime.coordination.errors import CoordinatorConflictError, JobFailedError
+from lockgate.runtime.coordination.errors import (
+    CoordinatorConflictError,
+    JobFailedError,
+    NoUsableCheckpointError,
+)
 from lockgate.runtime.coordination.etcd import EtcdConfigError, EtcdUnavailableError
 from lockgate.runtime.coordination.etcd_server import EtcdServerError
-from lockgate.runtime.driver.manifest import ManifestError
+from lockgate.runtime.driver.preflight import REFUSED_INPUT
 from lockgate.runtime.driver.termination import EXIT_INTERRUPTED
 from lockgate.runtime.engine.job_master import EarlierRunError, JobGaveUpError
+
+EXIT_REFUSED = 2
+"""What the user gave cannot run (as argparse exits on a bad flag)."""
 
 
 class CommandError(RuntimeError):
@@ -43,16 +49,18 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, asyncio.CancelledError):
         print(f"lockgate {arguments.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except REFUSED_INPUT as error:
+        print(f"lockgate {arguments.command}: {error}", file=sys.stderr)
+        return EXIT_REFUSED
     except (
         CommandError,
         EtcdUnavailableError,
         EtcdConfigError,
         CoordinatorConflictError,
-        JobDefinitionError,
         JobFailedError,
         EarlierRunError,
-        ManifestError,
         JobGaveUpError,
+        NoUsableCheckpointError,
         EtcdServerError,
         ValueError,
     ) as error:

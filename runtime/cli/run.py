@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +17,8 @@ from lockgate.runtime.cli.etcd_options import RUN_FILE, WORK_DIR
 from lockgate.runtime.coordination.etcd import EtcdConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.driver import add_job_options, drive, settings_from
+from lockgate.runtime.driver.options import OptionError
+from lockgate.runtime.driver.preflight import preflight
 from lockgate.runtime.driver.termination import until_terminated
 from lockgate.runtime.spark import BarrierStage, spark_session
 
@@ -44,10 +47,27 @@ def _etcd(arguments: argparse.Namespace) -> Iterator[EtcdConfig]:
         server.stop()
 
 
+_LOCAL = re.compile(r"^local(?:\[(?P<threads>\d+)\])?$")
+
+
+def _check_slots(master: str | None, parallelism: int) -> None:
+    """A barrier stage needs all P task slots at once: a local master with fewer
+    would wait for them forever."""
+    match = _LOCAL.match(master or "")
+    if match is not None and int(match["threads"] or 1) < parallelism:
+        raise OptionError(
+            f"--master {master} has {int(match['threads'] or 1)} task slot(s); the job's {parallelism} "
+            f"tasks run as one barrier stage and need {parallelism}: use local[{parallelism}] (the default)"
+        )
+
+
 def run_command(arguments: argparse.Namespace) -> int:
     # Job modules are found from the current directory, as `python -m` would.
     sys.path.insert(0, os.getcwd())
-    settings = settings_from(arguments, WORK_DIR, fresh_by_default=True)  # fails fast on a bad job
+    settings = settings_from(arguments, WORK_DIR, fresh_by_default=True)
+    _check_slots(arguments.master, settings.parallelism)
+    # Before etcd or Spark start; an embedded etcd is not started just to record a refusal.
+    preflight(settings, EtcdConfig.from_url(arguments.etcd) if arguments.etcd else None)
     keys, p = settings.keys, settings.parallelism
     WORK_DIR.mkdir(exist_ok=True)
     with _etcd(arguments) as etcd_config:

@@ -13,6 +13,7 @@ import posixpath
 from typing import Any
 
 import fsspec
+from lockgate.runtime.storage_url import StorageUrlError, check_storage_url
 
 
 class OutputLocationError(ValueError):
@@ -22,20 +23,10 @@ class OutputLocationError(ValueError):
 def check_url(url: str) -> None:
     """Refuse, without touching storage, a URL whose file system is unknown or not
     installed, or a relative path (each executor would resolve it on its own)."""
-    protocol, path = fsspec.core.split_protocol(url)
-    if protocol in (None, "file", "local") and not path.startswith("/"):
-        raise OutputLocationError(
-            f"{url}: a relative path names a different directory on each executor; "
-            "give an absolute path or a URL such as file:///data/out or s3://bucket/out"
-        )
     try:
-        fsspec.get_filesystem_class(protocol or "file")
-    except ImportError as error:
-        raise OutputLocationError(
-            f"{url}: the file system for {protocol}:// is not installed ({error})"
-        ) from error
-    except ValueError as error:
-        raise OutputLocationError(f"{url}: unknown protocol {protocol!r} ({error})") from error
+        check_storage_url(url, process_local=True)
+    except StorageUrlError as error:
+        raise OutputLocationError(str(error)) from None
 
 
 def open_directory(url: str) -> tuple[Any, str]:

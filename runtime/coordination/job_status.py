@@ -107,6 +107,15 @@ class StatusHeartbeat:
                 await self._etcd.revoke_lease(self._lease)
 
 
+async def record_refusal(
+    etcd: Etcd, keys: JobKeys, parallelism: int, message: str, driver: str | None
+) -> None:
+    """A driver that refused the job before starting it (a job that does not build, a
+    savepoint that does not fit): `failed`, with why, kept (no lease)."""
+    status = JobStatus("failed", now_ms(), parallelism, message=message, driver=driver)
+    await etcd.put(keys.status, encode(status))
+
+
 async def read_status(etcd: Etcd, keys: JobKeys) -> JobStatus | None:
     """The job's status; None when no driver ever reported, or a running one was lost."""
     data = await etcd.get(keys.status)

@@ -14,13 +14,26 @@ import os
 import sys
 from pathlib import Path
 
-from lockgate.runtime.api.validation import JobDefinitionError
 from lockgate.runtime.coordination import etcd_options
 from lockgate.runtime.driver.drive import drive
-from lockgate.runtime.driver.manifest import ManifestError
 from lockgate.runtime.driver.options import add_job_options, settings_from
+from lockgate.runtime.driver.preflight import REFUSED_INPUT, preflight
 from lockgate.runtime.driver.termination import EXIT_INTERRUPTED, until_terminated
 from lockgate.runtime.spark import BarrierStage, spark_session
+
+REFUSED_OR_BAD_ETCD_OPTIONS: tuple[type[Exception], ...] = (*REFUSED_INPUT, ValueError)  # an etcd option
+
+
+def parser() -> argparse.ArgumentParser:
+    command = argparse.ArgumentParser(prog="python -m lockgate.runtime.driver", description=__doc__)
+    add_job_options(command)
+    etcd_group = command.add_argument_group("etcd")
+    etcd_group.add_argument(
+        "--etcd", default=os.environ.get("LOCKGATE_ETCD"), help="etcd endpoints ($LOCKGATE_ETCD)"
+    )
+    etcd_options.add_security(etcd_group)
+    command.add_argument("--work-dir", default=".lockgate", help="local working files (default .lockgate)")
+    return command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,29 +41,20 @@ def main(argv: list[str] | None = None) -> int:
     # spark-submit merges a Python driver's stderr into its stdout; py4j's INFO lines
     # at exit would come after the savepoint path, which must be the last line.
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    parser = argparse.ArgumentParser(prog="python -m lockgate.runtime.driver", description=__doc__)
-    add_job_options(parser)
-    etcd_group = parser.add_argument_group("etcd")
-    etcd_group.add_argument(
-        "--etcd", default=os.environ.get("LOCKGATE_ETCD"), help="etcd endpoints ($LOCKGATE_ETCD)"
-    )
-    etcd_options.add_security(etcd_group)
-    parser.add_argument("--work-dir", default=".lockgate", help="local working files (default .lockgate)")
-    arguments = parser.parse_args(argv)
+    command = parser()
+    arguments = command.parse_args(argv)
     if not arguments.etcd:
-        parser.error("--etcd (or $LOCKGATE_ETCD) is required")
+        command.error("--etcd (or $LOCKGATE_ETCD) is required")
     try:
         settings = settings_from(arguments, Path(arguments.work_dir), fresh_by_default=False)
-    except (JobDefinitionError, ManifestError, ValueError) as error:
+        etcd_config = etcd_options.config_of(arguments.etcd, arguments)
+        preflight(settings, etcd_config)  # a refusal is recorded as the job's status
+    except REFUSED_OR_BAD_ETCD_OPTIONS as error:
         print(f"lockgate driver: {error}", file=sys.stderr)
         return 2
     spark = spark_session(None, f"lockgate-{settings.keys.job}")
     try:
-        result, totals = asyncio.run(
-            until_terminated(
-                drive(settings, etcd_options.config_of(arguments.etcd, arguments), BarrierStage(spark))
-            )
-        )
+        result, totals = asyncio.run(until_terminated(drive(settings, etcd_config, BarrierStage(spark))))
     except (KeyboardInterrupt, asyncio.CancelledError):
         print(f"lockgate driver: job {settings.keys.job} interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

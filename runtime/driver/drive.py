@@ -57,6 +57,7 @@ async def drive(
         savepoint_dir=settings.savepoint_dir,
         listener=metrics,
         takeover_wait_s=settings.takeover_wait_s,
+        allow_non_restored_state=settings.allow_non_restored_state,
     )
     server = None
     if settings.metrics_port is not None:

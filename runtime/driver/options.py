@@ -7,68 +7,107 @@ import argparse
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from lockgate.runtime.api.connectors import JobIdentity
-from lockgate.runtime.api.entrypoint import build_graph
-from lockgate.runtime.api.validation import validate_connectors
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.driver import option_types as types
 from lockgate.runtime.driver.manifest import load_manifest
 from lockgate.runtime.engine.job_master import EarlierCheckpoints
 from lockgate.runtime.engine.liveness import DEFAULT_LIVENESS_TIMEOUT_S, check_liveness_timeout
 from lockgate.runtime.engine.restart import STRATEGIES, RestartStrategy, restart_strategy
+from lockgate.runtime.keygroups import UPPER_BOUND_MAX_PARALLELISM as MAX_PARALLELISM
 from lockgate.runtime.keygroups import default_max_parallelism
 from lockgate.runtime.metrics.serving import PortRange
+from lockgate.runtime.storage_url import check_storage_url
 
 DEFAULTS: dict[str, object] = {
     "parallelism": 2,
     "checkpoint_interval": 5.0,
+    "checkpoint_timeout": 600.0,
+    "tolerable_failures": 0,
+    "min_pause": 0.0,
+    "max_concurrent": 1,
+    "incremental": True,
+    "retained": 2,
     "state_backend": "rocksdb",
     "mode": "exactly-once",
     "namespace": "default",
+    "restart_strategy": "fixed-delay",
+    "allow_non_restored_state": False,
 }
+"""Applied after the manifest: an option is None until a flag or the manifest sets it."""
+
+
+class OptionError(ValueError):
+    """Options that are each valid but do not fit together; the message names their sources."""
 
 
 def add_job_options(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "job", metavar="JOB", help="the job's entrypoint, module:function, or a StreamingJob manifest file"
     )
-    command.add_argument("--parallelism", "-p", type=int, help="subtasks per vertex (default 2)")
-    command.add_argument("--max-parallelism", type=int, help="key groups (default: Flink's rule from P)")
-    command.add_argument("--checkpoint-interval", type=float, help="seconds (default 5)")
-    command.add_argument("--checkpoint-timeout", type=float, default=600.0, help="seconds (default 600)")
     command.add_argument(
-        "--tolerable-failures", type=int, default=0, help="failed checkpoints in a row (default 0)"
+        "--parallelism", "-p", type=types.integer(1, MAX_PARALLELISM), help="subtasks per vertex (default 2)"
     )
     command.add_argument(
-        "--min-pause", type=float, default=0.0, help="seconds between a checkpoint's end and the next (0)"
+        "--max-parallelism",
+        type=types.integer(1, MAX_PARALLELISM),
+        help="key groups (default: Flink's rule from P)",
     )
     command.add_argument(
-        "--max-concurrent", type=int, default=1, help="checkpoints in flight at once (default 1)"
+        "--checkpoint-interval", type=types.positive_seconds, help="seconds, or 500ms, 30s, 2m (default 5)"
+    )
+    command.add_argument("--checkpoint-timeout", type=types.positive_seconds, help="seconds (default 600)")
+    command.add_argument(
+        "--tolerable-failures", type=types.integer(0), help="failed checkpoints in a row (default 0)"
+    )
+    command.add_argument(
+        "--min-pause", type=types.seconds, help="seconds between a checkpoint's end and the next (0)"
+    )
+    command.add_argument(
+        "--max-concurrent", type=types.integer(1), help="checkpoints in flight at once (default 1)"
     )
     command.add_argument(
         "--incremental",
         action=argparse.BooleanOptionalAction,
-        default=True,
         help="RocksDB checkpoints upload only new SST files (default); --no-incremental: full snapshots",
     )
-    command.add_argument("--checkpoint-dir", help="checkpoint storage URL (default: .lockgate/checkpoints)")
-    command.add_argument("--retained", type=int, default=2, help="completed checkpoints kept (default 2)")
-    command.add_argument("--savepoint-dir", help="where savepoints go (default: .lockgate/savepoints)")
+    command.add_argument(
+        "--checkpoint-dir",
+        type=types.storage_url,
+        help="checkpoint storage URL (default: .lockgate/checkpoints)",
+    )
+    command.add_argument("--retained", type=types.integer(1), help="completed checkpoints kept (default 2)")
+    command.add_argument(
+        "--savepoint-dir", type=types.storage_url, help="where savepoints go (default: .lockgate/savepoints)"
+    )
     command.add_argument("--state-backend", choices=["rocksdb", "heap"], help="default: rocksdb")
     command.add_argument("--mode", choices=["exactly-once", "at-least-once"], help="default: exactly-once")
     command.add_argument(
-        "--from-savepoint", metavar="PATH", help="restore from this savepoint or retained checkpoint"
+        "--from-savepoint",
+        metavar="PATH",
+        type=types.storage_url,
+        help="restore from this savepoint or retained checkpoint",
+    )
+    command.add_argument(
+        "--allow-non-restored-state",
+        action="store_true",
+        default=None,
+        help="restore although some state in the savepoint belongs to no vertex of the job: that state "
+        "is dropped (default: refuse, naming it)",
     )
     command.add_argument(
         "--fresh",
         action="store_true",
         help="start from empty state, deleting the checkpoints of an earlier run of this job id",
     )
-    command.add_argument("--job-id", help="the job's id in etcd and storage (default: the job's name)")
+    command.add_argument(
+        "--job-id", type=types.job_id, help="the job's id in etcd and storage (default: the job's name)"
+    )
     command.add_argument(
         "--takeover-wait",
-        type=float,
+        type=types.seconds,
         default=0.0,
         metavar="SECONDS",
         help="when another driver still coordinates the job (a killed one's lease lingers), wait this "
@@ -87,30 +126,38 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
         default=socket.gethostname(),
         help="who this driver is in the job's status (default: the host name, a pod's name)",
     )
-    command.add_argument("--namespace", help="the job's namespace (default: default)")
+    command.add_argument("--namespace", type=types.namespace, help="the job's namespace (default: default)")
     command.add_argument(
         "--bounded",
         action="store_true",
         help="finish when every source reached the end of its input, after a final checkpoint",
     )
-    command.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE", help="a job argument")
+    command.add_argument(
+        "--arg", action="append", type=types.job_arg, default=[], metavar="KEY=VALUE", help="a job argument"
+    )
     metrics = command.add_argument_group("Prometheus metrics (default: not served)")
-    metrics.add_argument("--metrics-port", type=int, help="the driver's /metrics port (0: any free port)")
+    metrics.add_argument(
+        "--metrics-port", type=types.port, help="the driver's /metrics port (0: any free port)"
+    )
     metrics.add_argument(
         "--task-metrics-ports",
-        type=PortRange.parse,
+        type=types.port_range,
         metavar="FIRST[-LAST]",
         help="each task serves /metrics on the first free port of this range, e.g. 9250-9259",
     )
     restart = command.add_argument_group("restarts (Flink's strategies)")
-    restart.add_argument("--restart-strategy", choices=STRATEGIES, default="fixed-delay")
+    restart.add_argument("--restart-strategy", choices=STRATEGIES, help="default: fixed-delay")
     restart.add_argument(
-        "--restart-attempts", type=int, help="fixed-delay: attempts (3); failure-rate: max failures"
+        "--restart-attempts",
+        type=types.integer(0),
+        help="fixed-delay: attempts (3); failure-rate: max failures",
     )
-    restart.add_argument("--restart-delay", type=float, help="seconds before a restart (1)")
-    restart.add_argument("--restart-max-delay", type=float, help="exponential-backoff: the cap (60)")
+    restart.add_argument("--restart-delay", type=types.seconds, help="seconds before a restart (1)")
+    restart.add_argument("--restart-max-delay", type=types.seconds, help="exponential-backoff: the cap (60)")
     restart.add_argument(
-        "--restart-failure-interval", type=float, help="failure-rate: the window in seconds (60)"
+        "--restart-failure-interval",
+        type=types.positive_seconds,
+        help="failure-rate: the window in seconds (60)",
     )
 
 
@@ -130,6 +177,7 @@ class JobSettings:
     savepoint_dir: str
     local_dir: Path
     from_savepoint: str | None
+    allow_non_restored_state: bool
     earlier_checkpoints: EarlierCheckpoints
     arguments: argparse.Namespace
     driver_name: str = ""
@@ -149,52 +197,114 @@ class JobSettings:
         )
 
 
-def job_args(pairs: list[str]) -> dict[str, str]:
-    args = {}
-    for pair in pairs:
-        key, equals, value = pair.partition("=")
-        if not equals or not key:
-            raise ValueError(f"--arg {pair!r} must be KEY=VALUE")
-        args[key] = value
-    return args
+MANIFEST_FIELDS = {
+    "job_id": "metadata.name",
+    "namespace": "metadata.namespace",
+    "parallelism": "spec.replicas",
+    "max_parallelism": "spec.maxParallelism",
+    "state_backend": "spec.stateBackend",
+    "allow_non_restored_state": "spec.job.allowNonRestoredState",
+    "checkpoint_interval": "spec.checkpointing.interval",
+    "checkpoint_timeout": "spec.checkpointing.timeout",
+    "min_pause": "spec.checkpointing.minPause",
+    "mode": "spec.checkpointing.mode",
+    "max_concurrent": "spec.checkpointing.maxConcurrent",
+    "tolerable_failures": "spec.checkpointing.tolerableFailures",
+    "retained": "spec.checkpointing.retained",
+    "incremental": "spec.checkpointing.incremental",
+    "checkpoint_dir": "spec.checkpointing.storage",
+    "savepoint_dir": "spec.savepoints.dir",
+    "restart_strategy": "spec.restartStrategy.type",
+    "restart_attempts": "spec.restartStrategy.attempts",
+    "restart_delay": "spec.restartStrategy.delay",
+    "restart_max_delay": "spec.restartStrategy.maxDelay",
+    "restart_failure_interval": "spec.restartStrategy.failureInterval",
+}
+"""The options a manifest sets, by the field that sets them. The rest of the spec
+(image, pods, upgrade mode, ...) is the operator's: valid, read, unused here."""
 
 
-def _apply_manifest(arguments: argparse.Namespace) -> dict[str, str]:
-    """When JOB is a manifest: its values for the options not given; its args."""
-    if not (arguments.job.endswith((".yaml", ".yml")) or Path(arguments.job).is_file()):
+def is_manifest(job: str) -> bool:
+    return job.endswith((".yaml", ".yml")) or Path(job).is_file()
+
+
+def _set_in(document: dict[str, Any], path: str) -> Any:
+    for key in path.split("."):
+        if not isinstance(document, dict) or key not in document:
+            return None
+        document = document[key]
+    return document
+
+
+def _apply_manifest(arguments: argparse.Namespace, sources: dict[str, str]) -> dict[str, str]:
+    """When JOB is a manifest: its values for the options no flag set; its args."""
+    if not is_manifest(arguments.job):
         return {}
     manifest = load_manifest(Path(arguments.job))
-    arguments.job = manifest.entrypoint
-    from_manifest = {
-        "parallelism": manifest.replicas,
-        "max_parallelism": manifest.max_parallelism,
-        "checkpoint_interval": manifest.interval_s,
-        "state_backend": manifest.state_backend,
-        "mode": manifest.mode,
-        "namespace": manifest.namespace,
-        "job_id": manifest.name,
-    }
-    for name, value in from_manifest.items():
+    arguments.job = manifest.spec.entrypoint
+    written = manifest.model_dump(by_alias=True, exclude_unset=True)
+    for name, field in MANIFEST_FIELDS.items():
+        value = _set_in(written, field)
         if getattr(arguments, name) is None and value is not None:
             setattr(arguments, name, value)
-    return dict(manifest.args)
+            sources[name] = field
+    return dict(manifest.spec.args)
 
 
-def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_default: bool) -> JobSettings:
-    """Resolve the options; imports and validates the job. `fresh_by_default`: a new
-    run refuses an earlier run's checkpoints (a local run) instead of resuming
-    from them (a driver relaunched by the operator)."""
-    if arguments.takeover_wait < 0:
-        raise ValueError(f"--takeover-wait must be 0 or more seconds, got {arguments.takeover_wait}")
-    check_liveness_timeout(arguments.exchange_timeout, "--exchange-timeout")
-    args = _apply_manifest(arguments)
+def _resolve(arguments: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]:
+    """Flags, then the manifest, then the defaults: the job's args, and where each
+    option's value came from (a flag, a manifest field, the default)."""
+    sources = {
+        name: "--" + name.replace("_", "-") for name, value in vars(arguments).items() if value is not None
+    }
+    args = _apply_manifest(arguments, sources)
     for name, default in DEFAULTS.items():
         if getattr(arguments, name) is None:
             setattr(arguments, name, default)
-    args.update(job_args(arguments.arg))
-    graph = build_graph(arguments.job, arguments.job_id, args)
-    keys = JobKeys(arguments.namespace, arguments.job_id or graph.name)
-    validate_connectors(graph, JobIdentity(keys.namespace, keys.job))  # before Spark starts
+            sources[name] = "the default"
+    args.update(dict(arguments.arg))
+    return args, sources
+
+
+def _check_together(arguments: argparse.Namespace, sources: dict[str, str]) -> None:
+    p, max_p = arguments.parallelism, arguments.max_parallelism
+    if max_p is not None and p > max_p:
+        raise OptionError(
+            f"parallelism {p} ({sources['parallelism']}) exceeds max parallelism {max_p} "
+            f"({sources['max_parallelism']}): a subtask needs at least one key group"
+        )
+    delay, cap = arguments.restart_delay, arguments.restart_max_delay
+    if arguments.restart_strategy == "exponential-backoff" and None not in (delay, cap) and delay > cap:
+        raise OptionError(
+            f"{sources['restart_delay']} {delay:g} s exceeds {sources['restart_max_delay']} {cap:g} s: "
+            "the first delay of exponential-backoff must not exceed its cap"
+        )
+    for name in ("checkpoint_dir", "savepoint_dir"):
+        url = getattr(arguments, name)
+        if url is not None and sources[name].startswith("spec."):
+            try:
+                check_storage_url(url)
+            except ValueError as error:
+                raise OptionError(f"{sources[name]} {error}") from None
+
+
+def default_job_name(entrypoint: str) -> str:
+    """The job's name when nothing names it: its module's (as `StreamEnvironment` has it)."""
+    return entrypoint.partition(":")[0].rsplit(".", 1)[-1]
+
+
+def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_default: bool) -> JobSettings:
+    """Resolve and check the options; the job itself is not imported here
+    (`preflight.py` builds and checks it). `fresh_by_default`: a new run refuses an earlier run's
+    checkpoints (a local run) instead of resuming from them (a driver relaunched by
+    the operator)."""
+    try:
+        check_liveness_timeout(arguments.exchange_timeout, "--exchange-timeout")
+    except ValueError as error:
+        raise OptionError(str(error)) from None
+    args, sources = _resolve(arguments)
+    _check_together(arguments, sources)
+    keys = JobKeys(arguments.namespace, arguments.job_id or default_job_name(arguments.job))
     p = arguments.parallelism
     work = work_dir.resolve()
     if arguments.fresh:
@@ -223,6 +333,7 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
         savepoint_dir=arguments.savepoint_dir or f"file://{work}/savepoints",
         local_dir=work / "state" / keys.job,
         from_savepoint=arguments.from_savepoint,
+        allow_non_restored_state=arguments.allow_non_restored_state,
         earlier_checkpoints=earlier,
         arguments=arguments,
         driver_name=arguments.driver_name,
@@ -231,5 +342,8 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
         metrics_port=arguments.metrics_port,
         task_metrics_ports=arguments.task_metrics_ports,
     )
-    settings.restart_strategy()  # bad restart options fail here, before anything starts
+    try:
+        settings.restart_strategy()
+    except ValueError as error:
+        raise OptionError(f"restart options: {error}") from None
     return settings

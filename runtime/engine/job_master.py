@@ -27,6 +27,11 @@ from lockgate.runtime.coordination.unusable import UnusableCheckpoints
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.plan import job_plan
 from lockgate.runtime.engine.restart import NoRestart, RestartStrategy
+from lockgate.runtime.engine.restore_check import (
+    MaxParallelismMismatchError,
+    NonRestoredStateError,
+    check_restorable,
+)
 from lockgate.runtime.engine.supervision import run_beside_coordinator
 from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError
 
@@ -55,10 +60,6 @@ class EarlierRunError(RuntimeError):
     """The job id has checkpoints of an earlier run and nobody said what to do with them."""
 
 
-class MaxParallelismMismatchError(ValueError):
-    """State is split into key groups by max parallelism: it can never change."""
-
-
 @dataclass(frozen=True)
 class RunResult:
     restored_from: str | None
@@ -85,21 +86,12 @@ class JobGaveUpError(RuntimeError):
 PERMANENT_FAILURES: tuple[type[BaseException], ...] = (
     JobDefinitionError,
     MaxParallelismMismatchError,
+    NonRestoredStateError,
     EarlierRunError,
     CoordinatorConflictError,
     SnapshotCorruptError,  # a savepoint the user named (a task's finding is handled first)
     NoUsableCheckpointError,
 )
-
-
-def check_restorable(restore: RestorePoint, spec: JobSpec) -> None:
-    for name, vertex in restore.metadata.vertices.items():
-        if vertex.max_parallelism != spec.state.max_parallelism:
-            raise MaxParallelismMismatchError(
-                f"{restore.url} was taken with max parallelism {vertex.max_parallelism} (vertex {name!r}); "
-                f"this run has {spec.state.max_parallelism}. Run with --max-parallelism "
-                f"{vertex.max_parallelism}: it is fixed for the life of a job's state."
-            )
 
 
 class JobMaster:
@@ -117,8 +109,11 @@ class JobMaster:
         savepoint_dir: str | None = None,
         listener: JobListener | None = None,
         takeover_wait_s: float = 0.0,
+        allow_non_restored_state: bool = False,
     ) -> None:
         self.spec = spec
+        # Restore although some state of the snapshot belongs to no vertex (dropping it).
+        self._allow_non_restored_state = allow_non_restored_state
         # How long a launch waits for an earlier driver's coordinator to let go.
         self._takeover_wait_s = takeover_wait_s
         self._listener = listener
@@ -189,7 +184,13 @@ class JobMaster:
                     await coordinating()
                 restore = await self._restore_point(coordinator, from_savepoint, earlier)
                 if restore is not None:
-                    check_restorable(restore, self.spec)
+                    check_restorable(
+                        restore.url,
+                        restore.metadata,
+                        graph,
+                        self.spec.state.max_parallelism,
+                        allow_non_restored_state=self._allow_non_restored_state,
+                    )
                 launch = self.spec.for_launch(coordinator.launch, restore, coordinator.trigger_revision)
                 stage = self._stage
                 return await run_beside_coordinator(coordinator, lambda: stage.run(launch), stage.cancel)

@@ -56,6 +56,10 @@ class FileRef:
         return FileRef(str(data["path"]), int(data["size"]), int(data["crc32"]))
 
 
+def _within(path: str, directory: str) -> bool:
+    return path.startswith(directory.rstrip("/") + "/")
+
+
 class ChecksumWriter:
     """A write stream that counts bytes and computes their CRC-32 on the way."""
 
@@ -94,8 +98,21 @@ class CheckpointStorage:
         return posixpath.join(self.root, f"savepoint-{savepoint_id}")
 
     def resolve(self, snapshot_dir: str, ref: FileRef | str) -> str:
+        """Where a file `_metadata` names lives: inside the snapshot's directory, or in
+        the shared directory beside it (`<job>/shared`, SST files of incremental
+        checkpoints). Anything else — an absolute path, a URL, a path that climbs out —
+        is refused before a byte is read: `_metadata` decides what a restore reads."""
         relative = ref.path if isinstance(ref, FileRef) else ref
-        return posixpath.normpath(posixpath.join(snapshot_dir, relative))
+        path = posixpath.normpath(posixpath.join(snapshot_dir, relative))
+        shared = posixpath.join(posixpath.dirname(snapshot_dir), "shared")
+        inside = _within(path, snapshot_dir) or _within(path, shared)
+        if posixpath.isabs(relative) or "://" in relative or not inside:
+            raise SnapshotCorruptError(
+                posixpath.join(snapshot_dir, METADATA),
+                f"names file {relative!r}, outside the snapshot directory {snapshot_dir} and its "
+                f"job's shared directory {shared}; a snapshot reads only its own files, so it is refused",
+            )
+        return path
 
     # -- writing -------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ def running_sum(env: StreamEnvironment) -> None:
         partitions=int(env.args.get("partitions", "4")),
         rate=float(env.args["rate"]) if "rate" in env.args else None,
     )
-    counting.running_sum(env, source, env.args["output"])
+    counting.running_sum(env, source, env.args["output"], env.args.get("source_name", "numbers"))
 
 
 def failing_running_sum(env: StreamEnvironment) -> None:

@@ -32,9 +32,9 @@ def word_count(env: StreamEnvironment, source: Source, out: str) -> None:
     )
 
 
-def running_sum(env: StreamEnvironment, source: Source, out: str) -> None:
+def running_sum(env: StreamEnvironment, source: Source, out: str, source_name: str = "numbers") -> None:
     (
-        env.source(source, name="numbers")
+        env.source(source, name=source_name)
         .key_by(lambda record: record["key"])
         .process(RunningSum(), name="sum")
         .sink(FileSink(out), name="out")

@@ -3,15 +3,18 @@ passes, and the same defaults the operator applies when it reads a spec."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from lockgate.operator.spec import parse_spec
+from lockgate.operator.spec import SpecError, StreamingJobSpec, parse_spec
 from lockgate.runtime.driver.manifest import load_manifest
+from lockgate.runtime.driver.streaming_job import RestartType
+from lockgate.runtime.engine.restart import STRATEGIES
 
 REPO = Path(__file__).resolve().parents[2]
 CRD = yaml.safe_load((REPO / "crds" / "streamingjob.yaml").read_text())
@@ -53,7 +56,7 @@ def test_the_crd_is_a_valid_kubernetes_object() -> None:
 def test_the_example_manifest_passes_the_schema_and_runs_locally() -> None:
     manifest = yaml.safe_load((REPO / "examples" / "sums.yaml").read_text())
     jsonschema.validate(manifest, _schema())
-    assert load_manifest(REPO / "examples" / "sums.yaml").entrypoint == "examples.sums:build"
+    assert load_manifest(REPO / "examples" / "sums.yaml").spec.entrypoint == "examples.sums:build"
 
 
 @pytest.mark.parametrize(
@@ -81,3 +84,87 @@ def test_the_operator_applies_the_crds_defaults() -> None:
     defaulted = _apply_defaults(_schema()["properties"]["spec"], minimal)
     assert defaulted != minimal, "the CRD has defaults to compare"
     assert parse_spec(defaulted) == parse_spec(minimal)
+
+
+ONLY_ON_A_CLUSTER = {"spec.image"}
+"""Required by the CRD, optional in the model: a local run has no image (the operator
+requires it, `test_the_operator_requires_an_image`)."""
+
+
+def _resolved(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """A model schema node without `$ref` and without its `null` branch (`X | None`)."""
+    if "$ref" in node:
+        return _resolved(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+    present = [n for n in node.get("anyOf", []) if n.get("type") != "null"]
+    if len(present) == 1 and len(node["anyOf"]) == 2:
+        return _resolved(present[0], defs)
+    return node
+
+
+def _differences(crd: dict[str, Any], model: dict[str, Any], defs: dict[str, Any], where: str) -> list[str]:
+    model = _resolved(model, defs)
+    found = []
+    for key in ("type", "enum", "minimum", "maximum", "pattern"):
+        if key in crd and "x-kubernetes-int-or-string" not in crd and model.get(key) != crd[key]:
+            found.append(f"{where}: {key} is {crd[key]!r} in the CRD, {model.get(key)!r} in the model")
+    if crd.get("x-kubernetes-preserve-unknown-fields"):
+        return found  # free-form (pod templates, volumes): neither checks inside
+    if "properties" in crd:
+        if set(crd["properties"]) != set(model.get("properties", {})):
+            found.append(
+                f"{where}: fields {sorted(crd['properties'])} in the CRD, {sorted(model.get('properties', {}))} in the model"
+            )
+        if model.get("additionalProperties") is not False:
+            found.append(f"{where}: the model accepts unknown fields")
+        required = {f"{where}.{name}" for name in crd.get("required", [])} - ONLY_ON_A_CLUSTER
+        if required != {f"{where}.{name}" for name in model.get("required", [])}:
+            found.append(
+                f"{where}: required {sorted(required)} in the CRD, {model.get('required')} in the model"
+            )
+        for name, child in crd["properties"].items():
+            if name in model.get("properties", {}):
+                found += _differences(child, model["properties"][name], defs, f"{where}.{name}")
+    for key in ("additionalProperties", "items"):
+        if isinstance(crd.get(key), dict):
+            found += _differences(
+                crd[key], model.get(key, {}), defs, f"{where}{'[]' if key == 'items' else '.*'}"
+            )
+    return found
+
+
+def test_the_model_has_the_crds_fields_types_enums_bounds_and_required_fields() -> None:
+    model = StreamingJobSpec.model_json_schema(by_alias=True)
+    assert _differences(_schema()["properties"]["spec"], model, model["$defs"], "spec") == []
+
+
+def _object_paths(schema: dict[str, Any], path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every object of the CRD's spec that has fixed fields (not free-form)."""
+    if schema.get("x-kubernetes-preserve-unknown-fields") or "properties" not in schema:
+        return []
+    paths = [path]
+    for name, child in schema["properties"].items():
+        paths += _object_paths(child, (*path, name))
+    return paths
+
+
+@pytest.mark.parametrize(
+    "path", _object_paths(_schema()["properties"]["spec"]), ids=lambda p: ".".join(("spec", *p))
+)
+def test_an_unknown_field_is_refused_at_every_level_the_crd_fixes_its_fields(path: tuple[str, ...]) -> None:
+    spec: dict[str, Any] = {"image": "lockgate:1", "job": {"entrypoint": "jobs.sums:build"}}
+    node = spec
+    for name in path:
+        node = node.setdefault(name, {})
+    node["unknownField"] = 1
+    where = ".".join(("spec", *path, "unknownField"))
+    with pytest.raises(SpecError, match=rf"{re.escape(where)} is not a field of"):
+        parse_spec(spec)
+
+
+def test_the_operator_requires_an_image() -> None:
+    with pytest.raises(SpecError, match=r"spec\.image is required"):
+        parse_spec({"job": {"entrypoint": "jobs.sums:build"}})
+
+
+def test_the_models_restart_strategies_are_the_runtimes() -> None:
+    assert get_args(RestartType) == STRATEGIES

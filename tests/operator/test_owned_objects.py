@@ -13,6 +13,8 @@ from lockgate.operator.driver_pod import Cluster, Launch, driver_arguments, driv
 from lockgate.operator.naming import JobNames
 from lockgate.operator.owned import owned_objects
 from lockgate.operator.spec import SpecError, parse_spec
+from lockgate.runtime.driver import settings_from
+from lockgate.runtime.driver.__main__ import parser as driver_parser
 from lockgate.runtime.driver.manifest import load_manifest
 
 from tests.operator.test_crd import KUBERNETES
@@ -99,6 +101,29 @@ def test_the_driver_runs_one_executor_per_subtask_owned_by_its_pod() -> None:
     assert pod["spec"]["restartPolicy"] == "Never"
 
 
+def test_the_driver_takes_the_operators_command_line_and_manifest(tmp_path: Path) -> None:
+    spec = {**SPEC, "job": {**SPEC["job"], "allowNonRestoredState": True}}  # type: ignore[dict-item]
+    cluster = Cluster("http://etcd.lockgate:2379", "file:///shared/checkpoints")
+    config_map = owned_objects(NAMES, spec, cluster, own_service_account=False)[0]
+    (tmp_path / "job.yaml").write_text(config_map["data"]["job.yaml"])
+    flags = driver_arguments(NAMES, parse_spec(spec), Launch(3, 128, "latest"), cluster)
+    arguments = driver_parser().parse_args(
+        [str(tmp_path / "job.yaml"), *flags[1:], "--etcd", cluster.etcd_endpoints]
+    )
+    settings = settings_from(arguments, tmp_path, fresh_by_default=False)
+    assert (settings.entrypoint, settings.keys.namespace, settings.keys.job) == (
+        "jobs.sums:build",
+        "streams",
+        "sums",
+    )
+    assert (settings.parallelism, settings.max_parallelism, settings.allow_non_restored_state) == (
+        4,
+        128,
+        True,
+    )
+    assert settings.checkpoint_dir == "file:///shared/checkpoints/streams"
+
+
 def test_restore_flags_follow_the_launch() -> None:
     spec = parse_spec(SPEC)
     from_savepoint = driver_pod(NAMES, spec, Launch(2, 128, "savepoint", "s3://b/savepoint-1"), CLUSTER)
@@ -109,12 +134,25 @@ def test_restore_flags_follow_the_launch() -> None:
         Launch(2, 128, "latest", "s3://b/savepoint-1")
 
 
+def test_allow_non_restored_state_reaches_the_driver_only_when_the_spec_sets_it() -> None:
+    launch = Launch(2, 128, "savepoint", "s3://b/savepoint-1")
+    assert "--allow-non-restored-state" not in _driver_args(
+        driver_pod(NAMES, parse_spec(SPEC), launch, CLUSTER)
+    )
+    allowing = parse_spec({**SPEC, "job": {**SPEC["job"], "allowNonRestoredState": True}})  # type: ignore[dict-item]
+    assert "--allow-non-restored-state" in _driver_args(driver_pod(NAMES, allowing, launch, CLUSTER))
+
+
 def test_the_config_map_is_the_manifest_the_driver_reads(tmp_path: Path) -> None:
     config_map = owned_objects(NAMES, SPEC, CLUSTER, own_service_account=False)[0]
     (tmp_path / "job.yaml").write_text(config_map["data"]["job.yaml"])
     manifest = load_manifest(tmp_path / "job.yaml")
-    assert (manifest.entrypoint, manifest.name, manifest.namespace) == ("jobs.sums:build", "sums", "streams")
-    assert manifest.args == {"keys": "1000"}
+    assert (manifest.spec.entrypoint, manifest.metadata.name, manifest.metadata.namespace) == (
+        "jobs.sums:build",
+        "sums",
+        "streams",
+    )
+    assert manifest.spec.args == {"keys": "1000"}
     assert yaml.safe_load(config_map["data"]["job.yaml"])["spec"] == SPEC
     executor_template = yaml.safe_load(config_map["data"]["executor-pod-template.yaml"])
     kubernetes_validate.validate(executor_template, KUBERNETES, strict=True)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 from lockgate.runtime import (
     FileSink,
@@ -10,7 +13,7 @@ from lockgate.runtime import (
     KeyedProcessFunction,
     StreamEnvironment,
 )
-from lockgate.runtime.api.entrypoint import build_graph, load_build
+from lockgate.runtime.api.entrypoint import JobBuildError, build_graph, load_build
 
 from tests.jobs.wordcount import CountWords
 
@@ -130,3 +133,37 @@ def test_process_function_default_process_says_what_to_implement() -> None:
 
     with pytest.raises(NotImplementedError, match=r"Empty must implement process"):
         Empty().process(1, None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("module", "failed", "frames"),
+    [
+        (
+            "def _helper(env):\n    raise RuntimeError('no config')\n\n\ndef build(env):\n    _helper(env)\n",
+            "failed while building its dataflow",
+            ["line 6, in build", "line 2, in _helper", "RuntimeError: no config"],
+        ),
+        ("def build(env)\n    pass\n", "failed to import", ["line 1", "SyntaxError"]),
+        (
+            "import surely_not_installed_here\n",
+            "failed to import",
+            ["line 1, in <module>", "No module named 'surely_not_installed_here'"],
+        ),
+    ],
+    ids=["build raises", "syntax error", "missing dependency"],
+)
+def test_a_job_that_fails_in_its_own_code_shows_only_its_own_frames(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, failed: str, frames: list[str]
+) -> None:
+    (tmp_path / "own_failure.py").write_text(module)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "own_failure", raising=False)
+    with pytest.raises(JobBuildError) as raised:
+        build_graph("own_failure:build")
+    message = str(raised.value)
+    assert message.startswith(f"job own_failure:build {failed}:\n")
+    for frame in frames:
+        assert frame in message
+    assert "own_failure.py" in message
+    assert "lockgate/runtime/" not in message
+    assert "importlib" not in message

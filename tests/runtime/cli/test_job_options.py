@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
+import re
 from pathlib import Path
 
 import pytest
 from lockgate.runtime.api.validation import JobDefinitionError
 from lockgate.runtime.coordination.etcd import EtcdConfig
+from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.driver import add_job_options, settings_from
 from lockgate.runtime.driver.__main__ import main as driver_main
 from lockgate.runtime.driver.drive import job_spec
 from lockgate.runtime.driver.options import JobSettings
+from lockgate.runtime.driver.preflight import preflight
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.liveness import Liveness
+
+from tests.runtime.cli.refusals import ARGS, WORD_COUNT, refusal, settings
 
 
 def _settings_from(tmp_path: Path, *flags: str, output: str | None = None) -> JobSettings:
@@ -62,7 +68,7 @@ def test_an_output_location_the_job_cannot_write_is_refused_when_the_options_are
     with pytest.raises(
         JobDefinitionError, match=rf"sink 'out': {output}: {tmp_path}/file, above it, is a file"
     ):
-        _settings_from(tmp_path, output=output)
+        preflight(_settings_from(tmp_path, output=output), None)
 
 
 def test_an_unwritable_dead_letter_location_is_refused_when_the_options_are_read(tmp_path: Path) -> None:
@@ -71,22 +77,148 @@ def test_an_unwritable_dead_letter_location_is_refused_when_the_options_are_read
     with pytest.raises(
         JobDefinitionError, match=rf"source 'lines': {dead}: {tmp_path}/file, above it, is a file"
     ):
-        _settings_from(tmp_path, "--arg", f"dead_letter={dead}")
+        preflight(_settings_from(tmp_path, "--arg", f"dead_letter={dead}"), None)
 
 
 def test_a_missing_output_directory_is_made_when_the_options_are_read(tmp_path: Path) -> None:
-    _settings_from(tmp_path, output=f"file://{tmp_path}/new/out")
+    preflight(_settings_from(tmp_path, output=f"file://{tmp_path}/new/out"), None)
     assert (tmp_path / "new" / "out").is_dir()
 
 
 def test_the_cluster_driver_refuses_an_unwritable_output_with_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], etcd_server: EtcdServer
 ) -> None:
     (tmp_path / "file").write_text("not a directory")
     output = f"file://{tmp_path}/file/out"
-    argv = ["tests.jobs.configurable:word_count", "--etcd", "http://127.0.0.1:9", "--work-dir", str(tmp_path)]
+    etcd = etcd_server.endpoint  # where the driver records the refusal as the job's status
+    argv = ["tests.jobs.configurable:word_count", "--etcd", etcd, "--work-dir", str(tmp_path)]
     status = driver_main([*argv, "--arg", "input=file:///in", "--arg", f"output={output}"])
     assert status == 2
     assert capsys.readouterr().err.splitlines() == [
         f"lockgate driver: sink 'out': {output}: {tmp_path}/file, above it, is a file, not a directory"
     ]
+
+
+@pytest.mark.parametrize(
+    ("flags", "complaint"),
+    [
+        (
+            ["--metrics-port", "99999"],
+            r"argument --metrics-port: must be a port 0-65535 \(0: any free port\), got '99999'",
+        ),
+        (["--metrics-port", "-1"], r"argument --metrics-port: must be a port 0-65535"),
+        (
+            ["--metrics-port", "http"],
+            r"argument --metrics-port: must be a port 0-65535 \(0: any free port\), got 'http'",
+        ),
+        (["--metrics-port", "9249.5"], r"argument --metrics-port: must be a port 0-65535"),
+        (["--task-metrics-ports", "70000"], r"argument --task-metrics-ports: .*within 0-65535"),
+        (["--task-metrics-ports", "9259-9250"], r"argument --task-metrics-ports: .*first <= last"),
+        (
+            ["--task-metrics-ports", "many"],
+            r"argument --task-metrics-ports: .*'many' is not PORT or FIRST-LAST",
+        ),
+        (["--parallelism", "0"], r"argument --parallelism/-p: must be an integer from 1 to 32768, got '0'"),
+        (["-p", "-2"], r"argument --parallelism/-p: must be an integer from 1 to 32768, got '-2'"),
+        (["-p", "two"], r"argument --parallelism/-p: must be an integer from 1 to 32768, got 'two'"),
+        (["--max-parallelism", "40000"], r"argument --max-parallelism: must be an integer from 1 to 32768"),
+        (
+            ["-p", "8", "--max-parallelism", "4"],
+            r"parallelism 8 \(--parallelism\) exceeds max parallelism 4 \(--max-parallelism\)",
+        ),
+        (
+            ["--max-parallelism", "1"],
+            r"parallelism 2 \(the default\) exceeds max parallelism 1 \(--max-parallelism\)",
+        ),
+        (
+            ["--checkpoint-interval", "0"],
+            r"argument --checkpoint-interval: must be more than 0 seconds, got '0'",
+        ),
+        (["--checkpoint-interval", "nan"], r"argument --checkpoint-interval: 'nan' is not a duration"),
+        (["--checkpoint-interval", "inf"], r"argument --checkpoint-interval: 'inf' is not a duration"),
+        (["--checkpoint-interval", "-5"], r"argument --checkpoint-interval: '-5' is not a duration"),
+        (["--checkpoint-timeout", "0s"], r"argument --checkpoint-timeout: must be more than 0 seconds"),
+        (
+            ["--min-pause", "soon"],
+            r"argument --min-pause: 'soon' is not a duration like 30s, 500ms, 2m or 1h",
+        ),
+        (["--max-concurrent", "0"], r"argument --max-concurrent: must be an integer from 1 to"),
+        (["--tolerable-failures", "-1"], r"argument --tolerable-failures: must be an integer from 0 to"),
+        (["--retained", "0"], r"argument --retained: must be an integer from 1 to"),
+        (["--takeover-wait", "-1"], r"argument --takeover-wait: '-1' is not a duration"),
+        (["--restart-attempts", "-1"], r"argument --restart-attempts: must be an integer from 0 to"),
+        (["--restart-delay", "nan"], r"argument --restart-delay: 'nan' is not a duration"),
+        (
+            ["--restart-failure-interval", "0"],
+            r"argument --restart-failure-interval: must be more than 0 seconds",
+        ),
+        (
+            [
+                "--restart-strategy",
+                "exponential-backoff",
+                "--restart-delay",
+                "10",
+                "--restart-max-delay",
+                "2",
+            ],
+            r"--restart-delay 10 s exceeds --restart-max-delay 2 s",
+        ),
+        (["--job-id", "a/b"], r"argument --job-id: 'a/b' is not a valid name"),
+        (["--namespace", "../x"], r"argument --namespace: '../x' is not a valid name"),
+        (["--arg", "input"], r"argument --arg: 'input' must be KEY=VALUE"),
+        (
+            ["--checkpoint-dir", "checkpoints"],
+            r"argument --checkpoint-dir: checkpoints: a relative path names a different directory on each",
+        ),
+        (
+            ["--checkpoint-dir", "file://checkpoints"],
+            r"argument --checkpoint-dir: file://checkpoints: a relative path names",
+        ),
+        (
+            ["--checkpoint-dir", "foo://bucket/x"],
+            r"argument --checkpoint-dir: foo://bucket/x: unknown protocol 'foo' .*lockgate\[s3\]",
+        ),
+        (
+            ["--checkpoint-dir", "memory://x"],
+            r"argument --checkpoint-dir: memory://x: memory:// lives in one process",
+        ),
+        (["--savepoint-dir", "rel/dir"], r"argument --savepoint-dir: rel/dir: a relative path names"),
+        (["--from-savepoint", "chk-7"], r"argument --from-savepoint: chk-7: a relative path names"),
+    ],
+)
+def test_a_bad_option_is_refused_naming_the_flag_and_what_it_takes(
+    tmp_path: Path, flags: list[str], complaint: str
+) -> None:
+    message = refusal(tmp_path, WORD_COUNT, *ARGS, *flags)
+    assert re.search(complaint, message), message
+    assert "Traceback" not in message
+
+
+def test_an_object_store_without_its_filesystem_installed_says_which_extra_to_install(tmp_path: Path) -> None:
+    if importlib.util.find_spec("s3fs") is not None:
+        pytest.skip("s3fs is installed here")
+    message = refusal(tmp_path, WORD_COUNT, *ARGS, "--checkpoint-dir", "s3://bucket/checkpoints")
+    assert (
+        "argument --checkpoint-dir: s3://bucket/checkpoints: the file system for s3:// is not installed "
+        "(Install s3fs to access S3): pip install 'lockgate[s3]'" in message
+    )
+
+
+def test_good_values_of_every_checked_option_are_taken(tmp_path: Path) -> None:
+    chosen = settings(
+        tmp_path,
+        WORD_COUNT,
+        *ARGS,
+        *("-p", "3", "--max-parallelism", "3", "--metrics-port", "0", "--task-metrics-ports", "9250-9259"),
+        *("--checkpoint-interval", "500ms", "--checkpoint-timeout", "2m", "--min-pause", "0"),
+        *("--takeover-wait", "1.5", "--checkpoint-dir", f"file://{tmp_path}/c", "--savepoint-dir", "/abs/s"),
+        *("--job-id", "words-1", "--namespace", "team.a", "--arg", "extra=a=b"),
+    )
+    assert (chosen.parallelism, chosen.max_parallelism, chosen.metrics_port) == (3, 3, 0)
+    assert (chosen.checkpoint.interval_s, chosen.checkpoint.timeout_s, chosen.takeover_wait_s) == (
+        0.5,
+        120.0,
+        1.5,
+    )
+    assert (chosen.checkpoint_dir, chosen.savepoint_dir) == (f"file://{tmp_path}/c", "/abs/s")
+    assert (chosen.keys.namespace, chosen.keys.job, chosen.args["extra"]) == ("team.a", "words-1", "a=b")

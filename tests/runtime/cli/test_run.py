@@ -64,27 +64,27 @@ def test_bounded_word_count_at_parallelism_3_is_exact(tmp_path: Path) -> None:
 
 def test_a_job_that_does_not_resolve_is_named(tmp_path: Path) -> None:
     result = _lockgate(tmp_path, "run", "tests.jobs.configurable:nothing_here", "--bounded")
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "module 'tests.jobs.configurable' has no 'nothing_here'" in result.stderr
     assert "it defines: failing_running_sum, running_sum, sums_and_words, word_count" in result.stderr
 
 
 def test_a_job_argument_without_a_value_is_named(tmp_path: Path) -> None:
     result = _lockgate(tmp_path, "run", "tests.jobs.configurable:word_count", "--arg", "input")
-    assert result.returncode == 1
-    assert "--arg 'input' must be KEY=VALUE" in result.stderr
+    assert result.returncode == 2
+    assert "argument --arg: 'input' must be KEY=VALUE" in result.stderr
 
 
 def test_a_bad_exchange_timeout_is_refused_naming_the_option(tmp_path: Path) -> None:
     result = _lockgate(tmp_path, "run", "tests.jobs.configurable:word_count", "--exchange-timeout", "0")
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "--exchange-timeout must be between 0.1 and 3600 seconds, got 0.0" in result.stderr
 
 
 def test_an_output_location_under_a_file_is_refused_before_anything_starts(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("not a directory")
     result = _word_count(tmp_path, "file/out")
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"lockgate run: sink 'out': file://{tmp_path}/file/out: {tmp_path}/file, above it, "
         "is a file, not a directory"
@@ -140,5 +140,41 @@ def test_a_manifest_of_another_kind_is_named(tmp_path: Path) -> None:
     manifest = tmp_path / "deployment.yaml"
     manifest.write_text("kind: Deployment\nmetadata: {name: x}\n")
     result = _lockgate(tmp_path, "run", str(manifest))
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "kind is 'Deployment'; lockgate run takes a StreamingJob" in result.stderr
+
+
+def test_a_manifest_field_the_operator_would_refuse_stops_the_run_before_etcd_starts(tmp_path: Path) -> None:
+    manifest = tmp_path / "words.yaml"
+    manifest.write_text(
+        "kind: StreamingJob\nmetadata: {name: words}\n"
+        "spec:\n  job: {entrypoint: 'tests.jobs.configurable:word_count'}\n"
+        "  checkpointing: {mode: exactly_once}\n"
+    )
+    result = _lockgate(tmp_path, "run", str(manifest), "--bounded")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        f"lockgate run: {manifest}: spec.checkpointing.mode must be one of exactly-once, at-least-once; "
+        "got 'exactly_once'\n"
+    )
+    assert not (tmp_path / ".lockgate").exists(), "nothing started, nothing written"
+
+
+def test_a_bad_flag_value_is_argparses_error_naming_the_flag(tmp_path: Path) -> None:
+    result = _lockgate(tmp_path, "run", "tests.jobs.configurable:word_count", "--metrics-port", "99999")
+    assert result.returncode == 2
+    assert result.stderr.endswith(
+        "lockgate run: error: argument --metrics-port: must be a port 0-65535 (0: any free port), got '99999'\n"
+    )
+    assert not (tmp_path / ".lockgate").exists()
+
+
+def test_a_local_master_with_fewer_slots_than_tasks_is_refused(tmp_path: Path) -> None:
+    result = _lockgate(
+        tmp_path, "run", "tests.jobs.configurable:word_count", "-p", "3", "--master", "local[2]"
+    )
+    assert result.returncode == 2
+    assert (
+        "lockgate run: --master local[2] has 2 task slot(s); the job's 3 tasks run as one barrier stage"
+        in (result.stderr)
+    )

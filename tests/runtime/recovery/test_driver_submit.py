@@ -190,7 +190,7 @@ def test_a_driver_that_gives_up_exits_1_with_the_cause_in_etcd(
         (["no_such_module:build"], "no_such_module"),
         (
             ["tests.jobs.configurable:running_sum", "--takeover-wait", "-5"],
-            "--takeover-wait must be 0 or more",
+            "argument --takeover-wait: '-5' is not a duration",
         ),
     ],
     ids=["job that does not resolve", "negative takeover wait"],

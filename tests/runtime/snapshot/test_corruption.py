@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
+import zlib
 from pathlib import Path
 
 import pytest
 from lockgate.runtime import ValueStateDescriptor, key_group, key_group_range
 from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
+from lockgate.runtime.coordination.restore_point import verify
 from lockgate.runtime.snapshot.canonical import read_index
 from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex, snapshot_vertex
-from lockgate.runtime.snapshot.metadata import CheckpointMetadata
-from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError
+from lockgate.runtime.snapshot.metadata import CheckpointMetadata, write_metadata
+from lockgate.runtime.snapshot.storage import CheckpointStorage, FileRef, SnapshotCorruptError
 from lockgate.runtime.snapshot.subtask import restore_subtask
 from lockgate.runtime.state.operator_state import OperatorStateStore
 
@@ -160,3 +163,69 @@ def test_restore_reads_only_its_own_key_groups(storage: CheckpointStorage, tmp_p
     assert bystander.state(COUNT).value() is not None
     with pytest.raises(SnapshotCorruptError, match=f"key group {damaged.key_group}"):
         restore(1)
+
+
+def _rewrite_operator_ref(
+    storage: CheckpointStorage, snapshot_dir: str, meta: CheckpointMetadata, path: str
+) -> str:
+    """Point the operator state of subtask 0 at `path` in `_metadata` (with a valid checksum),
+    recording the size and CRC-32 of the file it names, so only its place can give it away."""
+    subtask = meta.vertices["v"].subtasks[0]
+    assert subtask.operator is not None
+    target = posixpath.normpath(posixpath.join(snapshot_dir, path)) if "://" not in path else path
+    data = Path(target.removeprefix("file://")).read_bytes()
+    ref = FileRef(path, len(data), zlib.crc32(data))
+    operator = dataclasses.replace(subtask.operator, file=ref)
+    vertex = dataclasses.replace(
+        meta.vertices["v"], subtasks=(dataclasses.replace(subtask, operator=operator),)
+    )
+    write_metadata(storage, snapshot_dir, dataclasses.replace(meta, vertices={"v": vertex}))
+    return path
+
+
+@pytest.fixture
+def outside_file(storage: CheckpointStorage) -> Path:
+    """A file beside the job's directory, as another job's or the system's would be."""
+    path = Path(storage.root, "elsewhere", "secret")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"not state of this snapshot")
+    return path
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        "../../elsewhere/secret",  # out of the snapshot and the job's directory
+        "ABSOLUTE",  # an absolute path
+        "FILE_URL",  # another scheme
+        "../../other-job/shared/secret",  # another job's shared directory
+        "../shared/../../elsewhere/secret",  # through the job's shared directory and out again
+    ],
+)
+def test_metadata_naming_a_file_outside_the_snapshot_is_refused_naming_it(
+    storage: CheckpointStorage, tmp_path: Path, outside_file: Path, named: str
+) -> None:
+    snapshot_dir, meta = _snapshot(storage, tmp_path, native=False)
+    other = Path(storage.root, "other-job", "shared", "secret")
+    other.parent.mkdir(parents=True)
+    other.write_bytes(outside_file.read_bytes())
+    path = {"ABSOLUTE": str(outside_file), "FILE_URL": f"file://{outside_file}"}.get(named, named)
+    _rewrite_operator_ref(storage, snapshot_dir, meta, path)
+
+    with pytest.raises(SnapshotCorruptError, match="outside the snapshot") as verified:
+        verify(f"file://{snapshot_dir}")
+    assert f"{snapshot_dir}/_metadata" in str(verified.value)
+    assert repr(path) in str(verified.value)
+    with pytest.raises(SnapshotCorruptError, match="outside the snapshot"):
+        _restore(storage, snapshot_dir, tmp_path, native=False)
+
+
+def test_metadata_may_name_files_of_its_own_jobs_shared_directory(
+    storage: CheckpointStorage, tmp_path: Path
+) -> None:
+    snapshot_dir, meta = _snapshot(storage, tmp_path, native=True)
+    shared = _files(meta, snapshot_dir, "shared")
+    assert shared
+    assert all(p.startswith(storage.shared_dir("job") + "/") for p in shared)
+    verify(f"file://{snapshot_dir}")
+    _restore(storage, snapshot_dir, tmp_path, native=True)

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from lockgate.runtime import read_committed
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
-from lockgate.runtime.engine.job_master import JobGaveUpError, MaxParallelismMismatchError, run_once
+from lockgate.runtime.engine.job_master import JobGaveUpError, run_once
 from lockgate.runtime.engine.job_spec import JobSpec
+from lockgate.runtime.engine.restore_check import MaxParallelismMismatchError
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.snapshot.handles import CanonicalKeyedHandle, NativeKeyedHandle
 from lockgate.runtime.snapshot.metadata import read_metadata

@@ -1,0 +1,73 @@
+"""Argparse types for the job options: a bad value is refused while the command
+line is parsed, with argparse's `argument --flag: ...` and what the flag takes."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from lockgate.runtime.coordination.keys import check_name
+from lockgate.runtime.driver.durations import parse_duration, positive_duration
+from lockgate.runtime.metrics.serving import PortRange
+from lockgate.runtime.storage_url import check_storage_url
+
+INT32 = 2**31 - 1
+
+
+def _refusing(parse: Callable[[str], object]) -> Callable[[str], object]:
+    """`parse`, its ValueError turned into what argparse prints as the flag's error."""
+
+    def typed(text: str) -> object:
+        try:
+            return parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    typed.__name__ = parse.__name__
+    return typed
+
+
+def integer(low: int, high: int = INT32) -> Callable[[str], object]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= high:
+            raise ValueError(f"must be an integer from {low} to {high}, got {text!r}")
+        return value
+
+    return _refusing(parse)
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise ValueError(f"must be a port 0-65535 (0: any free port), got {text!r}")
+    return int(text)
+
+
+def _name(kind: str) -> Callable[[str], object]:
+    def parse(text: str) -> str:
+        try:
+            return check_name(kind, text)
+        except ValueError as error:
+            raise ValueError(str(error).removeprefix(f"{kind} ")) from None
+
+    return _refusing(parse)
+
+
+def _job_arg(pair: str) -> tuple[str, str]:
+    key, equals, value = pair.partition("=")
+    if not equals or not key:
+        raise ValueError(f"{pair!r} must be KEY=VALUE")
+    return key, value
+
+
+port = _refusing(_port)
+port_range = _refusing(PortRange.parse)
+seconds = _refusing(parse_duration)
+positive_seconds = _refusing(positive_duration)
+storage_url = _refusing(check_storage_url)
+job_id = _name("job id")
+namespace = _name("namespace")
+job_arg = _refusing(_job_arg)

@@ -1,0 +1,75 @@
+"""What a run checks before it starts anything expensive (etcd, Spark): the job
+builds, its sources and sinks can reach their locations, and a savepoint it
+names fits it. A refusal is recorded as the job's
+status when the run has an etcd of its own to record it in (a driver launched by
+the operator always has), so whoever watches the job sees why it did not start."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from lockgate.runtime.api.connectors import JobIdentity
+from lockgate.runtime.api.entrypoint import build_graph
+from lockgate.runtime.api.graph import JobGraph
+from lockgate.runtime.api.validation import JobDefinitionError, validate_connectors
+from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig, EtcdUnavailableError
+from lockgate.runtime.coordination.job_status import record_refusal
+from lockgate.runtime.driver.manifest import ManifestError
+from lockgate.runtime.driver.options import JobSettings, OptionError
+from lockgate.runtime.engine.restore_check import (
+    MaxParallelismMismatchError,
+    NonRestoredStateError,
+    check_restorable,
+)
+from lockgate.runtime.snapshot.metadata import read_metadata
+from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError
+
+log = logging.getLogger(__name__)
+
+REFUSED_INPUT: tuple[type[Exception], ...] = (
+    OptionError,
+    ManifestError,
+    JobDefinitionError,
+    NonRestoredStateError,
+    MaxParallelismMismatchError,
+    SnapshotCorruptError,  # the savepoint the user named
+)
+"""What the user gave cannot run: exit 2, the message, no traceback."""
+
+
+def _check_savepoint(settings: JobSettings, graph: JobGraph) -> None:
+    """The named savepoint's state fits the job (its files are verified at launch)."""
+    if settings.from_savepoint is None:
+        return
+    storage = CheckpointStorage(settings.from_savepoint)
+    check_restorable(
+        settings.from_savepoint,
+        read_metadata(storage, storage.root),
+        graph,
+        settings.max_parallelism,
+        allow_non_restored_state=settings.allow_non_restored_state,
+    )
+
+
+def preflight(settings: JobSettings, etcd: EtcdConfig | None) -> JobGraph:
+    """The job's graph, built, its connectors validated, and checked against the
+    savepoint it restores; a refusal is recorded in `etcd` (when given) and raised."""
+    keys = settings.keys
+    try:
+        graph = build_graph(settings.entrypoint, keys.job, settings.args)
+        validate_connectors(graph, JobIdentity(keys.namespace, keys.job))
+        _check_savepoint(settings, graph)
+    except REFUSED_INPUT as error:
+        if etcd is not None:
+            asyncio.run(_record(etcd, settings, str(error)))
+        raise
+    return graph
+
+
+async def _record(config: EtcdConfig, settings: JobSettings, message: str) -> None:
+    try:
+        async with Etcd(config) as etcd:
+            await record_refusal(etcd, settings.keys, settings.parallelism, message, settings.driver_name)
+    except EtcdUnavailableError as error:
+        log.warning("the job's refusal is not recorded in its status: %s", error)

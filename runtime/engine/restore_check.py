@@ -1,0 +1,84 @@
+"""Whether a snapshot's state fits the job about to restore it.
+
+Its max parallelism must be the job's: keyed state is split into that many key
+groups for good. And every state in it must be claimed by a vertex of the job, by
+name and by kind (keyed state by a process vertex, operator state by a source or
+a sink): state nobody claims would be dropped without a word — a renamed source
+would read its input again from the beginning. So it is refused, naming it, unless
+the user allows it (Flink's `--allow-non-restored-state`); then it is dropped with
+a warning, and each vertex new to the job starts empty.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from lockgate.runtime.api.graph import JobGraph
+from lockgate.runtime.snapshot.metadata import CheckpointMetadata, VertexState
+
+log = logging.getLogger(__name__)
+
+CLAIMS = {"keyed": ("process",), "operator": ("source", "sink")}
+"""Which kinds of vertex keep each kind of state."""
+
+
+class MaxParallelismMismatchError(ValueError):
+    """State is split into key groups by max parallelism: it can never change."""
+
+
+class NonRestoredStateError(ValueError):
+    """The snapshot holds state no vertex of the job claims; the message names it."""
+
+
+def _kinds_of_state(state: VertexState) -> list[str]:
+    return [kind for kind in CLAIMS if any(getattr(subtask, kind) is not None for subtask in state.subtasks)]
+
+
+def unclaimed_state(metadata: CheckpointMetadata, graph: JobGraph) -> list[str]:
+    """Each state of the snapshot no vertex of `graph` claims, as `'name' (kind state)`."""
+    kinds = {vertex.name: vertex.kind for vertex in graph.vertices}
+    return [
+        f"{name!r} ({kind} state)"
+        for name, state in sorted(metadata.vertices.items())
+        for kind in _kinds_of_state(state)
+        if kinds.get(name) not in CLAIMS[kind]
+    ]
+
+
+def _stateful_vertices(graph: JobGraph) -> str:
+    stateful = [f"{v.name!r} ({v.kind})" for v in graph.vertices if v.kind in ("source", "process", "sink")]
+    return ", ".join(stateful)
+
+
+def check_restorable(
+    url: str,
+    metadata: CheckpointMetadata,
+    graph: JobGraph,
+    max_parallelism: int,
+    *,
+    allow_non_restored_state: bool,
+) -> None:
+    for name, vertex in metadata.vertices.items():
+        if vertex.max_parallelism != max_parallelism:
+            raise MaxParallelismMismatchError(
+                f"{url} was taken with max parallelism {vertex.max_parallelism} (vertex {name!r}); "
+                f"this run has {max_parallelism}. Run with --max-parallelism "
+                f"{vertex.max_parallelism}: it is fixed for the life of a job's state."
+            )
+    unclaimed = unclaimed_state(metadata, graph)
+    if not unclaimed:
+        return
+    if allow_non_restored_state:
+        log.warning(
+            "restoring %s without the state no vertex of the job claims, which is dropped: %s",
+            url,
+            ", ".join(unclaimed),
+        )
+        return
+    raise NonRestoredStateError(
+        f"{url} holds state no vertex of this job claims: {', '.join(unclaimed)}. The job's "
+        f"stateful vertices are {_stateful_vertices(graph)}. A vertex keeps its state under its name: "
+        "give a renamed vertex its old name back to restore its state (a renamed source would "
+        "otherwise read its input again from the beginning), or pass --allow-non-restored-state "
+        "(spec.job.allowNonRestoredState: true) to drop the unclaimed state."
+    )

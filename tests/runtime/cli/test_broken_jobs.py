@@ -1,0 +1,151 @@
+"""A job that cannot be built — its module does not import, its `build()` raises, its
+entrypoint names nothing — is refused before etcd or Spark start: exit 2, the job's
+own traceback (none of the runtime's frames), and, where the run has an etcd, the
+failure recorded as the job's status, as the operator reads it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
+from lockgate.runtime.coordination.job_status import read_status
+from lockgate.runtime.coordination.keys import JobKeys
+
+LOCKGATE = str(Path(sys.executable).parent / "lockgate")
+REPO = Path(__file__).resolve().parents[3]
+RUNTIME = "lockgate/runtime/"
+
+BROKEN = {
+    "build_raises": (
+        """
+        def _threshold(env):
+            return int(env.args["threshold"])
+
+
+        def build(env):
+            _threshold(env)
+        """,
+        ["line 2, in _threshold", "line 6, in build", "KeyError: 'threshold'"],
+    ),
+    "syntax_error": (
+        """
+        def build(env)
+            pass
+        """,
+        ['syntax_error.py", line 1', "SyntaxError"],
+    ),
+    "imports_missing": (
+        """
+        import not_a_package_anywhere
+
+
+        def build(env):
+            pass
+        """,
+        ['imports_missing.py", line 1, in <module>', "No module named 'not_a_package_anywhere'"],
+    ),
+    "misuses_the_api": (
+        """
+        from lockgate.runtime import GeneratorSource
+
+
+        def build(env):
+            env.source(GeneratorSource(10), name="numbers").map(3)
+        """,
+        [".map() needs a function, got int 3", 'misuses_the_api.py", line 5, in build'],
+    ),
+}
+
+
+def _module(tmp_path: Path, name: str) -> str:
+    text, _ = BROKEN[name]
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(text).lstrip("\n"))
+    return f"{name}:build"
+
+
+def _run(tmp_path: Path, *command: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}
+    return subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_lockgate_run_shows_the_jobs_own_traceback_and_exits_2(tmp_path: Path, name: str) -> None:
+    result = _run(tmp_path, LOCKGATE, "run", _module(tmp_path, name), "--bounded")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"lockgate run: job {name}:build "), result.stderr
+    for expected in BROKEN[name][1]:
+        assert expected in result.stderr
+    assert RUNTIME not in result.stderr, "only the job's frames"
+    assert "<frozen importlib" not in result.stderr
+    assert not (tmp_path / ".lockgate" / "etcd").exists(), "no etcd started for a job that cannot run"
+
+
+@pytest.mark.parametrize(
+    ("entrypoint", "complaint"),
+    [
+        ("no_such_module:build", "cannot import module 'no_such_module'"),
+        ("tests.jobs.configurable:nothing_here", "module 'tests.jobs.configurable' has no 'nothing_here'"),
+        ("tests.jobs.configurable", "must be module:function"),
+    ],
+)
+def test_an_entrypoint_that_names_nothing_is_refused_with_exit_2(
+    tmp_path: Path, entrypoint: str, complaint: str
+) -> None:
+    result = _run(tmp_path, LOCKGATE, "run", entrypoint, "--bounded")
+    assert result.returncode == 2, result.stderr
+    assert complaint in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+async def _status(etcd_config: EtcdConfig, keys: JobKeys):  # type: ignore[no-untyped-def]
+    async with Etcd(etcd_config) as etcd:
+        return await read_status(etcd, keys)
+
+
+async def test_lockgate_run_with_an_etcd_records_the_failure_as_the_jobs_status(
+    tmp_path: Path, etcd_config: EtcdConfig, keys: JobKeys
+) -> None:
+    endpoint = etcd_config.endpoints[0]
+    result = _run(
+        tmp_path,
+        LOCKGATE,
+        "run",
+        _module(tmp_path, "build_raises"),
+        *("--etcd", endpoint, "--namespace", keys.namespace, "--job-id", keys.job),
+    )
+    assert result.returncode == 2, result.stderr
+    status = await _status(etcd_config, keys)
+    assert status is not None
+    assert status.state == "failed"
+    assert status.message is not None
+    assert "KeyError: 'threshold'" in status.message
+    assert "line 6, in build" in status.message
+
+
+async def test_the_driver_the_operator_launches_records_the_failure_with_its_name(
+    tmp_path: Path, etcd_config: EtcdConfig, keys: JobKeys
+) -> None:
+    result = _run(
+        tmp_path,
+        sys.executable,
+        "-m",
+        "lockgate.runtime.driver",
+        _module(tmp_path, "syntax_error"),
+        *("--etcd", etcd_config.endpoints[0], "--namespace", keys.namespace, "--job-id", keys.job),
+        *("--driver-name", "sums-driver-3"),
+    )
+    assert result.returncode == 2, result.stderr
+    assert "SyntaxError" in result.stderr
+    assert RUNTIME not in result.stderr
+    status = await _status(etcd_config, keys)
+    assert status is not None
+    assert (status.state, status.driver) == ("failed", "sums-driver-3")
+    assert status.message is not None
+    assert 'syntax_error.py", line 1' in status.message

@@ -46,7 +46,7 @@ from tests.polling import eventually
 SECRET = b"s" * 32
 CHANNEL = ChannelId("job", 1, "count", 0, 1)
 LIVENESS = Liveness(timeout_s=1.0, heartbeat_s=0.1)
-MARGIN_S = 5.0  # a loaded 2-core machine: detection at 1-2 s, then the task unwinds
+MARGIN_S = 5.0
 """Beyond the timeout: the tick that notices, and a loaded 2-core machine's scheduling."""
 
 POLL_WAIT_S = 0.005  # as a chain waits on its wakeup

@@ -226,9 +226,11 @@ def _partition(ctx: FaultContext, injection: Injection, _rng: random.Random) -> 
     round is held: a paused driver or etcd cannot report a restart, and a takeover
     holds for up to `TAKEOVER_WAIT_S`."""
     before = ctx.cluster.status()
-    silenced = ctx.proxies.blackhole()
+    deadline = time.monotonic() + TARGET_WAIT_S
+    while (silenced := ctx.proxies.blackhole()) == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)  # polling for the connections of a launch still starting
     if silenced == 0:
-        injection.note("no exchange connection to partition")
+        injection.note(f"no exchange connection to partition in {TARGET_WAIT_S} s")
         return
     injection.injected = True
     started = unhindered_since = time.monotonic()

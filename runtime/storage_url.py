@@ -23,10 +23,15 @@ class StorageUrlError(ValueError):
     """The URL cannot hold the job's files; the message says why and what works."""
 
 
-def check_storage_url(url: str, *, installed: bool = True, process_local: bool = False) -> str:
+def check_storage_url(
+    url: str, *, installed: bool = True, process_local: bool = False, protocol_known: bool = True
+) -> str:
     """`url`, if every process of a job can reach it. `installed`: also that its
     filesystem's package is installed here. `process_local`: `memory://` passes
-    (an in-process run's sinks; never checkpoints, which tasks in other processes write)."""
+    (an in-process run's sinks; never checkpoints, which tasks in other processes write).
+    `protocol_known=False`: the protocol is not checked yet — a job may register its
+    own filesystem when it is imported, so a flag's protocol is checked after that
+    (`check_storage_protocol`)."""
     protocol, path = split_protocol(url)
     if protocol in LOCAL:
         if not path.startswith("/"):
@@ -40,11 +45,18 @@ def check_storage_url(url: str, *, installed: bool = True, process_local: bool =
             f"{url}: memory:// lives in one process, and a job's tasks run in others; use "
             "file:///absolute/path on a shared volume, or an object store (s3://, gs://)"
         )
+    if not protocol_known:
+        return url
     if installed:
         _check_installed(url, str(protocol))
     elif protocol not in fsspec.available_protocols():
         raise StorageUrlError(_unknown(url, str(protocol), f"Protocol not known: {protocol}"))
     return url
+
+
+def syntax_of_storage_url(url: str) -> str:
+    """What can be told of `url` before the job is imported (an argparse type)."""
+    return check_storage_url(url, protocol_known=False)
 
 
 def _check_installed(url: str, protocol: str) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from lockgate.runtime.coordination.keys import check_name
 from lockgate.runtime.driver.durations import parse_duration, positive_duration
 from lockgate.runtime.metrics.serving import PortRange
-from lockgate.runtime.storage_url import check_storage_url
+from lockgate.runtime.storage_url import syntax_of_storage_url
 
 INT32 = 2**31 - 1
 
@@ -67,7 +67,7 @@ port = _refusing(_port)
 port_range = _refusing(PortRange.parse)
 seconds = _refusing(parse_duration)
 positive_seconds = _refusing(positive_duration)
-storage_url = _refusing(check_storage_url)
+storage_url = _refusing(syntax_of_storage_url)  # its protocol: `preflight`, once the job is imported
 job_id = _name("job id")
 namespace = _name("namespace")
 job_arg = _refusing(_job_arg)

@@ -24,6 +24,7 @@ from lockgate.runtime.engine.restore_check import (
 )
 from lockgate.runtime.snapshot.metadata import read_metadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError
+from lockgate.runtime.storage_url import StorageUrlError, check_storage_url
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +53,26 @@ def _check_savepoint(settings: JobSettings, graph: JobGraph) -> None:
     )
 
 
+def _check_storage(settings: JobSettings) -> None:
+    """The storage flags' protocols, now that the job's module registered any
+    filesystem of its own (the flags' syntax argparse checked)."""
+    for flag, url in (
+        ("--checkpoint-dir", settings.checkpoint_dir),
+        ("--savepoint-dir", settings.savepoint_dir),
+    ):
+        try:
+            check_storage_url(url)
+        except StorageUrlError as error:
+            raise OptionError(f"argument {flag}: {error}") from None
+
+
 def preflight(settings: JobSettings, etcd: EtcdConfig | None) -> JobGraph:
     """The job's graph, built, its connectors validated, and checked against the
     savepoint it restores; a refusal is recorded in `etcd` (when given) and raised."""
     keys = settings.keys
     try:
         graph = build_graph(settings.entrypoint, keys.job, settings.args)
+        _check_storage(settings)
         validate_connectors(graph, JobIdentity(keys.namespace, keys.job))
         _check_savepoint(settings, graph)
     except REFUSED_INPUT as error:

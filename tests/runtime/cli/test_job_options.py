@@ -6,6 +6,8 @@ import argparse
 import dataclasses
 import importlib.util
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.driver import add_job_options, settings_from
 from lockgate.runtime.driver.__main__ import main as driver_main
 from lockgate.runtime.driver.drive import job_spec
-from lockgate.runtime.driver.options import JobSettings
+from lockgate.runtime.driver.options import JobSettings, OptionError
 from lockgate.runtime.driver.preflight import preflight
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.liveness import Liveness
@@ -175,10 +177,6 @@ def test_the_cluster_driver_refuses_an_unwritable_output_with_exit_2(
             r"argument --checkpoint-dir: file://checkpoints: a relative path names",
         ),
         (
-            ["--checkpoint-dir", "foo://bucket/x"],
-            r"argument --checkpoint-dir: foo://bucket/x: unknown protocol 'foo' .*lockgate\[s3\]",
-        ),
-        (
             ["--checkpoint-dir", "memory://x"],
             r"argument --checkpoint-dir: memory://x: memory:// lives in one process",
         ),
@@ -194,10 +192,46 @@ def test_a_bad_option_is_refused_naming_the_flag_and_what_it_takes(
     assert "Traceback" not in message
 
 
+def _preflight_refusal(tmp_path: Path, *argv: str) -> str:
+    """The message a storage flag is refused with once the job is imported."""
+    with pytest.raises(OptionError) as refused:
+        preflight(settings(tmp_path, *argv), None)
+    return str(refused.value)
+
+
+def test_an_unknown_storage_protocol_is_refused_once_the_job_is_imported(tmp_path: Path) -> None:
+    message = _preflight_refusal(tmp_path, WORD_COUNT, *ARGS, "--checkpoint-dir", "foo://bucket/x")
+    assert re.search(
+        r"argument --checkpoint-dir: foo://bucket/x: unknown protocol 'foo' .*lockgate\[s3\]", message
+    )
+
+
+def test_a_filesystem_the_job_registers_is_a_storage_protocol_it_may_use(tmp_path: Path) -> None:
+    """The fault soak's jobs register `faulty://` when imported: the flag naming it is
+    checked after that, not refused before the job is known."""
+    url = f"faulty://{tmp_path}/checkpoints"
+    # A process of its own: in this one, another test may have registered it already.
+    code = (
+        "import sys; from pathlib import Path\n"
+        "from lockgate.runtime.driver.preflight import preflight\n"
+        "from tests.runtime.cli.refusals import ARGS, settings\n"
+        "import fsspec; assert 'faulty' not in fsspec.available_protocols()\n"
+        f"chosen = settings(Path({str(tmp_path)!r}), 'tests.faults.soak_job:running_sum', *ARGS, "
+        f"'--checkpoint-dir', {url!r})\n"
+        "preflight(chosen, None)\n"
+        "print(chosen.checkpoint_dir)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == url
+
+
 def test_an_object_store_without_its_filesystem_installed_says_which_extra_to_install(tmp_path: Path) -> None:
     if importlib.util.find_spec("s3fs") is not None:
         pytest.skip("s3fs is installed here")
-    message = refusal(tmp_path, WORD_COUNT, *ARGS, "--checkpoint-dir", "s3://bucket/checkpoints")
+    message = _preflight_refusal(tmp_path, WORD_COUNT, *ARGS, "--checkpoint-dir", "s3://bucket/checkpoints")
     assert (
         "argument --checkpoint-dir: s3://bucket/checkpoints: the file system for s3:// is not installed "
         "(Install s3fs to access S3): pip install 'lockgate[s3]'" in message

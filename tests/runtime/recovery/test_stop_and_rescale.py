@@ -10,6 +10,9 @@ from lockgate.runtime import read_committed
 from tests.runtime.recovery.lockgate_process import committed_count, finish, run, run_record, start, wait_for
 
 COUNT, KEYS = 24_000, 29
+# Records per second: 24 s of input, so that a stop sent by another process comes
+# mid-stream even on a loaded machine.
+RATE = 1_000
 
 
 def _job(tmp_path: Path, parallelism: int, *flags: str) -> list[str]:
@@ -27,7 +30,7 @@ def _job(tmp_path: Path, parallelism: int, *flags: str) -> list[str]:
         "--arg",
         f"keys={KEYS}",
         "--arg",
-        "rate=4000",
+        f"rate={RATE}",
         "--arg",
         f"output=file://{tmp_path}/out",
         *flags,

@@ -25,11 +25,13 @@ from dataclasses import dataclass
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 
 
-def check_name(kind: str, name: str) -> str:
+def check_name(kind: str, name: str, *, say_kind: bool = True) -> str:
+    """`name`, if it may name a job or a namespace. `say_kind=False`: the message
+    leaves `kind` out, where the field or flag in front of it already names it."""
     if not _NAME.match(name):
         raise ValueError(
-            f"{kind} {name!r} is not a valid name: use letters, digits, '.', '_' and '-', "
-            "starting with a letter or digit"
+            f"{kind + ' ' if say_kind else ''}{name!r} is not a valid name: use letters, digits, "
+            "'.', '_' and '-', starting with a letter or digit"
         )
     return name
 

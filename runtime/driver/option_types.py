@@ -47,13 +47,7 @@ def _port(text: str) -> int:
 
 
 def _name(kind: str) -> Callable[[str], object]:
-    def parse(text: str) -> str:
-        try:
-            return check_name(kind, text)
-        except ValueError as error:
-            raise ValueError(str(error).removeprefix(f"{kind} ")) from None
-
-    return _refusing(parse)
+    return _refusing(lambda text: check_name(kind, text, say_kind=False))
 
 
 def _job_arg(pair: str) -> tuple[str, str]:

@@ -210,13 +210,7 @@ class StreamingJobSpec(_Object):
 
 
 def _name(kind: str) -> Any:
-    def check(name: str) -> str:
-        try:
-            return check_name(kind, name)
-        except ValueError as error:
-            raise ValueError(str(error).removeprefix(f"{kind} ")) from None
-
-    return AfterValidator(check)
+    return AfterValidator(lambda name: check_name(kind, name, say_kind=False))
 
 
 class Metadata(BaseModel):

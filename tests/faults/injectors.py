@@ -233,9 +233,15 @@ def _partition(ctx: FaultContext, injection: Injection, _rng: random.Random) -> 
         injection.note(f"no exchange connection to partition in {TARGET_WAIT_S} s")
         return
     injection.injected = True
+    partitioned = ctx.cluster.current  # the driver whose launch's tasks hold the connections
     started = unhindered_since = time.monotonic()
     waited_out: set[str] = set()
     while time.monotonic() - unhindered_since < ctx.partition_bound_s:
+        if not partitioned.alive():
+            # Killed by another fault of the round: its launch, and the partitioned
+            # connections, ended with it; its relaunch is the recovery the round checks.
+            injection.note(f"{silenced} connection(s) blackholed; their driver {partitioned.name} ended")
+            break
         status = ctx.cluster.status()
         before = before or status  # etcd may have been down when the partition began
         if before is not None and status is not None and _relaunched(before, status):

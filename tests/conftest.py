@@ -15,10 +15,6 @@ from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBac
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.spark import local_session
 
-from tests.task_leaks import guard_coroutine_tests, tasks_end_with_their_test
-
-__all__ = ["tasks_end_with_their_test"]
-
 BACKENDS = ("heap", "rocksdb")
 
 
@@ -101,7 +97,3 @@ def spark() -> Iterator[Any]:
     session = local_session(3, "lockgate-tests")
     yield session
     session.stop()
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    guard_coroutine_tests(items)

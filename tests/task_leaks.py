@@ -70,7 +70,7 @@ async def tasks_end_with_their_test() -> AsyncIterator[None]:
     )
 
 
-def guard_coroutine_tests(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Give every coroutine test the guard, as its first fixture."""
     for item in items:
         if isinstance(item, pytest.Function) and asyncio.iscoroutinefunction(item.obj):

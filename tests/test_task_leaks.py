@@ -14,16 +14,7 @@ def test_a_task_that_swallows_its_cancellation_fails_its_test_by_name(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PYTHONPATH", str(REPOSITORY))
-    pytester.makeconftest(
-        textwrap.dedent(
-            """
-            from tests.task_leaks import guard_coroutine_tests, tasks_end_with_their_test
-
-            def pytest_collection_modifyitems(items):
-                guard_coroutine_tests(items)
-            """
-        )
-    )
+    pytester.makeconftest('pytest_plugins = ["tests.task_leaks"]\n')
     pytester.makepyfile(
         test_stuck=textwrap.dedent(
             """

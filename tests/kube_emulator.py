@@ -1,20 +1,27 @@
-"""kmock's KubernetesEmulator with the API server's bookkeeping the operator relies
-on — the one stand-in of the suite: no API server can be installed here."""
+"""kmock's KubernetesEmulator with the API server's bookkeeping the operator and
+Spark's Kubernetes client rely on — the one stand-in of the suite: no API server
+can be installed here."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp.web
 import jsonpatch
 import kmock
 
-VERBS = {"list", "watch", "get", "create", "patch", "update", "delete"}
+from tests.kube_selectors import SelectorError, object_matcher
+
+VERBS = {"list", "watch", "get", "create", "patch", "update", "delete", "deletecollection"}
 RESOURCES = {
     "lockgate.dev/v1alpha1/streamingjobs": ("StreamingJob", True, {"status", "scale"}),
     "v1/pods": ("Pod", True, {"status"}),
+    "v1/persistentvolumeclaims": ("PersistentVolumeClaim", True, set()),
     "v1/services": ("Service", True, set()),
     "v1/configmaps": ("ConfigMap", True, set()),
     "v1/serviceaccounts": ("ServiceAccount", True, set()),
@@ -33,12 +40,20 @@ def _changes_spec(data: Any) -> bool:
     return isinstance(data, list) and any(str(op.get("path", "")).startswith("/spec") for op in data)
 
 
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 class VersionedEmulator(kmock.KubernetesEmulator):
     """The emulator with what the API server assigns: the namespace of the URL,
-    a uid and generation 1 on create, the generation bumped by every change of the spec (through the
-    object or its scale subresource, not its status); a resourceVersion bumped
-    by every write, a list reporting the latest, a watch from a version
-    replaying nothing older; a JSON patch whose `test` fails gets 422."""
+    a uid, a creationTimestamp and generation 1 on create (a pod Pending), the
+    generation bumped by every change of the spec (through the object or its
+    scale subresource, not its status); a resourceVersion bumped by every write
+    and deletion, a list reporting the latest, a watch from a version replaying
+    nothing older; a JSON patch whose `test` fails gets 422. List, watch and
+    deletion of a collection filter by `labelSelector` and `fieldSelector`; the
+    garbage collector deletes every object whose owners (by `ownerReferences`
+    uid) are all gone, as the API server's background propagation does."""
 
     _latest = 1
 
@@ -54,6 +69,25 @@ class VersionedEmulator(kmock.KubernetesEmulator):
         return int(stored.raw.get("metadata", {}).get("generation", 0))
 
     async def _handle(self, request: kmock.Request) -> Any:
+        if request.resource is not None and request.method == kmock.method.DELETE and request.name is None:
+            return await self._delete_collection(request)
+        raw = request._raw_request
+        if (
+            request.action == kmock.action.WATCH
+            and raw is not None
+            and raw.headers.get("Upgrade") == "websocket"
+        ):
+            return await self._serve_websocket_watch(request, raw)
+        self._assign(request)
+        try:
+            return await super()._handle(request)
+        except jsonpatch.JsonPatchTestFailed as error:
+            raise kmock.KubernetesError(status=422, reason="Invalid", message=str(error)) from error
+        finally:
+            if request.resource is not None and request.action in (kmock.action.UPDATE, kmock.action.DELETE):
+                await self._collect_garbage()
+
+    def _assign(self, request: kmock.Request) -> None:
         data = request.data
         if request.resource is not None and request.action == kmock.action.CREATE and isinstance(data, dict):
             metadata = data.setdefault("metadata", {})
@@ -62,6 +96,9 @@ class VersionedEmulator(kmock.KubernetesEmulator):
                 metadata.setdefault("namespace", request.namespace)
             metadata.setdefault("uid", str(uuid.uuid4()))
             metadata.setdefault("generation", 1)
+            metadata.setdefault("creationTimestamp", _now())
+            if request.resource.plural == "pods":
+                data.setdefault("status", {}).setdefault("phase", "Pending")
         elif request.resource is not None and request.action == kmock.action.UPDATE:
             bump = request.subresource != "status" and _changes_spec(data)
             if isinstance(data, list):  # a JSON patch
@@ -74,26 +111,118 @@ class VersionedEmulator(kmock.KubernetesEmulator):
                 metadata["resourceVersion"] = self._next_version()
                 if bump:
                     metadata["generation"] = self._generation(request) + 1
+        elif request.resource is not None and request.action == kmock.action.DELETE and request.name:
+            with contextlib.suppress(KeyError):
+                stored = self.objects[request.resource, request.namespace, request.name]
+                if not stored.deleted:  # a deletion is a write: watchers see it
+                    stored.patch({"metadata": {"resourceVersion": self._next_version()}})
+
+    async def _delete(self, key: Any) -> dict[str, Any]:
+        """Delete one stored object as a DELETE of its URL does (under the lock)."""
+        stored = self.objects[key]
+        metadata = stored.get("metadata", {})
+        if metadata.get("deletionTimestamp"):
+            return dict(stored.raw)  # already on its way out
+        version = self._next_version()
+        if metadata.get("finalizers"):
+            stored.patch({"metadata": {"deletionTimestamp": _now(), "resourceVersion": version}})
+            raw = dict(stored.raw)
+            await self._buses[key[0]].put({"type": "MODIFIED", "object": raw})
+        else:
+            stored.patch({"metadata": {"resourceVersion": version}})
+            raw = dict(stored.raw)
+            stored.delete()
+            await self._buses[key[0]].put({"type": "DELETED", "object": raw})
+        return raw
+
+    async def _delete_collection(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
         try:
-            return await super()._handle(request)
-        except jsonpatch.JsonPatchTestFailed as error:
-            raise kmock.KubernetesError(status=422, reason="Invalid", message=str(error)) from error
+            matches = object_matcher(request.params)
+        except SelectorError as error:
+            return aiohttp.web.json_response(_status(400, "BadRequest", str(error)), status=400)
+        async with self._lock:
+            keys = [
+                key
+                for key, stored in self.objects.items()
+                if key[0] == request.resource
+                and (request.namespace is None or key[1] == request.namespace)
+                and not stored.deleted
+                and matches(stored.raw)
+            ]
+            deleted = [await self._delete(key) for key in keys]
+        await self._collect_garbage()
+        resource = request.resource
+        assert resource is not None  # a collection's URL names its resource
+        group_version = f"{resource.group}/{resource.version}".lstrip("/")
+        kind = RESOURCES[f"{group_version}/{resource.plural}"][0]
+        listing = {"apiVersion": group_version, "kind": f"{kind}List", "items": deleted}
+        return aiohttp.web.json_response({**listing, "metadata": {"resourceVersion": str(self._latest)}})
+
+    async def _collect_garbage(self) -> None:
+        """Delete the dependents of vanished owners, until none is left (dependents of dependents)."""
+        async with self._lock:
+            while True:
+                live = {stored.raw.get("metadata", {}).get("uid") for _, stored in self._live()}
+                orphans = [
+                    key
+                    for key, stored in self._live()
+                    if (owners := stored.raw.get("metadata", {}).get("ownerReferences"))
+                    and not stored.raw["metadata"].get("deletionTimestamp")
+                    and all(owner.get("uid") not in live for owner in owners)
+                ]
+                if not orphans:
+                    return
+                for key in orphans:
+                    await self._delete(key)
+
+    def _live(self) -> list[tuple[Any, Any]]:
+        return [(key, stored) for key, stored in self.objects.items() if not stored.deleted]
 
     async def _serve_list(self, request: kmock.Request) -> Any:
-        listing = await super()._serve_list(request)
+        listing: Any = await super()._serve_list(request)
+        try:
+            matches = object_matcher(request.params)
+        except SelectorError as error:
+            raise kmock.KubernetesError(status=400, reason="BadRequest", message=str(error)) from error
+        listing["items"] = [item for item in listing["items"] if matches(item)]
         listing["metadata"]["resourceVersion"] = str(VersionedEmulator._latest)
         return listing
 
+    async def _serve_websocket_watch(
+        self, request: kmock.Request, raw: aiohttp.web.BaseRequest
+    ) -> aiohttp.web.StreamResponse:
+        """A watch over a WebSocket, one event a text message, as the API server offers
+        it (fabric8, the Kubernetes client inside Spark, asks for this first)."""
+        socket = aiohttp.web.WebSocketResponse()
+        await socket.prepare(raw)
+        with contextlib.suppress(ConnectionError, RuntimeError):  # the client went away
+            async for event in self._serve_watch(request):
+                if isinstance(event, dict):
+                    await socket.send_str(json.dumps(event))
+        return socket
+
     async def _serve_watch(self, request: kmock.Request) -> AsyncIterator[Any]:
         since = int(request.params.get("resourceVersion") or 0)
+        matches = object_matcher(request.params)
         async for event in super()._serve_watch(request):
-            version = (
-                event.get("object", {}).get("metadata", {}).get("resourceVersion")
-                if isinstance(event, dict)
-                else None
-            )
-            if version is None or int(version) > since:
+            if not isinstance(event, dict):
                 yield event
+                continue
+            obj = event.get("object", {})
+            version = obj.get("metadata", {}).get("resourceVersion")
+            if (version is None or int(version) > since) and matches(obj):
+                yield event
+
+
+def _status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Status",
+        "status": "Failure",
+        "code": code,
+        "reason": reason,
+        "message": message,
+    }
 
 
 @contextlib.asynccontextmanager

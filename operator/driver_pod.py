@@ -132,6 +132,10 @@ def spark_conf(names: JobNames, spec: StreamingJobSpec, launch: Launch) -> dict[
         "spark.driver.port": str(DRIVER_PORT),
         "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
     }
+    if spec.service_account_name is not None:
+        # Executors upload state too: the account's cloud identity must reach them. Without one named,
+        # they keep the namespace's default account: the driver's may manage pods, theirs need not.
+        conf["spark.kubernetes.authenticate.executor.serviceAccountName"] = spec.service_account_name
     for key, value in names.labels("executor").items():
         conf[f"spark.kubernetes.executor.label.{key}"] = value
     conf["spark.kubernetes.executor.podTemplateFile"] = f"{CONFIG_DIR}/{EXECUTOR_TEMPLATE_FILE}"

@@ -255,6 +255,19 @@ def test_with_an_etcd_tls_secret_driver_and_executors_mount_it_at_the_same_path(
     assert "--etcd-ca" not in _driver_args(plain)
 
 
+def test_a_named_service_account_runs_the_driver_and_the_executors() -> None:
+    named = driver_pod(
+        NAMES, parse_spec({**SPEC, "serviceAccountName": "uploader"}), Launch(1, 128, "latest"), CLUSTER
+    )
+    assert named["spec"]["serviceAccountName"] == "uploader"
+    assert _conf(named)["spark.kubernetes.authenticate.executor.serviceAccountName"] == "uploader"
+    own = driver_pod(NAMES, parse_spec(SPEC), Launch(1, 128, "latest"), CLUSTER)
+    assert own["spec"]["serviceAccountName"] == "sums-lockgate"
+    assert "spark.kubernetes.authenticate.executor.serviceAccountName" not in _conf(own), (
+        "executors need none of the rights of the account the operator makes for the driver"
+    )
+
+
 def test_spec_volumes_are_mounted_at_the_same_path_in_driver_and_executors() -> None:
     claim = {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "shared-checkpoints"}}
     mount = {"name": "checkpoints", "mountPath": "/data"}

@@ -22,6 +22,7 @@ ETCD_TLS_DIR, ETCD_TLS_VOLUME = "/etc/lockgate-etcd-tls", "etcd-tls"  # same pat
 MANIFEST_FILE = "job.yaml"
 EXECUTOR_TEMPLATE_FILE = "executor-pod-template.yaml"  # Spark merges its executor pods into it
 EXECUTOR_CONTAINER = "executor"  # the template's container Spark fills in
+DRIVER_CONTAINER = "driver"  # the template's container merged into the driver's
 DRIVER_PORT, BLOCK_MANAGER_PORT, UI_PORT = 7078, 7079, 4040
 # Prometheus ports, both named METRICS_PORT_NAME: the driver's and each executor's one task's.
 DRIVER_METRICS_PORT, TASK_METRICS_PORT, METRICS_PORT_NAME = 9249, 9250, "metrics"
@@ -205,19 +206,29 @@ def _resources(resources: Resources) -> dict[str, Any]:
     return {k: v for k, v in {"requests": resources.requests, "limits": resources.limits}.items() if v}
 
 
+def template_container(template: dict[str, Any], name: str) -> dict[str, Any]:
+    """The container of `spec.podTemplate` named `name` (driver or executor), or none."""
+    spec = template.get("spec")
+    containers = (spec.get("containers") if isinstance(spec, dict) else None) or []
+    return next((dict(c) for c in containers if isinstance(c, dict) and c.get("name") == name), {})
+
+
 def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster: Cluster) -> dict[str, Any]:
     conf = spark_conf(names, spec, launch)
+    own = template_container(spec.pod_template, DRIVER_CONTAINER)
     spark_options = ["--master", API_SERVER, "--deploy-mode", "client", "--name", names.name]
     spark_options += [x for key, value in conf.items() for x in ("--conf", f"{key}={value}")]
     container = {
-        "name": "driver",
+        "name": DRIVER_CONTAINER,
         "image": image_of(spec),
         "imagePullPolicy": spec.image_pull_policy,
         "command": ["python", "-m", "lockgate.runtime.spark.submit"],
         "args": [*spark_options, "--", *driver_arguments(names, spec, launch, cluster)],
         "env": [
+            *own.get("env", []),
             {"name": "LOCKGATE_ETCD", "value": spec.etcd_endpoints or cluster.etcd_endpoints},
         ],
+        **({"envFrom": list(own["envFrom"])} if own.get("envFrom") else {}),
         "ports": [
             {"name": "driver-rpc", "containerPort": DRIVER_PORT},
             {"name": "blockmanager", "containerPort": BLOCK_MANAGER_PORT},

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 from lockgate.operator.driver_pod import (
     BLOCK_MANAGER_PORT,
+    DRIVER_CONTAINER,
     DRIVER_PORT,
     EXECUTOR_CONTAINER,
     EXECUTOR_TEMPLATE_FILE,
@@ -47,13 +48,14 @@ def config_map(names: JobNames, spec: dict[str, Any], cluster: Cluster) -> dict[
 
 
 def executor_pod_template(spec: dict[str, Any], cluster: Cluster) -> dict[str, Any]:
-    """What Spark merges into every executor pod: `spec.podTemplate`'s overrides, the
-    executor container's metrics port (each executor runs one task), etcd's TLS
-    files where the driver has them (tasks connect to etcd with the driver's paths),
-    and `spec.volumes` at the driver's mount paths."""
+    """What Spark merges into every executor pod: `spec.podTemplate`'s overrides (its
+    container named `executor` merged into the executor's, one named `driver` left
+    to the driver), the executor container's metrics port (each executor runs one
+    task), etcd's TLS files where the driver has them (tasks connect to etcd with the
+    driver's paths), and `spec.volumes` at the driver's mount paths."""
     template = dict(spec.get("podTemplate") or {})
     pod_spec = dict(template.get("spec") or {})
-    containers = [dict(c) for c in pod_spec.get("containers") or []]
+    containers = [dict(c) for c in pod_spec.get("containers") or [] if c.get("name") != DRIVER_CONTAINER]
     executor = next((c for c in containers if c.get("name") == EXECUTOR_CONTAINER), None)
     if executor is None:
         executor = {"name": EXECUTOR_CONTAINER}

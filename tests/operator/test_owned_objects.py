@@ -268,6 +268,34 @@ def test_a_named_service_account_runs_the_driver_and_the_executors() -> None:
     )
 
 
+def test_the_templates_driver_and_executor_containers_give_their_env_to_those_pods() -> None:
+    credentials = [{"secretRef": {"name": "s3-credentials"}}]
+    template = {
+        "spec": {
+            "containers": [
+                {"name": "driver", "env": [{"name": "ROLE", "value": "d"}], "envFrom": credentials},
+                {"name": "executor", "env": [{"name": "ROLE", "value": "e"}], "envFrom": credentials},
+            ]
+        }
+    }
+    spec = {**SPEC, "podTemplate": template}
+    pod = driver_pod(NAMES, parse_spec(spec), Launch(1, 128, "latest"), CLUSTER)
+    kubernetes_validate.validate(pod, KUBERNETES, strict=True)
+    (driver,) = pod["spec"]["containers"]
+    assert {"name": "ROLE", "value": "d"} in driver["env"]
+    assert driver["envFrom"] == credentials
+    assert driver["env"][-1]["name"] == "LOCKGATE_ETCD", "the operator's setting comes last: it wins"
+    config_map = owned_objects(NAMES, spec, CLUSTER, own_service_account=False)[0]
+    executor_template = yaml.safe_load(config_map["data"]["executor-pod-template.yaml"])
+    kubernetes_validate.validate(executor_template, KUBERNETES, strict=True)
+    (executor,) = executor_template["spec"]["containers"]
+    assert (executor["name"], executor["env"], executor["envFrom"]) == (
+        "executor",
+        [{"name": "ROLE", "value": "e"}],
+        credentials,
+    ), "Spark keeps the template container's env and adds its own"
+
+
 def test_spec_volumes_are_mounted_at_the_same_path_in_driver_and_executors() -> None:
     claim = {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "shared-checkpoints"}}
     mount = {"name": "checkpoints", "mountPath": "/data"}

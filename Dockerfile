@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # One image for the operator, the Spark drivers and their executors: Python,
-# a Java 17 runtime, pyspark and lockgate. What changes least comes first, so
+# a Java 17 runtime, pyspark and lockgate with its object-store extras (s3, gcs). What changes least comes first, so
 # a code change rebuilds only the last layers: system packages, the user,
 # the dependencies (read from pyproject.toml), then the code.
 FROM python:3.11-slim-bookworm
@@ -24,7 +24,8 @@ ENV SPARK_HOME=/opt/lockgate/venv/lib/python3.11/site-packages/pyspark \
 
 WORKDIR /opt/lockgate/src
 COPY pyproject.toml ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+print('\n'.join(p['dependencies'] + p['optional-dependencies']['s3'] + p['optional-dependencies']['gcs']))" \
       > /tmp/requirements.txt \
  && pip install --no-cache-dir --requirement /tmp/requirements.txt \
  && rm /tmp/requirements.txt \

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -54,6 +56,20 @@ def test_dependencies_are_installed_before_the_code_is_copied(dockerfile: Docker
     assert dependencies < first_code
     assert steps[dependencies - 1] == ("COPY", "pyproject.toml ./"), "only pyproject.toml before them"
     assert "'dependencies'" in steps[dependencies][1], "the dependency list comes from pyproject.toml"
+
+
+def test_the_image_installs_the_object_store_extras(dockerfile: DockerfileParser) -> None:
+    (step,) = [value for value in _instructions(dockerfile, "RUN") if "requirements.txt" in value]
+    listing = re.search(r'python -c "(.*?)"', step, re.DOTALL)
+    assert listing is not None, step
+    printed = subprocess.run(
+        [sys.executable, "-c", listing[1].replace("\\\n", "")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert {"s3fs>=2024.2", "gcsfs>=2024.2", "pyspark>=3.5"} <= set(printed), printed
 
 
 def test_the_entrypoint_and_commands_it_names_exist(dockerfile: DockerfileParser) -> None:

@@ -325,3 +325,36 @@ def test_spec_volumes_are_mounted_at_the_same_path_in_driver_and_executors() -> 
 def test_a_volume_mount_must_name_a_declared_volume(change: dict[str, Any], culprit: str) -> None:
     with pytest.raises(SpecError, match=culprit):
         parse_spec({**SPEC, **change})
+
+
+@pytest.mark.parametrize(
+    "manifest", sorted((Path(__file__).parents[2] / "examples").glob("*.yaml")), ids=lambda p: p.name
+)
+def test_every_example_manifest_runs_on_a_cluster_as_written(manifest: Path) -> None:
+    """Its storage and output are where every pod reaches them: a file:// URL on a volume
+    all of them mount, else object storage with the same credentials in driver and executors."""
+    spec = yaml.safe_load(manifest.read_text())["spec"]
+    pod = driver_pod(NAMES, parse_spec(spec), Launch(1, 128, "latest"), CLUSTER)
+    kubernetes_validate.validate(pod, KUBERNETES, strict=True)
+    template = yaml.safe_load(
+        owned_objects(NAMES, spec, CLUSTER, own_service_account=False)[0]["data"][
+            "executor-pod-template.yaml"
+        ]
+    )
+    kubernetes_validate.validate(template, KUBERNETES, strict=True)
+    (driver,) = pod["spec"]["containers"]
+    executor = next(c for c in template["spec"]["containers"] if c["name"] == "executor")
+    mounted = [m["mountPath"] for m in spec.get("volumeMounts") or []]
+    urls = [
+        spec["checkpointing"]["storage"],
+        *[v for v in spec["job"].get("args", {}).values() if "://" in v],
+    ]
+    for url in urls:
+        if url.startswith("file://"):
+            path = url.removeprefix("file://")
+            assert any(path.startswith(f"{m.rstrip('/')}/") for m in mounted), f"{url}: on no shared volume"
+        else:
+            identity = "serviceAccountName" in spec
+            assert identity or (driver.get("envFrom") and driver.get("envFrom") == executor.get("envFrom")), (
+                f"{url}: the driver and the executors need the same credentials"
+            )

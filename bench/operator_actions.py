@@ -6,7 +6,10 @@ Each time runs from the request (the API call `kubectl` makes) until the job
 is Running again on its new driver, a heartbeat of that driver seen, and the
 lines appended before the action are committed exactly once:
 
-    .venv/bin/python bench/operator_actions.py [--rounds 3]
+    .venv/bin/python bench/operator_actions.py [--rounds 3] [--executor-pods]
+
+With --executor-pods, each driver's Spark asks the emulated API server for its
+executor pods, which the pod runner runs; without, executors are local threads.
 """
 
 from __future__ import annotations
@@ -55,13 +58,14 @@ async def one_round(cluster: EmulatedCluster, round_number: int) -> dict[str, fl
     return times
 
 
-async def main(rounds: int) -> None:
+async def main(rounds: int, executor_pods: bool) -> None:
     with tempfile.TemporaryDirectory() as directory:
         workdir = Path(directory)
         server = EtcdServer(workdir / "etcd")
         server.start()
         try:
-            async with EmulatedCluster.running(EtcdConfig((server.endpoint,)), workdir) as cluster:
+            etcd = EtcdConfig((server.endpoint,))
+            async with EmulatedCluster.running(etcd, workdir, executor_pods=executor_pods) as cluster:
                 results = [await one_round(cluster, n) for n in range(rounds)]
         finally:
             server.stop()
@@ -74,4 +78,6 @@ async def main(rounds: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    asyncio.run(main(parser.parse_args().rounds))
+    parser.add_argument("--executor-pods", action="store_true", help="executors as pods, not local threads")
+    arguments = parser.parse_args()
+    asyncio.run(main(arguments.rounds, arguments.executor_pods))

@@ -21,12 +21,19 @@ from tests.runtime.coordination.conftest import etcd_config, etcd_server
 __all__ = ["etcd_config", "etcd_server"]
 
 
+@pytest.fixture
+def executor_pods() -> bool:
+    """Whether the emulated cluster's drivers get executor pods from Spark's Kubernetes
+    backend (True) or run Spark's executors as local threads; a module overrides it."""
+    return False
+
+
 @pytest_asyncio.fixture(params=["emulated", "kind"])
 async def platform(
-    request: pytest.FixtureRequest, etcd_config: EtcdConfig, tmp_path: Path
+    request: pytest.FixtureRequest, etcd_config: EtcdConfig, tmp_path: Path, executor_pods: bool
 ) -> AsyncIterator[Platform]:
     if request.param == "emulated":
-        async with EmulatedCluster.running(etcd_config, tmp_path) as emulated:
+        async with EmulatedCluster.running(etcd_config, tmp_path, executor_pods=executor_pods) as emulated:
             yield emulated
         return
     if not os.environ.get("KUBECONFIG"):

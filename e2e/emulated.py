@@ -1,6 +1,7 @@
 """The platform of every run here: kmock's emulated API server, the operator as
 the `lockgate operator` process users run, a real etcd, checkpoint storage on
-the local disk, and the pod runner playing the kubelet for the driver pods."""
+the local disk, and the pod runner playing the kubelet for every pod: the
+operator's drivers and the executor pods Spark's Kubernetes backend creates."""
 
 from __future__ import annotations
 
@@ -32,11 +33,13 @@ class EmulatedCluster:
 
     @classmethod
     @contextlib.asynccontextmanager
-    async def running(cls, etcd: EtcdConfig, workdir: Path) -> AsyncIterator[EmulatedCluster]:
+    async def running(
+        cls, etcd: EtcdConfig, workdir: Path, *, executor_pods: bool
+    ) -> AsyncIterator[EmulatedCluster]:
         async with emulated_api_server() as (_, url):
             operator = await OperatorProcess.start(url, etcd.endpoints[0], workdir)
             api = client.ApiClient(client.Configuration(host=url))
-            runner = PodRunner(api, NAMESPACE, workdir / "pods")
+            runner = PodRunner(api, NAMESPACE, workdir / "pods", executor_pods=executor_pods)
             try:
                 async with runner.running():
                     yield cls(api, runner, operator, etcd, workdir / "shared")
@@ -54,6 +57,9 @@ class EmulatedCluster:
         running = self.runner.pods.get(pod)
         return running is None or running.process.returncode is not None
 
+    async def pod_log(self, pod: str) -> str:
+        return self.runner.pods[pod].log.read_text(errors="replace")
+
     async def diagnostics(self) -> str:
-        drivers = "\n".join(f"--- {name}\n{self.runner.log_tail(name)}" for name in self.runner.pods)
-        return f"--- operator\n{telling_tail(self.operator.log.read_text())}\n{drivers}"
+        pods = "\n".join(f"--- {name}\n{self.runner.log_tail(name)}" for name in self.runner.pods)
+        return f"--- operator\n{telling_tail(self.operator.log.read_text())}\n{pods}"

@@ -87,12 +87,16 @@ class KindCluster:
             raise
         return found.status.phase in ("Succeeded", "Failed")
 
+    async def pod_log(self, pod: str) -> str:
+        core = client.CoreV1Api(self.api)
+        return str(await asyncio.to_thread(core.read_namespaced_pod_log, pod, self.namespace))
+
     async def diagnostics(self) -> str:
         core = client.CoreV1Api(self.api)
         logs = []
         for namespace, selector in (
             (self.operator_namespace, f"{COMPONENT_LABEL}=operator"),
-            (self.namespace, f"{COMPONENT_LABEL}=driver"),
+            (self.namespace, f"{COMPONENT_LABEL} in (driver,executor)"),
         ):
             pods = await asyncio.to_thread(core.list_namespaced_pod, namespace, label_selector=selector)
             for pod in pods.items:

@@ -80,12 +80,19 @@ class Kubectl:
             raise
         return dict(self.core.api_client.sanitize_for_serialization(pod))
 
+    async def delete_pod(self, name: str) -> None:
+        """`kubectl delete pod NAME --wait=false`."""
+        await asyncio.to_thread(self.core.delete_namespaced_pod, name, self.namespace)
+
+    async def pods(self, selector: str) -> list[dict[str, Any]]:
+        """`kubectl get pods -l SELECTOR -o yaml`, by name."""
+        listing = await asyncio.to_thread(
+            self.core.list_namespaced_pod, self.namespace, label_selector=selector
+        )
+        pods = [dict(self.core.api_client.sanitize_for_serialization(pod)) for pod in listing.items]
+        return sorted(pods, key=lambda pod: str(pod["metadata"]["name"]))
+
     async def driver_pods(self, job: str) -> list[str]:
-        """The names of the job's driver pods (labels matched here: the emulator does not filter)."""
-        listing = await asyncio.to_thread(self.core.list_namespaced_pod, self.namespace)
-        wanted = {JOB_LABEL: job, COMPONENT_LABEL: "driver"}
-        return [
-            pod.metadata.name
-            for pod in listing.items
-            if wanted.items() <= (pod.metadata.labels or {}).items()
-        ]
+        """The names of the job's driver pods."""
+        pods = await self.pods(f"{JOB_LABEL}={job},{COMPONENT_LABEL}=driver")
+        return [pod["metadata"]["name"] for pod in pods]

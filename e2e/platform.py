@@ -29,6 +29,10 @@ class Platform(Protocol):
         """Whether nothing of the pod runs any more."""
         ...
 
+    async def pod_log(self, pod: str) -> str:
+        """What the pod's container wrote, as `kubectl logs` shows it."""
+        ...
+
     async def diagnostics(self) -> str:
-        """Logs to show when a scenario fails: the operator's and the drivers'."""
+        """Logs to show when a scenario fails: the operator's, the drivers' and the executors'."""
         ...

@@ -1,12 +1,15 @@
-"""The kubelet's part for the emulated cluster: runs each pod of a namespace as a
-local process (see local_pod.py) and reports on it through the API.
+"""The kubelet's part for the emulated cluster: runs each pod of a namespace —
+the operator's driver pods and the executor pods Spark creates — as a local
+process (see local_pod.py) on a loopback address of its own (pod_network.py),
+and reports on it through the API.
 
-As a kubelet does, it reports the pod Running once its process starts and
-Succeeded or Failed (with the exit code) when it ends; a deleted pod's process
-gets SIGTERM, then SIGKILL after the pod's grace period. Deletion is graceful as
-on a real cluster: the runner holds a finalizer on every pod it runs and lets
-the pod go only once its processes are gone, so the operator sees a pod
-disappear only after its driver has stopped.
+As a kubelet does, it starts a pod once the ConfigMaps and Secrets it mounts or
+reads exist, reports it Running and Ready with its pod IP once its process
+starts and Succeeded or Failed (with the exit code) when it ends; a deleted
+pod's process gets SIGTERM, then SIGKILL after the pod's grace period. Deletion
+is graceful as on a real cluster: the runner holds a finalizer on every pod it
+runs and lets the pod go only once its processes are gone, so the operator sees
+a pod disappear only after its driver has stopped.
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ from typing import Any
 
 from kubernetes import client
 
-from e2e.local_pod import container, local_pod
+from e2e.local_pod import Node, container, local_pod
 from e2e.log_tail import telling_tail
+from e2e.pod_env import MissingSourceError, container_env
+from e2e.pod_network import PodNetwork
 
 log = logging.getLogger(__name__)
 FINALIZER = "e2e.lockgate.dev/pod-runner"
@@ -36,6 +41,15 @@ SYNC_EVERY_S = 0.2  # how often the pod list is read: a kubelet's relist, made q
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _conditions(ready: bool) -> list[dict[str, str]]:
+    now, status = _now(), "True" if ready else "False"
+    return [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+        {"type": "ContainersReady", "status": status, "lastTransitionTime": now},
+        {"type": "Ready", "status": status, "lastTransitionTime": now},
+    ]
 
 
 def _exit_code(returncode: int) -> int:
@@ -48,7 +62,9 @@ class RunningPod:
     container: dict[str, Any]
     process: asyncio.subprocess.Process
     log: Path
-    metrics_port: int
+    ip: str
+    pod: dict[str, Any]
+    metrics_port: int | None
     finished: bool = False  # its end has been reported
     terminating: bool = False
 
@@ -58,12 +74,16 @@ class RunningPod:
 
 
 class PodRunner:
-    def __init__(self, api: client.ApiClient, namespace: str, root: Path) -> None:
+    def __init__(self, api: client.ApiClient, namespace: str, root: Path, *, executor_pods: bool) -> None:
         self.core = client.CoreV1Api(api)
         self.namespace = namespace
         self.root = root
         self.pods: dict[str, RunningPod] = {}
         self._terminations: set[asyncio.Task[None]] = set()
+        root.mkdir(parents=True, exist_ok=True)
+        self.network = PodNetwork(root / "hosts")
+        api_server = str(api.configuration.host).rstrip("/")
+        self.node = Node(api_server, self.network.java_options(), executor_pods=executor_pods)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[PodRunner]:
@@ -105,7 +125,10 @@ class PodRunner:
             running = self.pods.get(name)
             if running is None and not pod["metadata"].get("deletionTimestamp"):
                 if (pod.get("status") or {}).get("phase") in (None, "Pending"):
-                    await self._start(pod)
+                    try:
+                        await self._start(pod)
+                    except MissingSourceError as missing:  # the next sync tries again
+                        log.info("pod runner: %s waits for %s", name, missing)
             elif running is not None and pod["metadata"].get("deletionTimestamp") and not running.terminating:
                 running.terminating = True
                 grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
@@ -118,15 +141,29 @@ class PodRunner:
                 running.signal_group(signal.SIGKILL)
             if running.process.returncode is not None and not running.finished:
                 await self._report_end(running)
+        await self._publish_names(pods)
+
+    async def _publish_names(self, pods: dict[str, dict[str, Any]]) -> None:
+        """The names pods resolve: running pods and the Services that select them."""
+        services = await asyncio.to_thread(self.core.list_namespaced_service, self.namespace)
+        serialized = self.core.api_client.sanitize_for_serialization(services.items)
+        running = {
+            name: (pod.ip, pods[name])
+            for name, pod in self.pods.items()
+            if name in pods and pod.process.returncode is None
+        }
+        self.network.write(running, serialized)
 
     async def _start(self, pod: dict[str, Any]) -> None:
         name = pod["metadata"]["name"]
-        await self._patch(name, {"metadata": {"finalizers": [FINALIZER]}})
         directory = self.root / name
         mounts = {m["mountPath"]: await self._volume(pod, m["name"], directory) for m in self._mounts(pod)}
+        ip = self.network.allocate()
+        env = await container_env(pod, container(pod), ip, self._read_data)
+        await self._patch(name, {"metadata": {"finalizers": [FINALIZER]}})
         scratch = directory / "tmp"
         scratch.mkdir(parents=True, exist_ok=True)
-        local = local_pod(pod, mounts, scratch)
+        local = local_pod(pod, env, ip, mounts=mounts, scratch=scratch, node=self.node)
         log_file = directory / "log"
         with log_file.open("wb") as out:
             process = await asyncio.create_subprocess_exec(
@@ -137,11 +174,34 @@ class PodRunner:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: the pod's processes, all of them
             )
-        running = RunningPod(name, container(pod), process, log_file, local.metrics_port)
+        running = RunningPod(name, container(pod), process, log_file, ip, pod, local.metrics_port)
         self.pods[name] = running
+        await self._publish_names({**{n: p.pod for n, p in self.pods.items()}, name: pod})
         state = {"running": {"startedAt": _now()}}
-        status = {"phase": "Running", "podIP": "127.0.0.1", "startTime": _now()}
+        status = {
+            "phase": "Running",
+            "podIP": ip,
+            "podIPs": [{"ip": ip}],
+            "hostIP": "127.0.0.1",
+            "startTime": _now(),
+            "conditions": _conditions(ready=True),
+        }
         await self._patch_status(name, {**status, "containerStatuses": [self._status(running, state)]})
+
+    async def _read_data(self, kind: str, name: str) -> dict[str, str] | None:
+        """A ConfigMap's data or a Secret's decoded data; None if it does not exist."""
+        try:
+            if kind == "configMap":
+                config_map = await asyncio.to_thread(
+                    self.core.read_namespaced_config_map, name, self.namespace
+                )
+                return dict(config_map.data or {})
+            secret = await asyncio.to_thread(self.core.read_namespaced_secret, name, self.namespace)
+        except client.ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return {key: base64.b64decode(value).decode() for key, value in (secret.data or {}).items()}
 
     @staticmethod
     def _mounts(pod: dict[str, Any]) -> list[dict[str, Any]]:
@@ -154,18 +214,20 @@ class PodRunner:
             return Path(volume["hostPath"]["path"])
         target = directory / "volumes" / volume_name
         target.mkdir(parents=True, exist_ok=True)
-        if "configMap" in volume:
-            config_map = await asyncio.to_thread(
-                self.core.read_namespaced_config_map, volume["configMap"]["name"], self.namespace
-            )
-            for key, text in (config_map.data or {}).items():
-                (target / key).write_text(text)
-        elif "secret" in volume:
-            secret = await asyncio.to_thread(
-                self.core.read_namespaced_secret, volume["secret"]["secretName"], self.namespace
-            )
-            for key, encoded in (secret.data or {}).items():
-                (target / key).write_bytes(base64.b64decode(encoded))
+        source = volume.get("configMap") or volume.get("secret")
+        if source is not None:
+            kind = "configMap" if "configMap" in volume else "secret"
+            data = await self._read_data(kind, source.get("name") or source["secretName"])
+            if data is None and not source.get("optional"):
+                raise MissingSourceError(
+                    f"{kind} {source.get('name') or source['secretName']} (volume {volume_name})"
+                )
+            items = source.get("items")
+            for key, text in (data or {}).items():
+                paths = [item["path"] for item in items or [] if item["key"] == key]
+                for path in paths if items else [key]:
+                    (target / path).parent.mkdir(parents=True, exist_ok=True)
+                    (target / path).write_text(text)
         elif "emptyDir" not in volume:
             raise ValueError(f"pod {pod['metadata']['name']}: volume {volume_name} is of a kind not run here")
         return target
@@ -195,8 +257,9 @@ class PodRunner:
         }
         phase = "Succeeded" if code == 0 else "Failed"
         status = self._status(pod, {"terminated": terminated})
+        ended = {"phase": phase, "conditions": _conditions(ready=False), "containerStatuses": [status]}
         with contextlib.suppress(client.ApiException):  # a pod already gone has nothing to report to
-            await self._patch_status(pod.name, {"phase": phase, "containerStatuses": [status]})
+            await self._patch_status(pod.name, ended)
 
     @staticmethod
     def _status(pod: RunningPod, state: dict[str, Any]) -> dict[str, Any]:

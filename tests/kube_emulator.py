@@ -24,6 +24,7 @@ RESOURCES = {
     "v1/persistentvolumeclaims": ("PersistentVolumeClaim", True, set()),
     "v1/services": ("Service", True, set()),
     "v1/configmaps": ("ConfigMap", True, set()),
+    "v1/secrets": ("Secret", True, set()),
     "v1/serviceaccounts": ("ServiceAccount", True, set()),
     "v1/events": ("Event", True, set()),
     "v1/namespaces": ("Namespace", False, set()),
@@ -98,7 +99,7 @@ class VersionedEmulator(kmock.KubernetesEmulator):
             metadata.setdefault("generation", 1)
             metadata.setdefault("creationTimestamp", _now())
             if request.resource.plural == "pods":
-                data.setdefault("status", {}).setdefault("phase", "Pending")
+                data["status"] = {"phase": "Pending", **(data.get("status") or {})}
         elif request.resource is not None and request.action == kmock.action.UPDATE:
             bump = request.subresource != "status" and _changes_spec(data)
             if isinstance(data, list):  # a JSON patch

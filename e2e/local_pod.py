@@ -149,6 +149,9 @@ def local_pod(
         **IMAGE_ENV,
         "HOSTNAME": pod["metadata"]["name"],
         "SPARK_LOCAL_IP": pod_ip,  # the pod's own address, as its hostname resolves on a cluster
+        # Spark names the pod by its IP: only JVMs read the hosts file, and the Python tasks connect to
+        # the addresses Spark gives them (in local mode, the driver's name would not resolve there).
+        "SPARK_LOCAL_HOSTNAME": pod_ip,
         "JAVA_TOOL_OPTIONS": node.java_options,
         **{name: _local_path(value, paths) for name, value in env.items()},
     }

@@ -92,6 +92,7 @@ def test_an_executor_pod_runs_the_image_entrypoint_with_its_args_and_mounts(tmp_
     assert pod.env["SPARK_LOCAL_DIRS"] == str(tmp_path / "local")
     assert (pod.env["X"], pod.env["SPARK_LOCAL_IP"], pod.env["HOSTNAME"]) == ("-Da=b", "127.0.0.3", "exec-1")
     assert pod.env["JAVA_TOOL_OPTIONS"] == NODE.java_options
+    assert pod.env["SPARK_LOCAL_HOSTNAME"] == "127.0.0.3", "names only the JVM resolves reach no Python task"
 
 
 def test_a_driver_pod_keeps_the_kubernetes_master_at_the_emulated_api_server(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,7 @@ from e2e.kubectl import Kubectl
 from e2e.platform import Platform
 from e2e.word_count_job import WordCountJob
 from tests.runtime.coordination.conftest import etcd_config, etcd_server
+from tests.s3_server import S3Endpoint, s3_endpoint
 
 __all__ = ["etcd_config", "etcd_server"]
 
@@ -53,5 +54,26 @@ def kubectl(platform: Platform) -> Kubectl:
 
 
 @pytest.fixture
-def job(platform: Platform, kubectl: Kubectl) -> WordCountJob:
-    return WordCountJob(platform, kubectl, f"words-{uuid.uuid4().hex[:6]}")
+def object_storage() -> bool:
+    """Whether the job keeps checkpoints and output in S3 (moto's server) instead of
+    the shared directory; a module overrides it. Emulated cluster only: a kind
+    cluster's pods cannot reach a server on this machine's loopback."""
+    return False
+
+
+@pytest.fixture
+def s3(
+    object_storage: bool, platform: Platform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[S3Endpoint | None]:
+    if not object_storage or not isinstance(platform, EmulatedCluster):
+        yield None
+        return
+    with s3_endpoint(tmp_path / "moto.log") as endpoint:
+        for name, value in endpoint.environment.items():  # the test reads output and savepoints
+            monkeypatch.setenv(name, value)
+        yield endpoint
+
+
+@pytest.fixture
+def job(platform: Platform, kubectl: Kubectl, s3: S3Endpoint | None) -> WordCountJob:
+    return WordCountJob(platform, kubectl, f"words-{uuid.uuid4().hex[:6]}", s3)

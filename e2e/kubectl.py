@@ -25,6 +25,11 @@ class Kubectl:
             self.custom.create_namespaced_custom_object, GROUP, VERSION, self.namespace, PLURAL, body
         )
 
+    async def create_secret(self, name: str, data: dict[str, str]) -> None:
+        """`kubectl create secret generic NAME --from-literal=KEY=VALUE ...`."""
+        body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "stringData": data}
+        await asyncio.to_thread(self.core.create_namespaced_secret, self.namespace, body)
+
     async def scale(self, name: str, replicas: int) -> None:
         """`kubectl scale streamingjob NAME --replicas=N`: a patch of the scale subresource."""
         await asyncio.to_thread(

@@ -145,7 +145,8 @@ def local_pod(
         command[0] = sys.executable  # the image's Python is this one, with Lockgate installed
     argv = [*(command or ["bash", str(ENTRYPOINT)]), *arguments]
     local_env = {
-        **os.environ,
+        # A pod gets none of the node's cloud credentials: only what its spec gives it.
+        **{name: value for name, value in os.environ.items() if not name.startswith("AWS_")},
         **IMAGE_ENV,
         "HOSTNAME": pod["metadata"]["name"],
         "SPARK_LOCAL_IP": pod_ip,  # the pod's own address, as its hostname resolves on a cluster

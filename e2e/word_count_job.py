@@ -19,6 +19,7 @@ from e2e.kubectl import Kubectl
 from e2e.platform import Platform
 from e2e.words import WordLog, committed, difference
 from tests.polling import eventually_true
+from tests.s3_server import S3Endpoint
 
 STARTS_WITHIN_S = 180  # a driver's spark-submit, JVM and job start, on a loaded CI machine
 
@@ -29,10 +30,19 @@ class WordCountJob:
     kubectl: Kubectl
     name: str
 
+    s3: S3Endpoint | None = None
+    """Where checkpoints and output go: this S3 endpoint's bucket, or (None) the
+    shared directory. The credentials reach the pods only through a Secret."""
+
     def __post_init__(self) -> None:
         root = self.platform.shared / self.name
         self.words = WordLog(root / "in")
-        self.output = root / "out"
+        if self.s3 is None:
+            self.output = f"file://{root}/out"
+            self.checkpoints = f"file://{self.platform.shared}/checkpoints"
+        else:
+            self.output = f"s3://{self.s3.bucket}/{self.name}/out"
+            self.checkpoints = f"s3://{self.s3.bucket}/checkpoints"
         self.names = JobNames(self.platform.namespace, self.name)
         self.keys = JobKeys(self.platform.namespace, self.name)
 
@@ -40,16 +50,26 @@ class WordCountJob:
         spec = {
             "job": {
                 "entrypoint": "examples.wordcount:build",
-                "args": {"input": self.words.url, "output": f"file://{self.output}"},
+                "args": {"input": self.words.url, "output": self.output},
             },
             "replicas": replicas,
             "maxParallelism": 64,
-            "checkpointing": {"interval": "1s", "storage": f"file://{self.platform.shared}/checkpoints"},
+            "checkpointing": {"interval": "1s", "storage": self.checkpoints},
             "restartStrategy": {"type": "fixed-delay", "attempts": 3, "delay": "1s"},
         }
+        if self.s3 is not None:  # as examples/sums.yaml gives its Secret to driver and executors
+            from_secret = [{"secretRef": {"name": self.credentials_secret}}]
+            containers = [{"name": name, "envFrom": from_secret} for name in ("driver", "executor")]
+            spec["podTemplate"] = {"spec": {"containers": containers}}
         return self.platform.job_spec(spec)
 
+    @property
+    def credentials_secret(self) -> str:
+        return f"{self.name}-s3"
+
     async def apply(self, replicas: int = 2) -> None:
+        if self.s3 is not None:
+            await self.kubectl.create_secret(self.credentials_secret, self.s3.environment)
         await self.kubectl.apply(self.name, self.spec(replicas))
 
     async def status(self) -> dict[str, Any]:

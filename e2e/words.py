@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import fsspec
 from lockgate.runtime.connectors.file_sink import read_committed
 
 VOCABULARY = [f"w{n:03d}" for n in range(200)]
@@ -55,10 +56,12 @@ class WordLog:
         return Counter((word, count) for word, n in self.seen.items() for count in range(1, n + 1))
 
 
-def committed(output: Path) -> Counter[tuple[str, int]]:
-    if not output.exists():
+def committed(output: str) -> Counter[tuple[str, int]]:
+    """The records committed under the sink's URL `output` (any fsspec URL)."""
+    fs, root = fsspec.core.url_to_fs(output)
+    if not fs.exists(root):
         return Counter()
-    records: list[dict[str, Any]] = read_committed(f"file://{output}")
+    records: list[dict[str, Any]] = read_committed(output)
     return Counter((r["word"], int(r["count"])) for r in records)
 
 

@@ -29,3 +29,7 @@ fi
 # into a static tree, which mypy and import-linter can follow.
 .venv/bin/python -m pip install -q --disable-pip-version-check \
     -e '.[dev]' --config-settings editable_mode=strict
+# moto's S3 server, the S3 endpoint of the end-to-end tests: a service of its
+# own, in a virtualenv of its own (moto pins libraries Lockgate's own need newer).
+[ -x .cache/moto/bin/moto_server ] || python3 -m venv .cache/moto
+.cache/moto/bin/python -m pip install -q --disable-pip-version-check 'moto[server]>=5'

@@ -4,6 +4,7 @@ can be installed here."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import uuid
@@ -47,7 +48,8 @@ def _now() -> str:
 
 class VersionedEmulator(kmock.KubernetesEmulator):
     """The emulator with what the API server assigns: the namespace of the URL,
-    a uid, a creationTimestamp and generation 1 on create (a pod Pending), the
+    a uid, a creationTimestamp and generation 1 on create (a pod Pending, a Secret's
+    `stringData` stored base64-encoded in `data`), the
     generation bumped by every change of the spec (through the object or its
     scale subresource, not its status); a resourceVersion bumped by every write
     and deletion, a list reporting the latest, a watch from a version replaying
@@ -100,6 +102,13 @@ class VersionedEmulator(kmock.KubernetesEmulator):
             metadata.setdefault("creationTimestamp", _now())
             if request.resource.plural == "pods":
                 data["status"] = {"phase": "Pending", **(data.get("status") or {})}
+            if request.resource.plural == "secrets" and "stringData" in data:
+                # A write-only field: the API server stores it in `data`, base64-encoded.
+                plain = data.pop("stringData") or {}
+                encoded = {
+                    key: base64.b64encode(str(value).encode()).decode() for key, value in plain.items()
+                }
+                data["data"] = {**(data.get("data") or {}), **encoded}
         elif request.resource is not None and request.action == kmock.action.UPDATE:
             bump = request.subresource != "status" and _changes_spec(data)
             if isinstance(data, list):  # a JSON patch

@@ -5,6 +5,7 @@ deletions seen by watchers, dependents collected when their owner goes."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -72,6 +73,16 @@ async def test_a_pod_is_created_pending_with_its_creation_time(
     pod = await _create(session, PODS, _pod("p", {}))
     assert pod["status"]["phase"] == "Pending"
     assert pod["metadata"]["creationTimestamp"].endswith("Z")
+
+
+async def test_a_secrets_string_data_is_stored_encoded_in_its_data(
+    api: tuple[VersionedEmulator, aiohttp.ClientSession],
+) -> None:
+    _, session = api
+    body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"KEY": "välue"}}
+    secret = await _create(session, PODS.replace("pods", "secrets"), body)
+    assert "stringData" not in secret
+    assert base64.b64decode(secret["data"]["KEY"]).decode() == "välue"
 
 
 async def test_lists_filter_by_label_and_field_selectors(

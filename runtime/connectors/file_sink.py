@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import json
 import logging
-import posixpath
 import uuid
 from typing import Any
 
 import fsspec
 from lockgate.runtime.api.connectors import JobIdentity, Sink, SinkWriter, SubtaskContext
 from lockgate.runtime.connectors.file_transaction import Committable, Transaction
-from lockgate.runtime.connectors.output_location import check_url, check_writable, open_directory
+from lockgate.runtime.connectors.output_location import check_url, check_writable, names_in, open_directory
 from lockgate.runtime.connectors.sink_file_names import FileName, check_name_length, check_prefix
 from lockgate.runtime.connectors.sink_leftovers import leftovers
 
@@ -100,7 +99,7 @@ class FileSinkWriter(SinkWriter):
         context = self._context
         mine = [c for i, c in enumerate(ordered) if i % context.parallelism == context.subtask]
         self.commit([c.to_json() for c in mine])
-        names = [posixpath.basename(p.rstrip("/")) for p in self._fs.ls(self._directory, detail=False)]
+        names = names_in(self._fs, self._directory)
         found = leftovers(names, self._sink.prefix, context, keep={c.pending for c in ordered})
         for name in found.delete:
             self._fs.rm(f"{self._directory}/{name}")
@@ -123,11 +122,11 @@ class FileSinkWriter(SinkWriter):
 def read_committed(url: str) -> list[Any]:
     """Every record in the committed (visible) files of a FileSink directory."""
     fs, root = fsspec.core.url_to_fs(url)
+    directory = root.rstrip("/") or root
     records: list[Any] = []
-    for path in sorted(fs.ls(root, detail=False)):
-        name = posixpath.basename(path.rstrip("/"))
+    for name in sorted(names_in(fs, directory)):
         if name.startswith((".", "_")):
             continue
-        with fs.open(path, "rb") as stream:
+        with fs.open(f"{directory}/{name}", "rb") as stream:
             records.extend(json.loads(line) for line in stream if line.strip())
     return records

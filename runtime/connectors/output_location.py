@@ -43,6 +43,17 @@ def open_directory(url: str) -> tuple[Any, str]:
     return fs, directory
 
 
+def names_in(fs: Any, directory: str) -> list[str]:
+    """The names of what `directory` holds. On an object store a "directory" is a
+    key prefix and exists only while something is under it: a new or emptied
+    one lists as nothing, not as an error."""
+    try:
+        paths = fs.ls(directory, detail=False)
+    except FileNotFoundError:
+        return []
+    return [posixpath.basename(str(path).rstrip("/")) for path in paths]
+
+
 def check_writable(fs: Any, directory: str, probe: str, url: str) -> None:
     """Write and delete the empty file `probe` in `directory`. `probe` is named as a
     hidden file of the job, so a recovering writer may delete it first: not an error."""

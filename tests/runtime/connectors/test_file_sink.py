@@ -12,6 +12,7 @@ from lockgate.runtime.connectors.file_sink import SinkCommitError
 from lockgate.runtime.connectors.sink_file_names import FileName
 
 from tests.runtime.connectors.subtasks import JOB, open_writer
+from tests.s3_server import s3_endpoint
 
 
 def _visible(directory: Path) -> list[str]:
@@ -188,3 +189,21 @@ def test_a_closed_transaction_takes_no_records(tmp_path: Path) -> None:
 def test_invalid_prefix(prefix: str) -> None:
     with pytest.raises(ValueError, match="prefix"):
         FileSink("file:///x", prefix=prefix)
+
+
+def test_on_an_object_store_a_new_output_directory_recovers_and_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An object store has no empty directories: a sink's new prefix lists as
+    missing until something is under it. A first launch's recovery and reading
+    the output must take that as empty (on S3 every first launch failed)."""
+    with s3_endpoint(tmp_path / "moto.log") as s3:
+        for name, value in s3.environment.items():
+            monkeypatch.setenv(name, value)
+        sink = FileSink(f"s3://{s3.bucket}/job/out")
+        assert read_committed(sink.url) == []
+        writer = open_writer(sink)
+        writer.recover([])
+        writer.write({"a": 1})
+        writer.commit(writer.pre_commit(1))
+        assert read_committed(sink.url) == [{"a": 1}]

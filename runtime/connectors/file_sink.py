@@ -79,6 +79,9 @@ class FileSinkWriter(SinkWriter):
         return [] if committable is None else [committable.to_json()]
 
     def commit(self, committables: list[Any]) -> None:
+        # Whether a file is there must be asked of the store, not of a listing cached
+        # before another subtask or launch committed its share.
+        self._fs.invalidate_cache(self._directory)
         for data in committables:
             committable = Committable.from_json(data)
             pending = f"{self._directory}/{committable.pending}"

@@ -44,9 +44,11 @@ def open_directory(url: str) -> tuple[Any, str]:
 
 
 def names_in(fs: Any, directory: str) -> list[str]:
-    """The names of what `directory` holds. On an object store a "directory" is a
-    key prefix and exists only while something is under it: a new or emptied
-    one lists as nothing, not as an error."""
+    """The names of what `directory` holds now. On an object store a "directory"
+    is a key prefix and exists only while something is under it: a new or
+    emptied one lists as nothing, not as an error. Other processes write here
+    (every subtask, every launch): a listing this process cached is stale."""
+    fs.invalidate_cache(directory)
     try:
         paths = fs.ls(directory, detail=False)
     except FileNotFoundError:

@@ -190,6 +190,8 @@ class CheckpointStorage:
         return bool(self.fs.exists(path))
 
     def list_names(self, directory: str) -> list[str]:
+        # Tasks in other processes write here: a listing cached in this one is stale.
+        self.fs.invalidate_cache(directory)
         if not self.fs.exists(directory):
             return []
         return sorted(posixpath.basename(p.rstrip("/")) for p in self.fs.ls(directory, detail=False))

@@ -196,7 +196,8 @@ def test_on_an_object_store_a_new_output_directory_recovers_and_commits(
 ) -> None:
     """An object store has no empty directories: a sink's new prefix lists as
     missing until something is under it. A first launch's recovery and reading
-    the output must take that as empty (on S3 every first launch failed)."""
+    the output must take that as empty (on S3 every first launch failed), and
+    listings must be fresh: s3fs caches them per process, and other processes write."""
     with s3_endpoint(tmp_path / "moto.log") as s3:
         for name, value in s3.environment.items():
             monkeypatch.setenv(name, value)
@@ -207,3 +208,7 @@ def test_on_an_object_store_a_new_output_directory_recovers_and_commits(
         writer.write({"a": 1})
         writer.commit(writer.pre_commit(1))
         assert read_committed(sink.url) == [{"a": 1}]
+        # another process (a subtask on another executor) commits a file of its own
+        s3.filesystem().pipe(f"{s3.bucket}/job/out/part-other-chk1.jsonl", b'{"b": 2}\n')
+        fresh = sorted(read_committed(sink.url), key=str)
+        assert fresh == [{"a": 1}, {"b": 2}], "a listing cached earlier is not the truth"

@@ -6,10 +6,11 @@ Each time runs from the request (the API call `kubectl` makes) until the job
 is Running again on its new driver, a heartbeat of that driver seen, and the
 lines appended before the action are committed exactly once:
 
-    .venv/bin/python bench/operator_actions.py [--rounds 3] [--executor-pods]
+    .venv/bin/python bench/operator_actions.py [--rounds 3] [--executor-pods] [--only-apply-and-scale-up]
 
 With --executor-pods, each driver's Spark asks the emulated API server for its
 executor pods, which the pod runner runs; without, executors are local threads.
+--only-apply-and-scale-up times the first two actions only.
 """
 
 from __future__ import annotations
@@ -42,11 +43,14 @@ async def _timed(job: WordCountJob, act: Awaitable[None], launch: int, replicas:
     return time.monotonic() - started
 
 
-async def one_round(cluster: EmulatedCluster, round_number: int) -> dict[str, float]:
+async def one_round(cluster: EmulatedCluster, round_number: int, all_actions: bool) -> dict[str, float]:
     kubectl = Kubectl(cluster.api, cluster.namespace)
     job = WordCountJob(cluster, kubectl, f"bench-{round_number}")
     times = {"apply → Running at 2": await _timed(job, job.apply(), launch=1, replicas=2)}
     times["kubectl scale 2 → 4"] = await _timed(job, kubectl.scale(job.name, 4), launch=2, replicas=4)
+    if not all_actions:
+        await kubectl.delete(job.name)
+        return times
     times["kubectl scale 4 → 1"] = await _timed(job, kubectl.scale(job.name, 1), launch=3, replicas=1)
     times["driver killed → Running"] = await _timed(job, cluster.kill_driver(job.driver_pod(3)), launch=4)
     started = time.monotonic()
@@ -58,7 +62,7 @@ async def one_round(cluster: EmulatedCluster, round_number: int) -> dict[str, fl
     return times
 
 
-async def main(rounds: int, executor_pods: bool) -> None:
+async def main(rounds: int, executor_pods: bool, all_actions: bool) -> None:
     with tempfile.TemporaryDirectory() as directory:
         workdir = Path(directory)
         server = EtcdServer(workdir / "etcd")
@@ -66,7 +70,7 @@ async def main(rounds: int, executor_pods: bool) -> None:
         try:
             etcd = EtcdConfig((server.endpoint,))
             async with EmulatedCluster.running(etcd, workdir, executor_pods=executor_pods) as cluster:
-                results = [await one_round(cluster, n) for n in range(rounds)]
+                results = [await one_round(cluster, n, all_actions) for n in range(rounds)]
         finally:
             server.stop()
     print("| action | median (s) | min (s) | max (s) |\n|---|---:|---:|---:|")
@@ -79,5 +83,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--executor-pods", action="store_true", help="executors as pods, not local threads")
+    parser.add_argument("--only-apply-and-scale-up", action="store_true", help="time the first two actions")
     arguments = parser.parse_args()
-    asyncio.run(main(arguments.rounds, arguments.executor_pods))
+    asyncio.run(main(arguments.rounds, arguments.executor_pods, not arguments.only_apply_and_scale_up))

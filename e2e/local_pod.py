@@ -141,9 +141,12 @@ def local_pod(
             "--",
             *_driver_options(arguments[split + 1 :], metrics_port),
         ]
+    # Only the pod's own paths move to its directories: this checkout and this Python
+    # stay where they are, even when they live under the container's scratch path (/tmp).
+    pod_argv = [_local_path(part, paths) for part in [*command, *arguments]]
     if command and command[0] == "python":
-        command[0] = sys.executable  # the image's Python is this one, with Lockgate installed
-    argv = [*(command or ["bash", str(ENTRYPOINT)]), *arguments]
+        pod_argv[0] = sys.executable  # the image's Python is this one, with Lockgate installed
+    argv = pod_argv if command else ["bash", str(ENTRYPOINT), *pod_argv]
     local_env = {
         # A pod gets none of the node's cloud credentials: only what its spec gives it.
         **{name: value for name, value in os.environ.items() if not name.startswith("AWS_")},
@@ -157,4 +160,4 @@ def local_pod(
         **{name: _local_path(value, paths) for name, value in env.items()},
     }
     local_env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), local_env.get("PATH", "")])
-    return LocalPod([_local_path(part, paths) for part in argv], local_env, metrics_port)
+    return LocalPod(argv, local_env, metrics_port)

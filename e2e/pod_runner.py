@@ -79,6 +79,7 @@ class PodRunner:
         self.namespace = namespace
         self.root = root
         self.pods: dict[str, RunningPod] = {}
+        self.failed_starts: set[str] = set()
         self._terminations: set[asyncio.Task[None]] = set()
         root.mkdir(parents=True, exist_ok=True)
         self.network = PodNetwork(root / "hosts")
@@ -123,7 +124,11 @@ class PodRunner:
         }
         for name, pod in pods.items():
             running = self.pods.get(name)
-            if running is None and not pod["metadata"].get("deletionTimestamp"):
+            if (
+                running is None
+                and name not in self.failed_starts
+                and not pod["metadata"].get("deletionTimestamp")
+            ):
                 if (pod.get("status") or {}).get("phase") in (None, "Pending"):
                     try:
                         await self._start(pod)
@@ -166,14 +171,19 @@ class PodRunner:
         local = local_pod(pod, env, ip, mounts=mounts, scratch=scratch, node=self.node)
         log_file = directory / "log"
         with log_file.open("wb") as out:
-            process = await asyncio.create_subprocess_exec(
-                *local.argv,
-                env=local.env,
-                cwd=scratch,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: the pod's processes, all of them
-            )
+            try:
+                process = await asyncio.create_subprocess_exec(
+                    *local.argv,
+                    env=local.env,
+                    cwd=scratch,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # its own process group: the pod's processes, all of them
+                )
+            except OSError as error:  # as a kubelet reports a container it cannot start
+                out.write(f"pod runner: cannot start {local.argv[0]}: {error}\n".encode())
+                await self._start_failed(name, f"{local.argv[0]}: {error}")
+                return
         running = RunningPod(name, container(pod), process, log_file, ip, pod, local.metrics_port)
         self.pods[name] = running
         await self._publish_names({**{n: p.pod for n, p in self.pods.items()}, name: pod})
@@ -244,6 +254,18 @@ class PodRunner:
         if not pod.finished:
             await self._report_end(pod)
         await self._patch(pod.name, {"metadata": {"finalizers": []}})  # the API server removes it now
+
+    async def _start_failed(self, name: str, message: str) -> None:
+        log.error("pod runner: pod %s cannot start: %s", name, message)
+        self.failed_starts.add(name)  # with restartPolicy Never, as Lockgate's pods have: not again
+        state = {
+            "terminated": {"exitCode": 128, "reason": "StartError", "message": message, "finishedAt": _now()}
+        }
+        status = {"name": "", "ready": False, "restartCount": 0, "state": state}
+        ended = {"phase": "Failed", "conditions": _conditions(ready=False), "containerStatuses": [status]}
+        with contextlib.suppress(client.ApiException):
+            await self._patch_status(name, ended)
+            await self._patch(name, {"metadata": {"finalizers": []}})  # no process to wait for
 
     async def _report_end(self, pod: RunningPod) -> None:
         pod.signal_group(signal.SIGKILL)  # the container goes with its main process

@@ -3,11 +3,13 @@ kubelet builds it, the cluster's names, a pod's command as it runs here."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import e2e.local_pod as local_pod_module
 from e2e.local_pod import ENTRYPOINT, Node, local_pod
 from e2e.pod_env import MissingSourceError, container_env, expand
 from e2e.pod_network import PodNetwork
@@ -114,3 +116,19 @@ def test_a_driver_pod_keeps_the_kubernetes_master_at_the_emulated_api_server(tmp
         *("--", f"{tmp_path}/job/job.yaml", "--metrics-port", str(pod.metrics_port)),
         *("--task-metrics-ports", "0", "--work-dir", f"{tmp_path}/tmp/lockgate"),
     ]
+
+
+def test_this_checkout_and_python_stay_put_under_the_containers_scratch_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkout under /tmp (a clean clone there) has its Python and entrypoint under
+    the container's scratch path: only the pod's own paths move, never these."""
+    monkeypatch.setattr(sys, "executable", "/tmp/clone/.venv/bin/python")
+    monkeypatch.setattr(local_pod_module, "ENTRYPOINT", Path("/tmp/clone/docker/entrypoint.sh"))
+    scratch = tmp_path / "tmp"
+    driver = {"name": "driver", "command": ["python", "-m", "x"], "args": ["/tmp/work"]}
+    pod = local_pod(_pod(driver), {}, "127.0.0.2", mounts={}, scratch=scratch, node=NODE)
+    assert pod.argv == ["/tmp/clone/.venv/bin/python", "-m", "x", f"{scratch}/work"]
+    executor = {"name": "executor", "args": ["executor", "/tmp/x"]}
+    pod = local_pod(_pod(executor), {}, "127.0.0.3", mounts={}, scratch=scratch, node=NODE)
+    assert pod.argv == ["bash", "/tmp/clone/docker/entrypoint.sh", "executor", f"{scratch}/x"]

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import json
 import logging
+import posixpath
 import uuid
 from typing import Any
 
 import fsspec
 from lockgate.runtime.api.connectors import JobIdentity, Sink, SinkWriter, SubtaskContext
 from lockgate.runtime.connectors.file_transaction import Committable, Transaction
-from lockgate.runtime.connectors.output_location import check_url, check_writable, names_in, open_directory
+from lockgate.runtime.connectors.output_location import check_url, check_writable, open_directory, paths_in
 from lockgate.runtime.connectors.sink_file_names import FileName, check_name_length, check_prefix
 from lockgate.runtime.connectors.sink_leftovers import leftovers
 
@@ -102,7 +103,7 @@ class FileSinkWriter(SinkWriter):
         context = self._context
         mine = [c for i, c in enumerate(ordered) if i % context.parallelism == context.subtask]
         self.commit([c.to_json() for c in mine])
-        names = names_in(self._fs, self._directory)
+        names = [posixpath.basename(path) for path in paths_in(self._fs, self._directory)]
         found = leftovers(names, self._sink.prefix, context, keep={c.pending for c in ordered})
         for name in found.delete:
             self._fs.rm(f"{self._directory}/{name}")
@@ -127,9 +128,9 @@ def read_committed(url: str) -> list[Any]:
     fs, root = fsspec.core.url_to_fs(url)
     directory = root.rstrip("/") or root
     records: list[Any] = []
-    for name in sorted(names_in(fs, directory)):
-        if name.startswith((".", "_")):
+    for path in sorted(paths_in(fs, directory)):
+        if posixpath.basename(path).startswith((".", "_")):
             continue
-        with fs.open(f"{directory}/{name}", "rb") as stream:
+        with fs.open(path, "rb") as stream:
             records.extend(json.loads(line) for line in stream if line.strip())
     return records

@@ -43,17 +43,16 @@ def open_directory(url: str) -> tuple[Any, str]:
     return fs, directory
 
 
-def names_in(fs: Any, directory: str) -> list[str]:
-    """The names of what `directory` holds now. On an object store a "directory"
+def paths_in(fs: Any, directory: str) -> list[str]:
+    """The paths of what `directory` holds now (a file: the file itself). On an object store a "directory"
     is a key prefix and exists only while something is under it: a new or
     emptied one lists as nothing, not as an error. Other processes write here
     (every subtask, every launch): a listing this process cached is stale."""
     fs.invalidate_cache(directory)
     try:
-        paths = fs.ls(directory, detail=False)
+        return [str(path).rstrip("/") for path in fs.ls(directory, detail=False)]
     except FileNotFoundError:
         return []
-    return [posixpath.basename(str(path).rstrip("/")) for path in paths]
 
 
 def check_writable(fs: Any, directory: str, probe: str, url: str) -> None:

@@ -182,7 +182,7 @@ class PodRunner:
                 )
             except OSError as error:  # as a kubelet reports a container it cannot start
                 out.write(f"pod runner: cannot start {local.argv[0]}: {error}\n".encode())
-                await self._start_failed(name, f"{local.argv[0]}: {error}")
+                await self._start_failed(pod, f"{local.argv[0]}: {error}")
                 return
         running = RunningPod(name, container(pod), process, log_file, ip, pod, local.metrics_port)
         self.pods[name] = running
@@ -196,7 +196,8 @@ class PodRunner:
             "startTime": _now(),
             "conditions": _conditions(ready=True),
         }
-        await self._patch_status(name, {**status, "containerStatuses": [self._status(running, state)]})
+        statuses = [self._status(running.container, state)]
+        await self._patch_status(name, {**status, "containerStatuses": statuses})
 
     async def _read_data(self, kind: str, name: str) -> dict[str, str] | None:
         """A ConfigMap's data or a Secret's decoded data; None if it does not exist."""
@@ -255,13 +256,14 @@ class PodRunner:
             await self._report_end(pod)
         await self._patch(pod.name, {"metadata": {"finalizers": []}})  # the API server removes it now
 
-    async def _start_failed(self, name: str, message: str) -> None:
+    async def _start_failed(self, pod: dict[str, Any], message: str) -> None:
+        name = pod["metadata"]["name"]
         log.error("pod runner: pod %s cannot start: %s", name, message)
         self.failed_starts.add(name)  # with restartPolicy Never, as Lockgate's pods have: not again
         state = {
             "terminated": {"exitCode": 128, "reason": "StartError", "message": message, "finishedAt": _now()}
         }
-        status = {"name": "", "ready": False, "restartCount": 0, "state": state}
+        status = self._status(container(pod), state)
         ended = {"phase": "Failed", "conditions": _conditions(ready=False), "containerStatuses": [status]}
         with contextlib.suppress(client.ApiException):
             await self._patch_status(name, ended)
@@ -278,16 +280,17 @@ class PodRunner:
             "finishedAt": _now(),
         }
         phase = "Succeeded" if code == 0 else "Failed"
-        status = self._status(pod, {"terminated": terminated})
+        status = self._status(pod.container, {"terminated": terminated})
         ended = {"phase": phase, "conditions": _conditions(ready=False), "containerStatuses": [status]}
         with contextlib.suppress(client.ApiException):  # a pod already gone has nothing to report to
             await self._patch_status(pod.name, ended)
 
     @staticmethod
-    def _status(pod: RunningPod, state: dict[str, Any]) -> dict[str, Any]:
+    def _status(spec: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        """A container's status; `spec`: the container as the pod declares it."""
         return {
-            "name": pod.container["name"],
-            "image": pod.container.get("image", ""),
+            "name": spec["name"],
+            "image": spec.get("image", ""),
             "imageID": "",
             "ready": "running" in state,
             "restartCount": 0,

@@ -112,3 +112,35 @@ async def test_pods_run_on_their_own_addresses_and_go_with_their_owner(
 
     await eventually_true(gone, "the owner and, collected, its dependent are gone", 30)
     assert all(runner.pods[name].process.returncode is not None for name in ("owner", "dependent"))
+
+
+async def test_a_container_that_cannot_start_is_reported_and_the_next_pod_still_runs(
+    cluster: tuple[client.CoreV1Api, PodRunner],
+) -> None:
+    core, runner = cluster
+    config_map = {"metadata": {"name": "conf"}, "data": {"a": "mounted"}}
+    await asyncio.to_thread(core.create_namespaced_config_map, NAMESPACE, config_map)
+    broken = _pod("broken", {"command": ["/opt/nowhere/bin/app"]})
+    await asyncio.to_thread(core.create_namespaced_pod, NAMESPACE, broken)
+
+    async def failed() -> bool:
+        return await _phase(core, "broken") == "Failed"
+
+    await eventually_true(failed, "the pod whose command does not exist is Failed", 30)
+    pod = await asyncio.to_thread(core.read_namespaced_pod, "broken", NAMESPACE)
+    (status,) = pod.status.container_statuses
+    assert status.state.terminated.reason == "StartError"
+    assert "/opt/nowhere/bin/app" in status.state.terminated.message
+    assert "cannot start /opt/nowhere/bin/app" in (runner.root / "broken" / "log").read_text()
+    assert "broken" not in runner.pods
+
+    # The runner goes on: a failed start does not end its sync loop.
+    await asyncio.to_thread(
+        core.create_namespaced_pod, NAMESPACE, _pod("next", {"command": ["python", "-c", PROGRAM]})
+    )
+
+    async def serving() -> bool:
+        return "next" in runner.pods and " mounted" in runner.pods["next"].log.read_text()
+
+    await eventually_true(serving, "the next pod runs", 30)
+    assert await _phase(core, "broken") == "Failed"  # not started again: restartPolicy Never

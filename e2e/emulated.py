@@ -37,12 +37,14 @@ class EmulatedCluster:
         cls, etcd: EtcdConfig, workdir: Path, *, executor_pods: bool
     ) -> AsyncIterator[EmulatedCluster]:
         async with emulated_api_server() as (_, url):
-            operator = await OperatorProcess.start(url, etcd.endpoints[0], workdir)
+            shared = workdir / "shared"
+            root = f"file://{shared}/checkpoints"  # the jobs' storage: inside their namespace's directory
+            operator = await OperatorProcess.start(url, etcd.endpoints[0], workdir, storage_root=root)
             api = client.ApiClient(client.Configuration(host=url))
             runner = PodRunner(api, NAMESPACE, workdir / "pods", executor_pods=executor_pods)
             try:
                 async with runner.running():
-                    yield cls(api, runner, operator, etcd, workdir / "shared")
+                    yield cls(api, runner, operator, etcd, shared)
             finally:
                 await operator.stop()
 

@@ -12,6 +12,7 @@ from e2e.executor_pods import executors_are, running_executor_pods
 from e2e.kubectl import Kubectl
 from e2e.platform import Platform
 from e2e.word_count_job import WordCountJob
+from tests.pod_security import restricted_violations
 from tests.polling import eventually_true
 
 TASK_STARTED = re.compile(r"Running task \d+\.\d+ in stage")  # what a Spark executor logs per task
@@ -47,6 +48,8 @@ async def test_spark_creates_an_executor_pod_per_replica_owned_by_the_driver_pod
         assert len(TASK_STARTED.findall(log)) == 1, f"{pod['metadata']['name']} runs one task"
     addresses = {pod["status"]["podIP"] for pod in [driver, *executors]}
     assert len(addresses) == 3, "every pod has an address of its own"
+    for pod in [driver, *executors]:  # Spark merges its executor pods into the operator's template
+        assert restricted_violations(pod) == [], pod["metadata"]["name"]
 
     job.words.append()
     await job.output_is_exact()

@@ -20,6 +20,7 @@ from lockgate.operator.driver_pod import Cluster
 from lockgate.operator.handlers import register as register_handlers
 from lockgate.operator.job import OperatorContext
 from lockgate.operator.job_etcd import JobEtcd
+from lockgate.operator.job_policy import PRIVILEGED_OPTION, STORAGE_OPTION, JobPolicy
 from lockgate.operator.kube import Kube
 from lockgate.operator.metrics import OperatorMetrics
 from lockgate.runtime.coordination import etcd_options
@@ -46,7 +47,22 @@ def register(commands: Any) -> None:
         help="a Secret with ca.crt, tls.crt and tls.key in each job's namespace, mounted into "
         "drivers and executors to reach etcd over TLS",
     )
-    command.add_argument("--checkpoint-storage", help="checkpoint storage URL for jobs that name none")
+    command.add_argument(
+        "--checkpoint-storage",
+        metavar="ROOT",
+        help="the storage root: each namespace's jobs keep checkpoints and savepoints under ROOT/<namespace>",
+    )
+    trust = command.add_argument_group("what jobs may ask for (each off: see the security model)")
+    trust.add_argument(
+        PRIVILEGED_OPTION,
+        action="store_true",
+        help="pass any pod field, volume kind and Spark conf key of a StreamingJob to its pods",
+    )
+    trust.add_argument(
+        STORAGE_OPTION,
+        action="store_true",
+        help="let a StreamingJob name checkpoint and savepoint locations outside ROOT/<namespace>",
+    )
     command.add_argument(
         "--observe-interval", type=float, default=5.0, help="seconds between status checks (5)"
     )
@@ -86,7 +102,8 @@ def run_operator(arguments: argparse.Namespace) -> int:
     if arguments.metrics_port:
         start_http_server(arguments.metrics_port, registry=metrics.registry)
     cluster = Cluster(",".join(etcd.endpoints), arguments.checkpoint_storage, arguments.etcd_tls_secret)
-    context = OperatorContext(Kube(_kubernetes()), JobEtcd(etcd), cluster, metrics=metrics)
+    policy = JobPolicy(arguments.allow_privileged_pods, arguments.allow_custom_storage_roots)
+    context = OperatorContext(Kube(_kubernetes()), JobEtcd(etcd), cluster, policy, metrics=metrics)
     register_handlers(registry, context, observe_every_s=arguments.observe_interval)
     log.info("lockgate operator: etcd %s, %s", arguments.etcd, arguments.namespace or "all namespaces")
     asyncio.run(

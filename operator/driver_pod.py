@@ -48,6 +48,34 @@ OWNED_CONF_PREFIXES = (
 
 Restore = Literal["savepoint", "latest", "empty"]
 
+# Pod Security "restricted", with the image's fixed non-root user: what every driver and
+# executor pod runs with unless the operator allows privileged pods and the spec's
+# podTemplate says otherwise.
+IMAGE_USER = 10001
+POD_SECURITY: dict[str, Any] = {
+    "runAsNonRoot": True,
+    "runAsUser": IMAGE_USER,
+    "runAsGroup": IMAGE_USER,
+    "fsGroup": IMAGE_USER,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+CONTAINER_SECURITY: dict[str, Any] = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+# The root filesystem is read-only: Spark, the JVM and Lockgate write under /tmp (the
+# driver's --work-dir, Spark's local dirs) and the user's home, each an emptyDir.
+WRITABLE_DIRS = {"lockgate-tmp": "/tmp", "lockgate-home": "/home/lockgate"}
+
+
+def writable_volumes() -> list[dict[str, Any]]:
+    return [{"name": name, "emptyDir": {}} for name in WRITABLE_DIRS]
+
+
+def writable_mounts() -> list[dict[str, Any]]:
+    return [{"name": name, "mountPath": path} for name, path in WRITABLE_DIRS.items()]
+
 
 @dataclass(frozen=True)
 class Launch:
@@ -162,6 +190,11 @@ class StorageLayout:
     savepoints: str
 
 
+def namespace_root(storage: str, namespace: str) -> str:
+    """The directory of `storage` that holds one namespace's jobs."""
+    return f"{storage.rstrip('/')}/{namespace}"
+
+
 def storage_layout(names: JobNames, spec: StreamingJobSpec, cluster: Cluster) -> StorageLayout:
     """Where a job's checkpoints and savepoints go. Checkpoints under
     `<storage>/<namespace>/<name>`, so equal names in two namespaces never share a
@@ -172,7 +205,7 @@ def storage_layout(names: JobNames, spec: StreamingJobSpec, cluster: Cluster) ->
         raise SpecError(
             "spec.checkpointing.storage is required: the operator has no default checkpoint storage"
         )
-    checkpoints = f"{storage.rstrip('/')}/{names.namespace}"
+    checkpoints = namespace_root(storage, names.namespace)
     return StorageLayout(checkpoints, spec.savepoints.dir or f"{checkpoints}/_savepoints/{names.name}")
 
 
@@ -236,8 +269,10 @@ def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster:
             {"name": METRICS_PORT_NAME, "containerPort": DRIVER_METRICS_PORT},
         ],
         "resources": _resources(spec.driver_resources),
+        "securityContext": own.get("securityContext", CONTAINER_SECURITY),
         "volumeMounts": [
             {"name": "job", "mountPath": CONFIG_DIR, "readOnly": True},
+            *writable_mounts(),
             *cluster.etcd_tls_mount(),
             *spec.volume_mounts,
         ],
@@ -254,13 +289,15 @@ def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster:
             "annotations": {**metadata.get("annotations", {}), "lockgate.dev/launch": str(launch.number)},
         },
         "spec": {
-            **{k: v for k, v in template.get("spec", {}).items() if k not in ("containers", "volumes")},
+            "securityContext": POD_SECURITY,
+            **{k: v for k, v in (template.get("spec") or {}).items() if k not in ("containers", "volumes")},
             "serviceAccountName": spec.service_account_name or names.service_account,
             # The operator restarts a failed driver (with the job's restart strategy and backoff).
             "restartPolicy": "Never",
             "containers": [container],
             "volumes": [
                 {"name": "job", "configMap": {"name": names.config_map}},
+                *writable_volumes(),
                 *cluster.etcd_tls_volume(),
                 *spec.volumes,
             ],

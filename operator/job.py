@@ -10,6 +10,7 @@ from typing import Any
 import kopf
 from lockgate.operator.driver_pod import Cluster
 from lockgate.operator.job_etcd import JobEtcd
+from lockgate.operator.job_policy import JobPolicy
 from lockgate.operator.kube import Kube
 from lockgate.operator.metrics import OperatorMetrics
 from lockgate.operator.naming import JobNames
@@ -19,11 +20,12 @@ from lockgate.runtime.coordination.keys import JobKeys
 
 @dataclass(frozen=True)
 class OperatorContext:
-    """What every handler needs: Kubernetes, etcd, and the cluster's defaults."""
+    """What every handler needs: Kubernetes, etcd, the cluster's defaults, and what jobs may ask for."""
 
     kube: Kube
     etcd: JobEtcd
     cluster: Cluster
+    policy: JobPolicy = field(default_factory=JobPolicy)
     driver_exit_timeout_s: float = 120.0
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     _locks: dict[JobNames, asyncio.Lock] = field(default_factory=dict, init=False, repr=False)

@@ -9,15 +9,19 @@ from typing import Any
 import yaml
 from lockgate.operator.driver_pod import (
     BLOCK_MANAGER_PORT,
+    CONTAINER_SECURITY,
     DRIVER_CONTAINER,
     DRIVER_PORT,
     EXECUTOR_CONTAINER,
     EXECUTOR_TEMPLATE_FILE,
     MANIFEST_FILE,
     METRICS_PORT_NAME,
+    POD_SECURITY,
     TASK_METRICS_PORT,
     UI_PORT,
     Cluster,
+    writable_mounts,
+    writable_volumes,
 )
 from lockgate.operator.naming import API_VERSION, KIND, JobNames
 
@@ -60,16 +64,17 @@ def executor_pod_template(spec: dict[str, Any], cluster: Cluster) -> dict[str, A
     if executor is None:
         executor = {"name": EXECUTOR_CONTAINER}
         containers.insert(0, executor)
+    executor.setdefault("securityContext", CONTAINER_SECURITY)
     ports = list(executor.get("ports") or [])
     if not any(port.get("name") == METRICS_PORT_NAME for port in ports):
         ports.append({"name": METRICS_PORT_NAME, "containerPort": TASK_METRICS_PORT})
     executor["ports"] = ports
-    mounts = [*cluster.etcd_tls_mount(), *(spec.get("volumeMounts") or [])]
-    if mounts:
-        executor["volumeMounts"] = [*(executor.get("volumeMounts") or []), *mounts]
-        volumes = [*cluster.etcd_tls_volume(), *(spec.get("volumes") or [])]
-        pod_spec["volumes"] = [*(pod_spec.get("volumes") or []), *volumes]
-    return {"apiVersion": "v1", "kind": "Pod", **template, "spec": {**pod_spec, "containers": containers}}
+    mounts = [*writable_mounts(), *cluster.etcd_tls_mount(), *(spec.get("volumeMounts") or [])]
+    executor["volumeMounts"] = [*(executor.get("volumeMounts") or []), *mounts]
+    volumes = [*writable_volumes(), *cluster.etcd_tls_volume(), *(spec.get("volumes") or [])]
+    pod_spec["volumes"] = [*(pod_spec.get("volumes") or []), *volumes]
+    pod_spec = {"securityContext": POD_SECURITY, **pod_spec, "containers": containers}
+    return {"apiVersion": "v1", "kind": "Pod", **template, "spec": pod_spec}
 
 
 def driver_service(names: JobNames) -> dict[str, Any]:

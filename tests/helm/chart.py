@@ -17,6 +17,8 @@ NON_DEFAULT: dict[str, Any] = {
         "replicas": 2,
         "watchNamespaces": ["streams", "batch"],
         "checkpointStorage": "s3://b/lockgate",
+        "allowPrivilegedPods": True,
+        "allowCustomStorageRoots": True,
     },
     "etcd": {
         "bundled": {"enabled": False},

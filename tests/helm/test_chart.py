@@ -74,6 +74,8 @@ def test_by_default_one_operator_watches_every_namespace_with_its_own_etcd() -> 
     assert options.all_namespaces
     assert options.etcd == f"http://lockgate-etcd.{NAMESPACE}.svc:2379"
     assert options.peering is None, "one replica: no peering"
+    assert not options.allow_privileged_pods, "jobs get restricted pods unless the admin says otherwise"
+    assert not options.allow_custom_storage_roots
     assert options.etcd_tls_secret is None
     statefulset = find(objects, "StatefulSet")[0]
     assert statefulset["spec"]["serviceName"] == "lockgate-etcd"
@@ -100,6 +102,8 @@ def test_external_etcd_with_tls_and_named_namespaces() -> None:
     assert options.etcd_tls_secret == "etcd-client", "drivers and executors mount it too"
     assert options.peering == "lockgate", "two replicas: kopf peering, one active"
     assert options.checkpoint_storage == "s3://b/lockgate"
+    assert options.allow_privileged_pods
+    assert options.allow_custom_storage_roots
     pod = find(objects, "Deployment")[0]["spec"]["template"]["spec"]
     assert {"name": "etcd-tls", "secret": {"secretName": "etcd-client"}} in pod["volumes"]
     assert find(objects, "StatefulSet") == [], "no bundled etcd"

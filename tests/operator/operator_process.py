@@ -48,8 +48,15 @@ class OperatorProcess:
 
     @classmethod
     async def start(
-        cls, api_url: str, etcd_endpoint: str, workdir: Path, *extra: str, name: str = "operator"
+        cls,
+        api_url: str,
+        etcd_endpoint: str,
+        workdir: Path,
+        *extra: str,
+        name: str = "operator",
+        storage_root: str | None = None,
     ) -> OperatorProcess:
+        """`storage_root`: the operator's --checkpoint-storage (default: under `workdir`)."""
         port = free_port()
         env = {**os.environ, "KUBECONFIG": str(kubeconfig(workdir / f"{name}.kubeconfig", api_url))}
         log = workdir / f"{name}.log"
@@ -61,7 +68,7 @@ class OperatorProcess:
             # Cluster-wide: kmock cannot serve the namespace listing a namespaced operator watches.
             "--all-namespaces",
             "--checkpoint-storage",
-            f"file://{workdir}/checkpoints",
+            storage_root or f"file://{workdir}/checkpoints",
             "--observe-interval",
             "0.5",
             "--metrics-port",

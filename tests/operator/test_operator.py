@@ -228,6 +228,26 @@ async def test_an_invalid_change_keeps_the_last_good_spec_running(kubectl: Kubec
     assert not kubectl.exists(PODS, f"{job_name}-driver-2")
 
 
+async def test_a_job_asking_for_the_node_is_refused_before_anything_is_created(
+    kubectl: Kubectl, job_name: str
+) -> None:
+    await kubectl.apply(job_name, {**SPEC, "volumes": [{"name": "node", "hostPath": {"path": "/"}}]})
+
+    def degraded() -> bool:
+        return any(
+            c["type"] == "Degraded" and c["status"] == "True"
+            for c in kubectl.status(job_name).get("conditions", [])
+        )
+
+    await eventually(degraded, "the Degraded condition is set")
+    condition = next(c for c in kubectl.status(job_name)["conditions"] if c["type"] == "Degraded")
+    assert condition["reason"] == "InvalidSpec"
+    assert "spec.volumes[0] (node) is of kind hostPath" in condition["message"]
+    assert "--allow-privileged-pods" in condition["message"]
+    for kind, name in [(PODS, f"{job_name}-driver-1"), (CONFIG_MAPS, f"{job_name}-lockgate-job")]:
+        assert not kubectl.exists(kind, name), f"{name} was created for a refused job"
+
+
 async def test_deletion_removes_the_driver_and_the_jobs_etcd_keys(
     kubectl: Kubectl, job_name: str, etcd: Etcd, tmp_path: Path
 ) -> None:

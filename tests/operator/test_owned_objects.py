@@ -3,6 +3,7 @@ command that carries the spec, and a ConfigMap the driver reads."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from lockgate.operator.driver_pod import Cluster, Launch, driver_arguments, driver_pod
+from lockgate.operator.job_policy import JobPolicy, check_job
 from lockgate.operator.naming import JobNames
 from lockgate.operator.owned import owned_objects
 from lockgate.operator.spec import SpecError, parse_spec
@@ -334,6 +336,10 @@ def test_every_example_manifest_runs_on_a_cluster_as_written(manifest: Path) -> 
     """Its storage and output are where every pod reaches them: a file:// URL on a volume
     all of them mount, else object storage with the same credentials in driver and executors."""
     spec = yaml.safe_load(manifest.read_text())["spec"]
+    operations = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    guide = operations.split("## From an empty cluster")[1].split("\n## ")[0]  # the step-by-step guide
+    (root,) = set(re.findall(r"--set operator\.checkpointStorage=(\S+)$", guide, re.MULTILINE))
+    check_job(parse_spec(spec), NAMES, Cluster(CLUSTER.etcd_endpoints, root), JobPolicy())
     pod = driver_pod(NAMES, parse_spec(spec), Launch(1, 128, "latest"), CLUSTER)
     kubernetes_validate.validate(pod, KUBERNETES, strict=True)
     template = yaml.safe_load(

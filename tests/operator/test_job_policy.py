@@ -1,0 +1,218 @@
+"""What a StreamingJob may ask the operator for: each route to more than a restricted
+pod in its own namespace is refused naming the field, unless the cluster admin
+started the operator with the option that allows it; the pods meet Pod Security
+"restricted"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+from lockgate.operator.driver_pod import Cluster, Launch, driver_pod
+from lockgate.operator.job_policy import JobPolicy, check_job
+from lockgate.operator.naming import JobNames
+from lockgate.operator.owned import owned_objects
+from lockgate.operator.spec import SpecError, parse_spec
+
+from tests.pod_security import restricted_violations
+
+NAMES = JobNames("team-a", "sums")
+CLUSTER = Cluster("http://etcd:2379", "s3://bucket/lockgate")
+SPEC: dict[str, Any] = {"image": "lockgate:1", "job": {"entrypoint": "jobs.sums:build"}}
+STRICT, TRUSTING = JobPolicy(), JobPolicy(allow_privileged_pods=True, allow_custom_storage_roots=True)
+
+
+def _check(change: dict[str, Any], policy: JobPolicy = STRICT, cluster: Cluster = CLUSTER) -> None:
+    check_job(parse_spec({**SPEC, **change}), NAMES, cluster, policy)
+
+
+def _template(pod_spec: dict[str, Any]) -> dict[str, Any]:
+    return {"podTemplate": {"spec": pod_spec}}
+
+
+def _executor(container: dict[str, Any]) -> dict[str, Any]:
+    return _template({"containers": [{"name": "executor", **container}]})
+
+
+REFUSED_PODS = [
+    (
+        {"volumes": [{"name": "root", "hostPath": {"path": "/"}}]},
+        "spec.volumes[0] (root) is of kind hostPath",
+    ),
+    ({"volumes": [{"name": "n", "nfs": {"server": "s", "path": "/"}}]}, "spec.volumes[0] (n) is of kind nfs"),
+    (_template({"hostNetwork": True}), "spec.podTemplate.spec.hostNetwork is refused"),
+    (_template({"hostPID": True}), "spec.podTemplate.spec.hostPID is refused"),
+    (_template({"hostIPC": True}), "spec.podTemplate.spec.hostIPC is refused"),
+    (_template({"securityContext": {"runAsUser": 0}}), "spec.podTemplate.spec.securityContext is refused"),
+    (_template({"serviceAccountName": "admin"}), "spec.podTemplate.spec.serviceAccountName is refused"),
+    (_template({"nodeName": "control-plane"}), "spec.podTemplate.spec.nodeName is refused"),
+    (
+        _template({"volumes": [{"name": "h", "hostPath": {"path": "/var/run"}}]}),
+        "spec.podTemplate.spec.volumes[0] (h) is of kind hostPath",
+    ),
+    (
+        _executor({"securityContext": {"privileged": True}}),
+        "spec.podTemplate.spec.containers[0].securityContext is refused",
+    ),
+    (
+        _executor({"securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}),
+        "spec.podTemplate.spec.containers[0].securityContext is refused",
+    ),
+    (_executor({"command": ["sh"]}), "spec.podTemplate.spec.containers[0].command is refused"),
+    (
+        _template({"containers": [{"name": "sidecar", "image": "x"}]}),
+        "spec.podTemplate.spec.containers[0]: only containers named driver or executor",
+    ),
+    ({"podTemplate": {"metadata": {"ownerReferences": []}}}, "spec.podTemplate.metadata.ownerReferences"),
+    (
+        {"sparkConf": {"spark.kubernetes.executor.secrets.admin-token": "/var/run/secrets/admin"}},
+        "spec.sparkConf['spark.kubernetes.executor.secrets.admin-token'] is refused (secrets",
+    ),
+    (
+        {"sparkConf": {"spark.kubernetes.driver.secretKeyRef.TOKEN": "admin:token"}},
+        "spec.sparkConf['spark.kubernetes.driver.secretKeyRef.TOKEN'] is refused (secrets",
+    ),
+    (
+        {"sparkConf": {"spark.kubernetes.authenticate.driver.serviceAccountName": "admin"}},
+        "spec.sparkConf['spark.kubernetes.authenticate.driver.serviceAccountName'] is refused (identity",
+    ),
+    (
+        {"sparkConf": {"spark.kubernetes.driver.volumes.hostPath.root.options.path": "/"}},
+        "spec.sparkConf['spark.kubernetes.driver.volumes.hostPath.root.options.path'] is refused (volumes",
+    ),
+    (
+        {"sparkConf": {"spark.kubernetes.driver.podTemplateFile": "/tmp/pod.yaml"}},
+        "spec.sparkConf['spark.kubernetes.driver.podTemplateFile'] is refused (pod templates",
+    ),
+    (
+        {"sparkConf": {"spark.kubernetes.executor.pod.featureSteps": "evil.Step"}},
+        "spec.sparkConf['spark.kubernetes.executor.pod.featureSteps'] is refused",
+    ),
+]
+
+
+@pytest.mark.parametrize(("change", "culprit"), REFUSED_PODS)
+def test_a_pod_field_beyond_a_restricted_pod_is_refused_naming_it(
+    change: dict[str, Any], culprit: str
+) -> None:
+    with pytest.raises(SpecError, match="--allow-privileged-pods") as refused:
+        _check(change)
+    assert culprit in str(refused.value)
+
+
+@pytest.mark.parametrize(("change", "culprit"), REFUSED_PODS)
+def test_the_privileged_option_lets_it_through(change: dict[str, Any], culprit: str) -> None:
+    _check(change, JobPolicy(allow_privileged_pods=True))
+
+
+def test_what_places_and_feeds_a_pod_is_allowed() -> None:
+    credentials = [{"secretRef": {"name": "s3-credentials"}}]
+    env = [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "api", "key": "token"}}}]
+    template = {
+        "metadata": {"labels": {"team": "a"}, "annotations": {"note": "x"}},
+        "spec": {
+            "nodeSelector": {"pool": "streams"},
+            "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+            "affinity": {},
+            "topologySpreadConstraints": [],
+            "priorityClassName": "streaming",
+            "imagePullSecrets": [{"name": "registry"}],
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
+            "containers": [
+                {"name": "driver", "envFrom": credentials, "env": env},
+                {"name": "executor", "envFrom": credentials, "resources": {"limits": {"memory": "4Gi"}}},
+            ],
+        },
+    }
+    volumes = [
+        {"name": kind, kind: {}}
+        for kind in ("configMap", "secret", "persistentVolumeClaim", "emptyDir", "csi", "ephemeral")
+    ]
+    _check({"podTemplate": template, "volumes": volumes})
+    _check({"sparkConf": {"spark.sql.shuffle.partitions": "4", "spark.executor.memoryOverhead": "1g"}})
+
+
+@pytest.mark.parametrize(
+    ("spec", "culprit"),
+    [
+        ({"podTemplate": {"spec": []}}, "spec.podTemplate.spec must be an object"),
+        ({"podTemplate": {"spec": {"containers": {"name": "x"}}}}, "containers must be a list"),
+        ({"podTemplate": {"spec": {"containers": ["executor"]}}}, "containers[0] must be an object"),
+        ({"podTemplate": {"metadata": "x"}}, "spec.podTemplate.metadata must be an object"),
+    ],
+)
+def test_a_template_of_the_wrong_shape_is_refused_naming_where(spec: dict[str, Any], culprit: str) -> None:
+    for policy in (STRICT, TRUSTING):
+        with pytest.raises(SpecError) as error:
+            _check(spec, policy)
+        assert culprit in str(error.value)
+
+
+def test_an_empty_template_section_reads_as_none() -> None:
+    spec = {**SPEC, "podTemplate": {"metadata": None, "spec": None}}
+    _check(spec)
+    driver_pod(NAMES, parse_spec(spec), Launch(1, 128, "latest"), CLUSTER)
+    owned_objects(NAMES, spec, CLUSTER, own_service_account=True)
+
+
+def test_state_stays_in_the_namespaces_directory_of_the_storage_root() -> None:
+    mine = "s3://bucket/lockgate/team-a"
+    _check({"checkpointing": {"storage": "s3://bucket/lockgate"}})  # checkpoints go to <storage>/team-a/sums
+    _check({"checkpointing": {"storage": f"{mine}/fast"}, "savepoints": {"dir": f"{mine}/savepoints/"}})
+    refused = [
+        ({"savepoints": {"dir": "s3://bucket/lockgate/team-b/_savepoints/sums"}}, "spec.savepoints.dir"),
+        ({"savepoints": {"dir": "s3://other-bucket/x"}}, "spec.savepoints.dir"),
+        ({"savepoints": {"dir": "s3://bucket/lockgate/team-a-other/x"}}, "spec.savepoints.dir"),
+        ({"savepoints": {"dir": f"{mine}/../team-b/x"}}, "spec.savepoints.dir"),
+        ({"savepoints": {"dir": f"{mine}/%2e%2e/team-b/x"}}, "spec.savepoints.dir"),
+        ({"savepoints": {"dir": f"{mine}//x"}}, "spec.savepoints.dir"),
+        ({"checkpointing": {"storage": "s3://bucket/lockgate/team-b"}}, "spec.checkpointing.storage"),
+        ({"checkpointing": {"storage": "s3://bucket"}}, "spec.checkpointing.storage"),
+    ]
+    for change, field in refused:
+        with pytest.raises(SpecError, match="--allow-custom-storage-roots") as error:
+            _check(change)
+        assert str(error.value).startswith(field), change
+        assert "outside s3://bucket/lockgate/team-a/" in str(error.value)
+        _check(change, JobPolicy(allow_custom_storage_roots=True))
+
+
+def test_without_a_storage_root_a_job_cannot_name_its_own_storage() -> None:
+    rootless = Cluster("http://etcd:2379")
+    with pytest.raises(SpecError, match="has no storage root") as error:
+        _check({"checkpointing": {"storage": "s3://bucket/x"}}, cluster=rootless)
+    assert "spec.checkpointing.storage 's3://bucket/x' is refused" in str(error.value)
+    _check(
+        {"checkpointing": {"storage": "s3://bucket/x"}}, JobPolicy(allow_custom_storage_roots=True), rootless
+    )
+
+
+def test_driver_and_executor_pods_meet_pod_security_restricted() -> None:
+    spec = {**SPEC, **_executor({"env": [{"name": "A", "value": "1"}]})}
+    pod = driver_pod(NAMES, parse_spec(spec), Launch(1, 128, "latest"), CLUSTER)
+    config_map = owned_objects(NAMES, spec, CLUSTER, own_service_account=True)[0]
+    template = yaml.safe_load(config_map["data"]["executor-pod-template.yaml"])
+    for each in (pod, template):
+        assert restricted_violations(each) == []
+        container = each["spec"]["containers"][0]
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        writable = {m["mountPath"] for m in container["volumeMounts"]}
+        assert {"/tmp", "/home/lockgate"} <= writable, "Spark, the JVM and the driver's work dir write there"
+    assert "/tmp/lockgate" in pod["spec"]["containers"][0]["args"], "the driver's work dir is under /tmp"
+
+
+def test_an_allowed_template_may_replace_the_security_context() -> None:
+    context = {"runAsUser": 0, "capabilities": {"add": ["SYS_PTRACE"]}}
+    spec = {**SPEC, **_template({"securityContext": {"runAsNonRoot": False}})}
+    spec["podTemplate"]["spec"]["containers"] = [
+        {"name": "driver", "securityContext": context},
+        {"name": "executor", "securityContext": context},
+    ]
+    _check(spec, TRUSTING)
+    pod = driver_pod(NAMES, parse_spec(spec), Launch(1, 128, "latest"), CLUSTER)
+    config_map = owned_objects(NAMES, spec, CLUSTER, own_service_account=True)[0]
+    template = yaml.safe_load(config_map["data"]["executor-pod-template.yaml"])
+    for each in (pod, template):
+        assert each["spec"]["securityContext"] == {"runAsNonRoot": False}
+        assert each["spec"]["containers"][0]["securityContext"] == context

@@ -30,3 +30,14 @@ async def eventually(condition: Callable[[], bool], what: str, timeout_s: float 
         return condition()
 
     await eventually_true(holds, what, timeout_s, poll_s=0.01)
+
+
+def wait_until(
+    condition: Callable[[], bool], what: str, timeout_s: float = 10.0, poll_s: float = 0.01
+) -> None:
+    """`eventually` for a test on threads, without an event loop."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting until {what}")
+        time.sleep(poll_s)

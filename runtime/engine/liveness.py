@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from lockgate.runtime.engine.channels import ChannelSilentError
+from lockgate.runtime.engine.frame_seal import Sealer
 
 log = logging.getLogger(__name__)
 
@@ -92,14 +93,18 @@ class Link:
     time, and a place in the ticker until the connection ends.
 
     One thread reads (`read_exactly`); any thread may `send`. `heartbeat` is the
-    message the peer discards."""
+    message the peer discards; `sealer` gives every message sent, heartbeats too,
+    its MAC, in the order they go on the wire."""
 
-    def __init__(self, sock: socket.socket, liveness: Liveness, name: str, heartbeat: bytes) -> None:
+    def __init__(
+        self, sock: socket.socket, liveness: Liveness, name: str, heartbeat: bytes, sealer: Sealer
+    ) -> None:
         configure_socket(sock, liveness)
         self._sock = sock
         self.liveness = liveness
         self.name = name
         self._heartbeat = heartbeat
+        self._sealer = sealer
         self._writing = threading.Lock()
         self._wrote = False  # since the last tick
         self._unsent = b""  # the rest of a heartbeat the socket took only in part
@@ -110,10 +115,11 @@ class Link:
 
     def send(self, data: bytes) -> None:
         with self._writing:
+            wire = self._sealer.seal(data)
             if self._unsent:
-                data, self._unsent = self._unsent + data, b""
+                wire, self._unsent = self._unsent + wire, b""
             try:
-                self._sock.sendall(data)
+                self._sock.sendall(wire)
             except OSError as error:
                 self._raise_failure(error)
             self._wrote = True
@@ -166,7 +172,7 @@ class Link:
         self._wrote = False
 
     def _send_heartbeat(self) -> None:
-        data = self._unsent or self._heartbeat
+        data = self._unsent or self._sealer.seal(self._heartbeat)
         try:
             sent = self._sock.send(data, socket.MSG_DONTWAIT)
         except BlockingIOError:

@@ -9,6 +9,10 @@ a receiver per channel, and a slow consumer slows its producers.
 Heartbeats (`liveness.py`) are a frame of length 0 towards the receiver and a
 grant of 0 credits towards the sender; each side discards them. A channel
 whose peer was silent for the liveness timeout fails with `ChannelSilentError`.
+
+Every frame, grant and heartbeat carries a MAC (`frame_seal.py`) with the keys
+the handshake derived; one that does not check out fails the channel before its
+payload is deserialized.
 """
 
 from __future__ import annotations
@@ -24,7 +28,16 @@ import time
 
 from lockgate.runtime.engine.channels import ChannelClosedError, ChannelSilentError, TaskCancelledError
 from lockgate.runtime.engine.events import Element, EndOfStream
-from lockgate.runtime.engine.handshake import AuthenticationError, ChannelId, accept, connect, read_exactly
+from lockgate.runtime.engine.frame_seal import MAC_BYTES, FrameAuthenticationError, Opener
+from lockgate.runtime.engine.handshake import (
+    HANDSHAKE_DEADLINE_S,
+    AuthenticationError,
+    ChannelId,
+    Session,
+    TurnedAwayError,
+    accept,
+    connect,
+)
 from lockgate.runtime.engine.liveness import Link, Liveness
 
 __all__ = [
@@ -43,6 +56,10 @@ WAIT_S = 0.05
 HEARTBEAT = _U32.pack(0)
 """A frame of length 0 (data direction) or a grant of 0 credits (credit direction)."""
 ONE_CREDIT = _U32.pack(1)
+# A task's peers open one connection per channel, all at once at start: P tasks on a
+# host with C channels each; what a host holds beyond that is turned away at once.
+MAX_PENDING_HANDSHAKES = 256
+MAX_PENDING_HANDSHAKES_PER_HOST = 64
 
 
 class RemoteInputChannel:
@@ -57,38 +74,44 @@ class RemoteInputChannel:
         self._liveness = liveness
         self._frames: collections.deque[bytes] = collections.deque()
         self._link: Link | None = None
+        self._opener: Opener | None = None
         self._ended = False
         self._error: Exception | None = None
         self._silence: str | None = None
         self.attached = threading.Event()
 
-    def attach(self, sock: socket.socket, peer: tuple[str, int]) -> None:
+    def attach(self, sock: socket.socket, peer: tuple[str, int], session: Session) -> None:
         if self.attached.is_set():
             raise ConnectionError(f"channel {self.channel} is already connected")
-        self._link = Link(sock, self._liveness, f"channel {self.channel} from {peer[0]}:{peer[1]}", HEARTBEAT)
+        name = f"channel {self.channel} from {peer[0]}:{peer[1]}"
+        self._opener = session.records_opener(name)
+        self._link = Link(sock, self._liveness, name, HEARTBEAT, session.credits_sealer())
         self._link.send(_U32.pack(self.capacity))
         self.attached.set()
         threading.Thread(target=self._read, name=f"recv-{self.channel.vertex}", daemon=True).start()
 
     def _read(self) -> None:
         assert self._link is not None
+        assert self._opener is not None
         try:
             while (header := self._link.read_exactly(_U32.size)) is not None:
                 (length,) = _U32.unpack(header)
-                if length == 0:
-                    continue  # a heartbeat
                 if length > MAX_FRAME_BYTES:
                     raise ChannelClosedError(f"frame of {length} bytes on {self.channel}")
-                payload = self._link.read_exactly(length)
-                if payload is None:
+                sealed = self._link.read_exactly(length + MAC_BYTES)
+                if sealed is None:
                     break
+                payload, mac = sealed[:length], sealed[length:]
+                self._opener.check(mac, header, payload)
+                if length == 0:
+                    continue  # a heartbeat
                 if len(self._frames) >= self.capacity:
                     raise ChannelClosedError(f"{self.channel} sent beyond its credit")
                 self._frames.append(payload)
                 self._wakeup.set()
         except ChannelSilentError as silent:
             self._silence = str(silent)
-        except OSError as error:
+        except OSError as error:  # FrameAuthenticationError too: nothing after it is read
             self._error = error
         self._link.ended()
         self._frames.append(b"")  # marks where the connection ended
@@ -140,47 +163,69 @@ class RemoteOutputChannel:
         self._cancelled = cancelled
         self._liveness = liveness or Liveness()
         self._link: Link | None = None
+        self._opener: Opener | None = None
         self._credits = 0
         self._failure: ChannelClosedError | None = None
         self._condition = threading.Condition()
         self.blocked_s = 0.0
 
     def connect(self, timeout_s: float = 30.0) -> None:
-        """Connect and authenticate; retries refused connections until `timeout_s`."""
+        """Connect and authenticate; retries until `timeout_s` while the acceptor is
+        not listening yet or turns the connection away unheard (it admits a bounded
+        number of handshakes at a time)."""
         deadline = time.monotonic() + timeout_s
         while True:
+            sock = None
             try:
                 sock = socket.create_connection(self.address, timeout=timeout_s)
+                session = connect(sock, self._secret, self.channel, min(HANDSHAKE_DEADLINE_S, timeout_s))
                 break
-            except ConnectionRefusedError:
+            except (ConnectionRefusedError, ConnectionResetError, TurnedAwayError) as error:
+                if sock is not None:
+                    sock.close()
                 if time.monotonic() > deadline:
-                    raise
+                    raise AuthenticationError(f"{self.address[0]}:{self.address[1]}: {error}") from error
                 time.sleep(WAIT_S)
-        connect(sock, self._secret, self.channel)
-        grant = read_exactly(sock, _U32.size)
-        if grant is None:
-            sock.close()
-            raise AuthenticationError(
-                f"{self.address[0]}:{self.address[1]} refused channel {self.channel}: "
-                "do both sides hold the same job secret?"
-            )
+            except BaseException:
+                if sock is not None:
+                    sock.close()
+                raise
         host, port = self.address
-        self._link = Link(sock, self._liveness, f"channel {self.channel} to {host}:{port}", HEARTBEAT)
-        self._credits = _U32.unpack(grant)[0]
+        name = f"channel {self.channel} to {host}:{port}"
+        self._opener = session.credits_opener(name)
+        self._link = Link(sock, self._liveness, name, HEARTBEAT, session.records_sealer())
+        grant = self._read_grant()
+        if grant is None:
+            self._link.close()
+            raise AuthenticationError(f"{host}:{port} closed channel {self.channel} before granting credit")
+        self._credits = grant
         threading.Thread(target=self._read_credits, name=f"credit-{self.channel.vertex}", daemon=True).start()
+
+    def _read_grant(self) -> int | None:
+        """The next grant of credits (0: a heartbeat), its MAC checked; None at the end."""
+        assert self._link is not None
+        assert self._opener is not None
+        sealed = self._link.read_exactly(_U32.size + MAC_BYTES)
+        if sealed is None:
+            return None
+        grant, mac = sealed[: _U32.size], sealed[_U32.size :]
+        self._opener.check(mac, grant)
+        credits: int = _U32.unpack(grant)[0]
+        return credits
 
     def _read_credits(self) -> None:
         assert self._link is not None
         failure = ChannelClosedError(f"{self.channel}: the receiver closed the connection")
         try:
-            while (grant := self._link.read_exactly(_U32.size)) is not None:
-                (credits,) = _U32.unpack(grant)
+            while (credits := self._read_grant()) is not None:
                 if credits:  # else a heartbeat
                     with self._condition:
                         self._credits += credits
                         self._condition.notify()
         except ChannelSilentError as silent:
             failure = silent
+        except FrameAuthenticationError as forged:
+            failure = ChannelClosedError(str(forged))
         except OSError as error:
             failure = ChannelClosedError(f"{self.channel}: {error}")
         self._link.ended()
@@ -221,9 +266,19 @@ class ExchangeServer:
     """Accepts a task's incoming channels; refuses (and logs) peers without the secret."""
 
     def __init__(
-        self, secret: bytes, host: str = "127.0.0.1", port: int = 0, liveness: Liveness | None = None
+        self,
+        secret: bytes,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        liveness: Liveness | None = None,
+        handshake_deadline_s: float = HANDSHAKE_DEADLINE_S,
     ) -> None:
         self._secret = secret
+        self._handshake_deadline_s = handshake_deadline_s
+        self._pending: dict[str, int] = {}  # handshakes under way, by the peer's host
+        self._pending_lock = threading.Lock()
+        self.turned_away = 0
+        """Connections closed unheard: too many handshakes were pending."""
         self.liveness = liveness or Liveness()
         """Of every channel of the task, incoming and outgoing."""
         self._listener = socket.create_server((host, port), backlog=128)
@@ -248,20 +303,45 @@ class ExchangeServer:
                 sock, peer = self._listener.accept()
             except OSError:
                 return
-            threading.Thread(target=self._admit, args=(sock, peer), daemon=True).start()
+            self._admit(sock, peer)
 
     def _admit(self, sock: socket.socket, peer: tuple[str, int]) -> None:
-        sock.settimeout(10.0)
+        """Handshake on a thread of its own, if a place is free: of all handshakes and
+        of those from `peer`'s host (a task opens one connection per channel at once)."""
+        with self._pending_lock:
+            from_host = self._pending.get(peer[0], 0)
+            admitted = sum(self._pending.values()) < MAX_PENDING_HANDSHAKES
+            if admitted and from_host < MAX_PENDING_HANDSHAKES_PER_HOST:
+                self._pending[peer[0]] = from_host + 1
+            else:
+                self.turned_away += 1
+                sock.close()  # the connecting side tries again: the places free within a deadline
+                return
         try:
-            channel = accept(sock, self._secret)
-            remote = self._inputs.get(channel)
+            threading.Thread(target=self._handshake, args=(sock, peer), daemon=True).start()
+        except BaseException:
+            self._handshake_done(peer)
+            raise
+
+    def _handshake(self, sock: socket.socket, peer: tuple[str, int]) -> None:
+        try:
+            session = accept(sock, self._secret, self._handshake_deadline_s)
+            remote = self._inputs.get(session.channel)
             if remote is None:
-                raise AuthenticationError(f"no such channel here: {channel}")
-            remote.attach(sock, peer)
+                raise AuthenticationError(f"no such channel here: {session.channel}")
+            remote.attach(sock, peer, session)
         except (OSError, ValueError) as error:
             self.refused += 1
             log.warning("refused exchange connection from %s:%s: %s", peer[0], peer[1], error)
             sock.close()
+        finally:
+            self._handshake_done(peer)
+
+    def _handshake_done(self, peer: tuple[str, int]) -> None:
+        with self._pending_lock:
+            left = self._pending.pop(peer[0]) - 1
+            if left:
+                self._pending[peer[0]] = left
 
     def close(self) -> None:
         self._closed = True

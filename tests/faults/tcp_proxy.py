@@ -1,5 +1,5 @@
 """The TCP proxy of the fault tests: forwards connections to a target and can
-blackhole them.
+blackhole them, or inject bytes into them.
 
 `blackhole()` keeps every connection open on both sides but forwards nothing
 more in either direction: what a silent partition looks like to both ends —
@@ -92,6 +92,17 @@ class TcpProxy:
             self._silence_new = False
             for pump in self._pumps:
                 pump.forwarding.set()
+
+    def inject(self, direction: Direction, data: bytes) -> int:
+        """Send `data` to the receiving end of `direction` of every open connection,
+        between two forwarded chunks: what an attacker on the path can do. The number
+        of connections it went into."""
+        with self._lock:
+            pumps = [p for p in self._pumps if p.direction == direction and not p.ended]
+        for pump in pumps:
+            with pump.lock:
+                pump.target.sendall(data)
+        return len(pumps)
 
     # -- inspection ------------------------------------------------------------------
 

@@ -224,6 +224,7 @@ def driver_arguments(names: JobNames, spec: StreamingJobSpec, launch: Launch, cl
     flags += ["--checkpoint-dir", storage.checkpoints, "--savepoint-dir", storage.savepoints]
     flags += ["--work-dir", "/tmp/lockgate"]
     flags += ["--metrics-port", str(DRIVER_METRICS_PORT), "--task-metrics-ports", str(TASK_METRICS_PORT)]
+    flags += ["--metrics-bind", "0.0.0.0"]  # Prometheus scrapes the pod's address
     flags += _restart_flags(spec)
     flags += cluster.etcd_tls_flags()
     if spec.job.allow_non_restored_state:

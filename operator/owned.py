@@ -18,7 +18,6 @@ from lockgate.operator.driver_pod import (
     METRICS_PORT_NAME,
     POD_SECURITY,
     TASK_METRICS_PORT,
-    UI_PORT,
     Cluster,
     writable_mounts,
     writable_volumes,
@@ -78,8 +77,10 @@ def executor_pod_template(spec: dict[str, Any], cluster: Cluster) -> dict[str, A
 
 
 def driver_service(names: JobNames) -> dict[str, Any]:
-    """Headless: executors resolve the driver's pod address by the Service's name."""
-    ports = {"driver-rpc": DRIVER_PORT, "blockmanager": BLOCK_MANAGER_PORT, "spark-ui": UI_PORT}
+    """Headless: executors resolve the driver's pod address by the Service's name.
+    Only what executors connect to: the Spark UI (which can kill stages) is reached
+    with `kubectl port-forward` to the driver pod, by those allowed to."""
+    ports = {"driver-rpc": DRIVER_PORT, "blockmanager": BLOCK_MANAGER_PORT}
     return {
         "apiVersion": "v1",
         "kind": "Service",

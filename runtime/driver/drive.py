@@ -39,6 +39,7 @@ def job_spec(settings: JobSettings, etcd: EtcdConfig) -> JobSpec:
         bounded=settings.bounded,
         liveness_timeout_s=settings.exchange_timeout_s,
         metrics_ports=settings.task_metrics_ports,
+        metrics_host=settings.metrics_bind,
     )
 
 
@@ -61,9 +62,14 @@ async def drive(
     )
     server = None
     if settings.metrics_port is not None:
-        server = serve(metrics.registry, PortRange(settings.metrics_port, settings.metrics_port))
+        ports = PortRange(settings.metrics_port, settings.metrics_port)
+        server = serve(metrics.registry, ports, settings.metrics_bind)
         if server is not None and progress is not None:
-            print(f"metrics: http://127.0.0.1:{server.port}/metrics", file=progress, flush=True)
+            print(
+                f"metrics: http://{_reachable(settings.metrics_bind)}:{server.port}/metrics",
+                file=progress,
+                flush=True,
+            )
     try:
         return await _drive(settings, etcd_config, master, progress)
     finally:
@@ -100,3 +106,8 @@ async def _drive(
                 await cancel_and_wait([display], "stopping the progress display")
         await status.finish("finished" if result.savepoint is None else "stopped", savepoint=result.savepoint)
         return result, await read_totals(etcd, settings.keys, store)
+
+
+def _reachable(bind: str) -> str:
+    """An address a user on this host opens to reach a listener bound to `bind`."""
+    return "127.0.0.1" if bind in ("0.0.0.0", "::") else bind

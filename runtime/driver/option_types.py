@@ -4,6 +4,7 @@ line is parsed, with argparse's `argument --flag: ...` and what the flag takes."
 from __future__ import annotations
 
 import argparse
+import ipaddress
 from collections.abc import Callable
 
 from lockgate.runtime.coordination.keys import check_name
@@ -46,6 +47,15 @@ def _port(text: str) -> int:
     return int(text)
 
 
+def _address(text: str) -> str:
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise ValueError(
+            f"must be an IP address to listen on (0.0.0.0: every interface), got {text!r}"
+        ) from None
+
+
 def _name(kind: str) -> Callable[[str], object]:
     return _refusing(lambda text: check_name(kind, text, say_kind=False))
 
@@ -58,6 +68,7 @@ def _job_arg(pair: str) -> tuple[str, str]:
 
 
 port = _refusing(_port)
+listen_address = _refusing(_address)
 port_range = _refusing(PortRange.parse)
 seconds = _refusing(parse_duration)
 positive_seconds = _refusing(positive_duration)

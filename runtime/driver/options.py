@@ -145,6 +145,14 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
         metavar="FIRST[-LAST]",
         help="each task serves /metrics on the first free port of this range, e.g. 9250-9259",
     )
+    metrics.add_argument(
+        "--metrics-bind",
+        type=types.listen_address,
+        default="127.0.0.1",
+        metavar="ADDRESS",
+        help="where the driver's and the tasks' /metrics listen (default 127.0.0.1: this host only; "
+        "0.0.0.0 on a cluster, where Prometheus scrapes each pod's address)",
+    )
     restart = command.add_argument_group("restarts (Flink's strategies)")
     restart.add_argument("--restart-strategy", choices=STRATEGIES, help="default: fixed-delay")
     restart.add_argument(
@@ -185,6 +193,7 @@ class JobSettings:
     exchange_timeout_s: float = DEFAULT_LIVENESS_TIMEOUT_S
     metrics_port: int | None = None
     task_metrics_ports: PortRange | None = None
+    metrics_bind: str = "127.0.0.1"
 
     def restart_strategy(self) -> RestartStrategy:
         a = self.arguments
@@ -341,6 +350,7 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
         exchange_timeout_s=arguments.exchange_timeout,
         metrics_port=arguments.metrics_port,
         task_metrics_ports=arguments.task_metrics_ports,
+        metrics_bind=arguments.metrics_bind,
     )
     try:
         settings.restart_strategy()

@@ -37,6 +37,7 @@ class JobSpec:
     # Seconds of silence (not even a heartbeat) after which an exchange channel fails its task.
     liveness_timeout_s: float = DEFAULT_LIVENESS_TIMEOUT_S
     metrics_ports: PortRange | None = None  # each task's /metrics; None: not served
+    metrics_host: str = "127.0.0.1"  # the address they listen on
     # Filled in by the job master for each launch:
     restore: RestorePoint | None = None
     trigger_revision: int | None = None

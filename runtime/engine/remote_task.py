@@ -65,9 +65,9 @@ def run_task(spec: JobSpec, index: int, gather: Gather, *, bind_host: str, adver
                 close()
             raise
         ports = spec.metrics_ports
-        metrics = None if ports is None else serve(task_registry(task, spec.keys), ports)
+        metrics = None if ports is None else serve(task_registry(task, spec.keys), ports, spec.metrics_host)
         if metrics is not None:
-            log.info("task %s serves metrics on %s:%s", index, bind_host, metrics.port)
+            log.info("task %s serves metrics on %s:%s", index, spec.metrics_host, metrics.port)
         try:
             control.start(spec.trigger_revision)
             task.run()

@@ -53,7 +53,7 @@ class MetricsServer:
         self.thread.join(timeout=5)
 
 
-def serve(registry: CollectorRegistry, ports: PortRange, host: str = "0.0.0.0") -> MetricsServer | None:
+def serve(registry: CollectorRegistry, ports: PortRange, host: str) -> MetricsServer | None:
     """Serve `registry` at /metrics on the first free port of `ports`; None (and a
     warning: metrics are not worth failing a job for) when every one is taken."""
     for port in range(ports.first, ports.last + 1):

@@ -364,3 +364,14 @@ def test_every_example_manifest_runs_on_a_cluster_as_written(manifest: Path) -> 
             assert identity or (driver.get("envFrom") and driver.get("envFrom") == executor.get("envFrom")), (
                 f"{url}: the driver and the executors need the same credentials"
             )
+
+
+def test_the_service_carries_what_executors_connect_to_and_not_the_spark_ui() -> None:
+    service = owned_objects(NAMES, SPEC, CLUSTER, own_service_account=False)[1]
+    assert service["kind"] == "Service"
+    assert {port["name"] for port in service["spec"]["ports"]} == {"driver-rpc", "blockmanager"}
+    pod = driver_pod(NAMES, parse_spec(SPEC), Launch(1, 128, "latest"), CLUSTER)
+    arguments = _driver_args(pod)
+    assert arguments[arguments.index("--metrics-bind") + 1] == "0.0.0.0", (
+        "Prometheus scrapes the pod's address"
+    )

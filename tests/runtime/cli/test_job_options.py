@@ -120,6 +120,11 @@ def test_the_cluster_driver_refuses_an_unwritable_output_with_exit_2(
             ["--task-metrics-ports", "many"],
             r"argument --task-metrics-ports: .*'many' is not PORT or FIRST-LAST",
         ),
+        (
+            ["--metrics-bind", "metrics.example.com"],
+            r"argument --metrics-bind: must be an IP address to listen on \(0.0.0.0: every interface\)",
+        ),
+        (["--metrics-bind", "256.0.0.1"], r"argument --metrics-bind: must be an IP address"),
         (["--parallelism", "0"], r"argument --parallelism/-p: must be an integer from 1 to 32768, got '0'"),
         (["-p", "-2"], r"argument --parallelism/-p: must be an integer from 1 to 32768, got '-2'"),
         (["-p", "two"], r"argument --parallelism/-p: must be an integer from 1 to 32768, got 'two'"),
@@ -249,6 +254,8 @@ def test_good_values_of_every_checked_option_are_taken(tmp_path: Path) -> None:
         *("--job-id", "words-1", "--namespace", "team.a", "--arg", "extra=a=b"),
     )
     assert (chosen.parallelism, chosen.max_parallelism, chosen.metrics_port) == (3, 3, 0)
+    assert chosen.metrics_bind == "127.0.0.1", "by default metrics are served to this host only"
+    assert settings(tmp_path, WORD_COUNT, *ARGS, "--metrics-bind", "0.0.0.0").metrics_bind == "0.0.0.0"
     assert (chosen.checkpoint.interval_s, chosen.checkpoint.timeout_s, chosen.takeover_wait_s) == (
         0.5,
         120.0,

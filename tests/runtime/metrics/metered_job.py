@@ -56,7 +56,7 @@ class MeteredJob:
         )
         config = CheckpointConfig(interval_s=interval_s, timeout_s=60)
         metrics = JobMetrics(keys, config, parallelism=spec.parallelism)
-        driver = serve(metrics.registry, PortRange(0, 0))
+        driver = serve(metrics.registry, PortRange(0, 0), "127.0.0.1")
         assert driver is not None
         storage = CheckpointStorage(f"file://{work}/checkpoints")
         savepoints = f"file://{work}/savepoints"

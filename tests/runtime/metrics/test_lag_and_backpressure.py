@@ -62,14 +62,16 @@ def test_a_full_channel_counts_the_time_its_sender_waited() -> None:
 
 
 def test_a_busy_port_moves_the_server_to_the_next_of_its_range() -> None:
-    first = serve(CollectorRegistry(), PortRange(0, 0))
+    first = serve(CollectorRegistry(), PortRange(0, 0), "127.0.0.1")
     assert first is not None
     try:
-        second = serve(CollectorRegistry(), PortRange(first.port, first.port + 1))
+        second = serve(CollectorRegistry(), PortRange(first.port, first.port + 1), "127.0.0.1")
         assert second is not None
         try:
             assert second.port == first.port + 1
-            assert serve(CollectorRegistry(), PortRange(first.port, first.port + 1)) is None, "all taken"
+            assert serve(CollectorRegistry(), PortRange(first.port, first.port + 1), "127.0.0.1") is None, (
+                "all taken"
+            )
         finally:
             second.close()
     finally:

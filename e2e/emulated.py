@@ -16,7 +16,8 @@ from lockgate.runtime.coordination.etcd import EtcdConfig
 
 from e2e.log_tail import telling_tail
 from e2e.pod_runner import PodRunner
-from tests.kube_emulator import emulated_api_server
+from e2e.rbac import authorized, chart_operator_grants
+from tests.kube_emulator import VersionedEmulator, emulated_api_server
 from tests.operator.operator_process import OperatorProcess
 
 NAMESPACE = "streams"
@@ -24,6 +25,7 @@ NAMESPACE = "streams"
 
 @dataclass
 class EmulatedCluster:
+    emulator: VersionedEmulator
     api: client.ApiClient
     runner: PodRunner
     operator: OperatorProcess
@@ -36,7 +38,9 @@ class EmulatedCluster:
     async def running(
         cls, etcd: EtcdConfig, workdir: Path, *, executor_pods: bool
     ) -> AsyncIterator[EmulatedCluster]:
-        async with emulated_api_server() as (_, url):
+        async with emulated_api_server() as (emulator, url):
+            chart_operator_grants()  # rendered once, before the server answers anyone
+            emulator.authorized = authorized  # RBAC: Spark's Role, the chart's operator rules
             shared = workdir / "shared"
             root = f"file://{shared}/checkpoints"  # the jobs' storage: inside their namespace's directory
             operator = await OperatorProcess.start(url, etcd.endpoints[0], workdir, storage_root=root)
@@ -44,7 +48,7 @@ class EmulatedCluster:
             runner = PodRunner(api, NAMESPACE, workdir / "pods", executor_pods=executor_pods)
             try:
                 async with runner.running():
-                    yield cls(api, runner, operator, etcd, shared)
+                    yield cls(emulator, api, runner, operator, etcd, shared)
             finally:
                 await operator.stop()
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from lockgate.operator.owned import role
 
+from e2e.emulated import EmulatedCluster
 from e2e.executor_pods import executors_are, running_executor_pods
 from e2e.kubectl import Kubectl
 from e2e.platform import Platform
@@ -15,6 +17,9 @@ from e2e.word_count_job import WordCountJob
 from tests.pod_security import restricted_violations
 from tests.polling import eventually_true
 
+# Spark deletes an executor pod it gave up on (a lost executor whose pod is still there)
+# and, when it stops before its driver pod goes, the ConfigMap it made.
+UNSEEN_BUT_NEEDED = {("delete", "pods"), ("delete", "configmaps")}
 TASK_STARTED = re.compile(r"Running task \d+\.\d+ in stage")  # what a Spark executor logs per task
 
 
@@ -53,6 +58,33 @@ async def test_spark_creates_an_executor_pod_per_replica_owned_by_the_driver_pod
 
     job.words.append()
     await job.output_is_exact()
+
+    await kubectl.delete(job.name)  # Spark's driver stops and cleans up after itself
+
+    async def stopped() -> bool:
+        return await kubectl.job(job.name) is None and await platform.driver_stopped(job.driver_pod(1))
+
+    await eventually_true(stopped, "the job is gone and its driver stopped", 120)
+    if isinstance(platform, EmulatedCluster):  # the emulator saw every call Spark's driver made
+        _spark_needs_no_more_than_its_role(platform, job)
+
+
+def _spark_needs_no_more_than_its_role(platform: EmulatedCluster, job: WordCountJob) -> None:
+    """Least privilege, checked against what Spark really does with the job's Role
+    enforced (e2e/emulated.py): the job ran (above) while Spark was refused only its
+    clean-up by label when it stopped, and the Role grants nothing Spark never used."""
+    calls = {(c.verb, c.resource) for c in platform.emulator.calls if "fabric8" in c.client}
+    assert calls, f"no call from Spark's Kubernetes client among {platform.emulator.calls}"
+    refused = {(c.verb, c.resource) for c in platform.emulator.refused}
+    assert {verb for verb, _ in refused} <= {"deletecollection"}, f"Spark was refused {sorted(refused)}"
+    granted = {
+        (verb, resource)
+        for rule in role(job.names)["rules"]
+        for verb in rule["verbs"]
+        for resource in rule["resources"]
+    }
+    unused = granted - calls - UNSEEN_BUT_NEEDED
+    assert not unused, f"the Role grants what Spark never used: {sorted(unused)}"
 
 
 @pytest.mark.timeout(600)  # a lost executor: Spark's replacement pod, then the stage relaunched

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from e2e.emulated import EmulatedCluster
 from e2e.kubectl import Kubectl
 from e2e.platform import Platform
+from e2e.rbac import operator_calls
 from e2e.word_count_job import WordCountJob, snapshot_metadata
 from tests.polling import eventually_true
 
@@ -105,3 +107,5 @@ async def test_deleting_a_job_stops_its_driver_and_forgets_its_etcd_keys(
     (final,) = list(savepoints.iterdir())
     assert snapshot_metadata(f"file://{final}").kind == "savepoint", "the final savepoint is whole"
     await job.output_is_exact()
+    if isinstance(platform, EmulatedCluster):  # the emulator enforced the chart's rules on every call
+        assert not operator_calls(platform.emulator.refused), "the operator was refused what it needed"

@@ -160,6 +160,10 @@ def spark_conf(names: JobNames, spec: StreamingJobSpec, launch: Launch) -> dict[
         "spark.driver.bindAddress": "0.0.0.0",
         "spark.driver.port": str(DRIVER_PORT),
         "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
+        # Executors get no claims of their own (those conf keys are refused): Spark need not list
+        # claims to reuse, and the driver's Role grants none.
+        "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
+        "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
     }
     if spec.service_account_name is not None:
         # Executors upload state too: the account's cloud identity must reach them. Without one named,

@@ -104,19 +104,20 @@ def service_account(names: JobNames) -> dict[str, Any]:
 
 
 def role(names: JobNames) -> dict[str, Any]:
-    """What Spark's driver does in client mode: manage its executor pods, the
-    ConfigMaps and claims it mounts into them, and its services."""
-    verbs = ["get", "list", "watch", "create", "delete", "deletecollection", "patch", "update"]
+    """What Spark's driver does in client mode, and nothing more: create, watch and
+    delete its executor pods, and create the ConfigMap it mounts into them. Spark
+    also tries, when it stops, to delete by label every pod, ConfigMap, Service and
+    claim of its application; that needs `deletecollection`, which would let the
+    job delete every such object of its namespace, so it is not granted: Spark logs
+    the refusal and goes on, and the executor pods and the ConfigMap, owned by the
+    driver pod, go with it."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": _metadata(names, names.role, "driver"),
         "rules": [
-            {
-                "apiGroups": [""],
-                "resources": ["pods", "configmaps", "services", "persistentvolumeclaims"],
-                "verbs": verbs,
-            },
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete"]},
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "delete"]},
         ],
     }
 

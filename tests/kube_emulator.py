@@ -8,7 +8,8 @@ import base64
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,6 +37,13 @@ RESOURCES = {
 }
 
 
+@dataclass(frozen=True)
+class Call:
+    client: str  # its User-Agent
+    verb: str
+    resource: str  # plural[/subresource]
+
+
 def _changes_spec(data: Any) -> bool:
     if isinstance(data, dict):  # a merge patch
         return "spec" in data
@@ -60,6 +68,14 @@ class VersionedEmulator(kmock.KubernetesEmulator):
 
     _latest = 1
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: set[Call] = set()
+        """Every (client, verb, resource) asked for: what a client's RBAC must grant."""
+        self.authorized: Callable[[Call], bool] = lambda _: True
+        """RBAC as the API server's authorizer applies it: a call it refuses gets 403."""
+        self.refused: set[Call] = set()
+
     def _next_version(self) -> str:
         VersionedEmulator._latest += 1
         return str(VersionedEmulator._latest)
@@ -72,6 +88,11 @@ class VersionedEmulator(kmock.KubernetesEmulator):
         return int(stored.raw.get("metadata", {}).get("generation", 0))
 
     async def _handle(self, request: kmock.Request) -> Any:
+        call = self._note_call(request)
+        if call is not None and not self.authorized(call):
+            self.refused.add(call)
+            message = f"{call.client} cannot {call.verb} resource {call.resource!r}"
+            return aiohttp.web.json_response(_status(403, "Forbidden", message), status=403)
         if request.resource is not None and request.method == kmock.method.DELETE and request.name is None:
             return await self._delete_collection(request)
         raw = request._raw_request
@@ -89,6 +110,19 @@ class VersionedEmulator(kmock.KubernetesEmulator):
         finally:
             if request.resource is not None and request.action in (kmock.action.UPDATE, kmock.action.DELETE):
                 await self._collect_garbage()
+
+    def _note_call(self, request: kmock.Request) -> Call | None:
+        raw = request._raw_request
+        if request.resource is None or request.resource.plural is None or raw is None:
+            return None  # discovery: every authenticated client may read it
+        resource = (
+            f"{request.resource.plural}/{request.subresource}"
+            if request.subresource
+            else str(request.resource.plural)
+        )
+        call = Call(raw.headers.get("User-Agent", ""), _verb(request), resource)
+        self.calls.add(call)
+        return call
 
     def _assign(self, request: kmock.Request) -> None:
         data = request.data
@@ -222,6 +256,18 @@ class VersionedEmulator(kmock.KubernetesEmulator):
             version = obj.get("metadata", {}).get("resourceVersion")
             if (version is None or int(version) > since) and matches(obj):
                 yield event
+
+
+def _verb(request: kmock.Request) -> str:
+    """The RBAC verb of a request, as the API server's authorizer names it."""
+    if request.action == kmock.action.WATCH:
+        return "watch"
+    if request.method == kmock.method.GET:
+        return "get" if request.name is not None else "list"
+    if request.method == kmock.method.DELETE:
+        return "delete" if request.name is not None else "deletecollection"
+    verbs = {kmock.method.POST: "create", kmock.method.PUT: "update", kmock.method.PATCH: "patch"}
+    return verbs.get(request.method, str(request.method.value).lower())
 
 
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:

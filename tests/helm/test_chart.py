@@ -137,6 +137,9 @@ def test_the_operator_holds_what_it_grants_its_drivers(values: dict[str, Any] | 
                         assert _covers(held["rules"], group, resource, verb), (group, resource, verb)
         assert _covers(held["rules"], "lockgate.dev", "streamingjobs/status", "patch")
         assert not _covers(held["rules"], "", "secrets", "get"), "the operator never reads secrets"
+        for rule in held["rules"]:
+            assert "deletecollection" not in rule["verbs"], f"{rule}: a whole namespace's objects at once"
+            assert "persistentvolumeclaims" not in rule["resources"], f"{rule}: jobs get no claims"
 
 
 @pytest.mark.parametrize(

@@ -44,6 +44,8 @@ OWNED_CONF_PREFIXES = (
     "spark.driver.port",
     "spark.driver.blockManager.port",
     "spark.dynamicAllocation.enabled",
+    "spark.authenticate",
+    "spark.network.crypto.",
 )
 
 Restore = Literal["savepoint", "latest", "empty"]
@@ -160,6 +162,11 @@ def spark_conf(names: JobNames, spec: StreamingJobSpec, launch: Launch) -> dict[
         "spark.driver.bindAddress": "0.0.0.0",
         "spark.driver.port": str(DRIVER_PORT),
         "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
+        # Driver and executors prove a per-application secret to each other (Spark generates it and
+        # hands it to the executor pods) and encrypt their RPC: the task closures carry the job's
+        # exchange secret across the pod network.
+        "spark.authenticate": "true",
+        "spark.network.crypto.enabled": "true",
         # Executors get no claims of their own (those conf keys are refused): Spark need not list
         # claims to reuse, and the driver's Role grants none.
         "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",

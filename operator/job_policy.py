@@ -68,6 +68,12 @@ _REFUSED_CONF = {
 }
 
 
+# The annotation by which whoever manages a namespace lets its StreamingJobs run as a
+# ServiceAccount (and so with its cloud identity and its rights).
+SERVICE_ACCOUNT_ANNOTATION = "lockgate.dev/streaming-jobs"
+SERVICE_ACCOUNT_ALLOWED = "allowed"
+
+
 @dataclass(frozen=True)
 class JobPolicy:
     """The operator's options that widen what a job may ask for (all off by default)."""
@@ -181,3 +187,24 @@ def _inside(url: str, directory: str) -> bool:
     # `..` climbs out of the directory once a filesystem resolves it; `.` and empty
     # segments make one location look like two.
     return all(segment not in ("", ".", "..") for segment in segments)
+
+
+def check_service_account(
+    spec: StreamingJobSpec, namespace: str, annotations: Mapping[str, str] | None, policy: JobPolicy
+) -> None:
+    """`spec.serviceAccountName` names an account of the namespace that its manager
+    marked for StreamingJobs (`annotations`: that account's, None if it does not
+    exist). The operator creates the pods, so without this a job author could run
+    as any account of the namespace without the right to create pods as it."""
+    name = spec.service_account_name
+    if name is None or policy.allow_privileged_pods:
+        return
+    if annotations is None:
+        raise SpecError(f"spec.serviceAccountName {name!r}: no such ServiceAccount in namespace {namespace}")
+    if annotations.get(SERVICE_ACCOUNT_ANNOTATION) != SERVICE_ACCOUNT_ALLOWED:
+        raise SpecError(
+            f"spec.serviceAccountName {name!r} is not marked for StreamingJobs: whoever manages namespace "
+            f"{namespace} allows it with `kubectl annotate serviceaccount {name} "
+            f"{SERVICE_ACCOUNT_ANNOTATION}={SERVICE_ACCOUNT_ALLOWED}`, or a cluster admin allows every "
+            f"account with the operator's {PRIVILEGED_OPTION}"
+        )

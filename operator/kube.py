@@ -66,6 +66,17 @@ class Kube:
         serialized = self._api.sanitize_for_serialization(pod)  # type: ignore[no-untyped-call]
         return cast(dict[str, Any], serialized)
 
+    async def service_account_annotations(self, namespace: str, name: str) -> dict[str, str] | None:
+        """The annotations of a ServiceAccount; None if it does not exist."""
+        try:
+            account = await asyncio.to_thread(self._core.read_namespaced_service_account, name, namespace)
+        except client.ApiException as error:
+            if error.status == NOT_FOUND:
+                return None
+            raise
+        metadata = account.metadata
+        return dict((metadata.annotations if metadata is not None else None) or {})
+
     async def delete_pod(self, namespace: str, name: str) -> None:
         try:
             await asyncio.to_thread(self._core.delete_namespaced_pod, name, namespace)

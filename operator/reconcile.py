@@ -13,7 +13,7 @@ from lockgate.operator.conditions import iso_time, set_condition
 from lockgate.operator.driver_pod import storage_layout
 from lockgate.operator.driver_restarts import decide
 from lockgate.operator.job import Job
-from lockgate.operator.job_policy import check_job
+from lockgate.operator.job_policy import check_job, check_service_account
 from lockgate.operator.spec import SpecError, StreamingJobSpec, parse_spec
 from lockgate.operator.transition import (
     Plan,
@@ -52,6 +52,10 @@ async def _checked_spec(job: Job) -> StreamingJobSpec:
                 f"spec.replicas {spec.replicas} exceeds the job's max parallelism {max_parallelism(job)}"
             )
         check_job(spec, job.names, job.context.cluster, job.context.policy)
+        if spec.service_account_name is not None:
+            kube, namespace = job.context.kube, job.names.namespace
+            annotations = await kube.service_account_annotations(namespace, spec.service_account_name)
+            check_service_account(spec, namespace, annotations, job.context.policy)
     except SpecError as error:
         await _degraded(job, error)
         raise kopf.PermanentError(str(error)) from error

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 from lockgate.operator.driver_pod import Cluster, Launch, driver_pod
-from lockgate.operator.job_policy import JobPolicy, check_job
+from lockgate.operator.job_policy import JobPolicy, check_job, check_service_account
 from lockgate.operator.naming import JobNames
 from lockgate.operator.owned import owned_objects
 from lockgate.operator.spec import SpecError, parse_spec
@@ -216,3 +216,18 @@ def test_an_allowed_template_may_replace_the_security_context() -> None:
     for each in (pod, template):
         assert each["spec"]["securityContext"] == {"runAsNonRoot": False}
         assert each["spec"]["containers"][0]["securityContext"] == context
+
+
+def test_a_service_account_runs_a_job_only_when_its_namespace_marked_it() -> None:
+    spec = parse_spec({**SPEC, "serviceAccountName": "uploader"})
+    check_service_account(spec, "team-a", {"lockgate.dev/streaming-jobs": "allowed"}, STRICT)
+    with pytest.raises(SpecError, match="no such ServiceAccount in namespace team-a"):
+        check_service_account(spec, "team-a", None, STRICT)
+    for marks in ({}, {"lockgate.dev/streaming-jobs": "yes"}):
+        with pytest.raises(SpecError) as error:
+            check_service_account(spec, "team-a", marks, STRICT)
+        message = str(error.value)
+        assert message.startswith("spec.serviceAccountName 'uploader' is not marked for StreamingJobs")
+        assert "kubectl annotate serviceaccount uploader lockgate.dev/streaming-jobs=allowed" in message
+        check_service_account(spec, "team-a", marks, JobPolicy(allow_privileged_pods=True))
+    check_service_account(parse_spec(SPEC), "team-a", None, STRICT)  # none named: the operator's own

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
+from kubernetes import client
 from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import CompletedCheckpoint, encode
@@ -246,6 +248,30 @@ async def test_a_job_asking_for_the_node_is_refused_before_anything_is_created(
     assert "--allow-privileged-pods" in condition["message"]
     for kind, name in [(PODS, f"{job_name}-driver-1"), (CONFIG_MAPS, f"{job_name}-lockgate-job")]:
         assert not kubectl.exists(kind, name), f"{name} was created for a refused job"
+
+
+async def test_a_job_runs_as_a_service_account_only_once_the_namespace_marked_it(
+    kubectl: Kubectl, job_name: str, operator: Operator
+) -> None:
+    core = client.CoreV1Api(operator.api())
+    account = {"metadata": {"name": "uploader"}}
+    await asyncio.to_thread(core.create_namespaced_service_account, NAMESPACE, account)
+    await kubectl.apply(job_name, {**SPEC, "serviceAccountName": "uploader"})
+
+    def degraded() -> bool:
+        conditions = kubectl.status(job_name).get("conditions", [])
+        return any(c["type"] == "Degraded" and c["status"] == "True" for c in conditions)
+
+    await eventually(degraded, "the Degraded condition is set")
+    assert "is not marked for StreamingJobs" in kubectl.status(job_name)["message"]
+    assert not kubectl.exists(PODS, f"{job_name}-driver-1")
+
+    marked = {"metadata": {"name": "marked", "annotations": {"lockgate.dev/streaming-jobs": "allowed"}}}
+    await asyncio.to_thread(core.create_namespaced_service_account, NAMESPACE, marked)
+    other = f"{job_name}-b"
+    await kubectl.apply(other, {**SPEC, "serviceAccountName": "marked"})
+    pod = await _launched(kubectl, other, 1)
+    assert pod["spec"]["serviceAccountName"] == "marked"
 
 
 async def test_deletion_removes_the_driver_and_the_jobs_etcd_keys(

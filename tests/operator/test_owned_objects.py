@@ -375,3 +375,13 @@ def test_the_service_carries_what_executors_connect_to_and_not_the_spark_ui() ->
     assert arguments[arguments.index("--metrics-bind") + 1] == "0.0.0.0", (
         "Prometheus scrapes the pod's address"
     )
+
+
+def test_spark_rpc_is_authenticated_and_encrypted_and_a_job_cannot_turn_that_off() -> None:
+    pod = driver_pod(NAMES, parse_spec(SPEC), Launch(1, 128, "latest"), CLUSTER)
+    assert _conf(pod)["spark.authenticate"] == "true"
+    assert _conf(pod)["spark.network.crypto.enabled"] == "true"
+    for key in ("spark.authenticate", "spark.network.crypto.enabled"):
+        spec = parse_spec({**SPEC, "sparkConf": {key: "false"}})
+        with pytest.raises(SpecError, match=f"spec.sparkConf\\[{key!r}\\] is set by the operator"):
+            driver_pod(NAMES, spec, Launch(1, 128, "latest"), CLUSTER)

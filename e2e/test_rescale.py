@@ -1,8 +1,12 @@
 """`kubectl scale` on a job: savepoint, stop, restart at the new parallelism with
-the state redistributed by key group — and not a word counted twice or lost."""
+the state redistributed by key group — and not a word counted twice or lost.
+The executors are pods Spark creates: they follow the replicas."""
 
 from __future__ import annotations
 
+import pytest
+
+from e2e.executor_pods import executors_are, executors_gone
 from e2e.kubectl import Kubectl
 from e2e.platform import Platform
 from e2e.word_count_job import WordCountJob, snapshot_metadata
@@ -26,14 +30,23 @@ async def _rescaled(job: WordCountJob, kubectl: Kubectl, platform: Platform, lau
     args = pod["spec"]["containers"][0]["args"]
     assert args[args.index("--parallelism") + 1] == str(to)
     assert f"spark.executor.instances={to}" in args
+    await executors_are(kubectl, job, launch=launch, count=to)
+    await executors_gone(kubectl, job, launch=launch - 1)
 
 
+@pytest.fixture
+def executor_pods() -> bool:
+    return True
+
+
+@pytest.mark.timeout(900)  # three launches, each starting a driver and its executor pods
 async def test_scaling_up_and_down_carries_the_state_over_exactly(
     job: WordCountJob, kubectl: Kubectl, platform: Platform
 ) -> None:
     job.words.append()
     await job.apply(replicas=2)
     await job.running(launch=1, replicas=2)
+    await executors_are(kubectl, job, launch=1, count=2)
     await job.output_is_exact()
 
     job.words.append()  # in flight while the savepoint is taken

@@ -19,6 +19,7 @@ from lockgate.runtime.coordination.leadership import LEASE_TTL_S
 
 CONFIG_DIR = "/etc/lockgate"
 ETCD_TLS_DIR, ETCD_TLS_VOLUME = "/etc/lockgate-etcd-tls", "etcd-tls"  # same path in driver and executors
+SNAPSHOT_KEY_DIR, SNAPSHOT_KEY_VOLUME, SNAPSHOT_KEY_FILE = "/etc/lockgate-snapshot-key", "snapshot-key", "key"
 MANIFEST_FILE = "job.yaml"
 EXECUTOR_TEMPLATE_FILE = "executor-pod-template.yaml"  # Spark merges its executor pods into it
 EXECUTOR_CONTAINER = "executor"  # the template's container Spark fills in
@@ -233,7 +234,7 @@ def driver_arguments(names: JobNames, spec: StreamingJobSpec, launch: Launch, cl
     flags += ["--tolerable-failures", str(c.tolerable_failures), "--retained", str(c.retained)]
     flags += ["--incremental" if c.incremental else "--no-incremental"]
     flags += ["--checkpoint-dir", storage.checkpoints, "--savepoint-dir", storage.savepoints]
-    flags += ["--work-dir", "/tmp/lockgate"]
+    flags += ["--work-dir", "/tmp/lockgate", "--snapshot-key-file", f"{SNAPSHOT_KEY_DIR}/{SNAPSHOT_KEY_FILE}"]
     flags += ["--metrics-port", str(DRIVER_METRICS_PORT), "--task-metrics-ports", str(TASK_METRICS_PORT)]
     flags += ["--metrics-bind", "0.0.0.0"]  # Prometheus scrapes the pod's address
     flags += _restart_flags(spec)
@@ -284,6 +285,7 @@ def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster:
         "securityContext": own.get("securityContext", CONTAINER_SECURITY),
         "volumeMounts": [
             {"name": "job", "mountPath": CONFIG_DIR, "readOnly": True},
+            {"name": SNAPSHOT_KEY_VOLUME, "mountPath": SNAPSHOT_KEY_DIR, "readOnly": True},
             *writable_mounts(),
             *cluster.etcd_tls_mount(),
             *spec.volume_mounts,
@@ -309,6 +311,7 @@ def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster:
             "containers": [container],
             "volumes": [
                 {"name": "job", "configMap": {"name": names.config_map}},
+                {"name": SNAPSHOT_KEY_VOLUME, "secret": {"secretName": names.snapshot_key}},
                 *writable_volumes(),
                 *cluster.etcd_tls_volume(),
                 *spec.volumes,

@@ -25,6 +25,7 @@ class Kube:
             "Pod": (self._core.create_namespaced_pod, self._core.patch_namespaced_pod),
             "ConfigMap": (self._core.create_namespaced_config_map, self._core.patch_namespaced_config_map),
             "Service": (self._core.create_namespaced_service, self._core.patch_namespaced_service),
+            "Secret": (self._core.create_namespaced_secret, self._core.patch_namespaced_secret),
             "ServiceAccount": (
                 self._core.create_namespaced_service_account,
                 self._core.patch_namespaced_service_account,

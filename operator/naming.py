@@ -30,6 +30,11 @@ class JobNames:
         return f"{self.name}-lockgate-job"
 
     @property
+    def snapshot_key(self) -> str:
+        """The Secret with the key that signs the job's snapshots."""
+        return f"{self.name}-lockgate-snapshot-key"
+
+    @property
     def service(self) -> str:
         """The driver's headless Service: executors reach the driver by this name."""
         return f"{self.name}-driver"

@@ -17,12 +17,14 @@ from lockgate.operator.driver_pod import (
     MANIFEST_FILE,
     METRICS_PORT_NAME,
     POD_SECURITY,
+    SNAPSHOT_KEY_FILE,
     TASK_METRICS_PORT,
     Cluster,
     writable_mounts,
     writable_volumes,
 )
 from lockgate.operator.naming import API_VERSION, KIND, JobNames
+from lockgate.runtime.snapshot.snapshot_key import new_key_text
 
 
 def _metadata(names: JobNames, name: str, component: str) -> dict[str, Any]:
@@ -74,6 +76,19 @@ def executor_pod_template(spec: dict[str, Any], cluster: Cluster) -> dict[str, A
     pod_spec["volumes"] = [*(pod_spec.get("volumes") or []), *volumes]
     pod_spec = {"securityContext": POD_SECURITY, **pod_spec, "containers": containers}
     return {"apiVersion": "v1", "kind": "Pod", **template, "spec": pod_spec}
+
+
+def snapshot_key_secret(names: JobNames) -> dict[str, Any]:
+    """The job's snapshot key, made once with its first launch and kept for its life
+    (never rewritten: its checkpoints and savepoints are signed with it); it goes
+    with the job. Only the driver mounts it: it signs and checks `_metadata`."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _metadata(names, names.snapshot_key, "driver"),
+        "type": "Opaque",
+        "stringData": {SNAPSHOT_KEY_FILE: new_key_text()},
+    }
 
 
 def driver_service(names: JobNames) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import kopf
 from lockgate.operator.conditions import now_iso, set_condition
 from lockgate.operator.driver_pod import Launch, driver_pod
 from lockgate.operator.job import Job
-from lockgate.operator.owned import owned_objects
+from lockgate.operator.owned import owned_objects, snapshot_key_secret
 from lockgate.runtime.coordination.records import SavepointResult
 from lockgate.runtime.keygroups import default_max_parallelism
 
@@ -162,8 +162,10 @@ async def _start_driver(job: Job, plan: Plan) -> None:
     objects = owned_objects(
         names, job.raw_spec, job.context.cluster, own_service_account=spec.service_account_name is None
     )
-    for obj in [*objects, pod]:
+    key = snapshot_key_secret(names)
+    for obj in [key, *objects, pod]:
         kopf.adopt(obj, owner=job.body)
+    await kube.create(key)  # False from the second launch on: the job keeps its first key
     for obj in objects:
         await kube.apply(obj)
     await kube.create(pod)  # False when a resumed step created it already

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from lockgate.runtime.coordination.ack_seal import AckNotSealedError, unseal
 from lockgate.runtime.coordination.cancellation import cancel_and_wait
 from lockgate.runtime.coordination.completed_store import CompletedCheckpointStore
 from lockgate.runtime.coordination.errors import (
@@ -40,6 +41,7 @@ from lockgate.runtime.snapshot.metadata import (
     VertexState,
     write_metadata,
 )
+from lockgate.runtime.snapshot.snapshot_key import SnapshotKey
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 log = logging.getLogger(__name__)
@@ -122,8 +124,12 @@ class CheckpointCoordinator:
         savepoint_dir: str | None = None,
         lease_ttl_s: int = LEASE_TTL_S,
         listener: CheckpointListener | None = None,
+        snapshot_key: SnapshotKey | None = None,
+        ack_key: bytes | None = None,
     ) -> None:
+        self._ack_key = ack_key  # acknowledgements without this run's seal are refused; None: unsealed
         self._etcd = etcd
+        self._snapshot_key = snapshot_key  # signs every _metadata; None: unsigned (tests of other layers)
         self._listener = listener
         self._keys = keys
         self._storage = storage
@@ -317,12 +323,27 @@ class CheckpointCoordinator:
 
     # -- acknowledgements ----------------------------------------------------------
 
+    def _unsealed(self, key: bytes, value: bytes) -> bytes:
+        return value if self._ack_key is None else unseal(self._ack_key, key, value)
+
     async def _watch_acks(self, start_revision: int) -> None:
         async for event in self._etcd.watch_prefix(self._keys.acks, start_revision):
             if event.deleted:
                 continue
             n, vertex, subtask = JobKeys.parse_ack(event.key, self._keys.acks)
-            ack = decode(Ack, event.value)
+            try:
+                record = self._unsealed(event.key, event.value)
+            except AckNotSealedError as error:
+                log.error(
+                    "refused an acknowledgement of checkpoint %s for %s/%s: %s; this run's tasks seal "
+                    "theirs, so something else wrote it to etcd: restrict who can write the job's keys",
+                    n, vertex, subtask, error,
+                )  # fmt: skip
+                await self._guarded([delete_op(event.key)])
+                if n in self.pending:
+                    await self._abort(n, f"an acknowledgement for {vertex}/{subtask} is not this run's")
+                continue
+            ack = decode(Ack, record)
             pending = self.pending.get(n)
             if ack.launch != self.launch:
                 log.warning(
@@ -377,7 +398,7 @@ class CheckpointCoordinator:
             },
         )
         try:
-            await asyncio.to_thread(write_metadata, target, target.root, metadata)
+            await asyncio.to_thread(write_metadata, target, target.root, metadata, self._snapshot_key)
         except OSError as error:
             await self._abort(trigger.checkpoint_id, f"writing its _metadata failed: {error}")
             return

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 
+from lockgate.runtime.coordination.ack_seal import seal
 from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import (
@@ -25,7 +26,17 @@ log = logging.getLogger(__name__)
 
 
 class CheckpointParticipant:
-    def __init__(self, etcd: Etcd, keys: JobKeys, vertex: str, subtask: int, launch: int) -> None:
+    def __init__(
+        self,
+        etcd: Etcd,
+        keys: JobKeys,
+        vertex: str,
+        subtask: int,
+        launch: int,
+        *,
+        ack_key: bytes | None = None,
+    ) -> None:
+        self._ack_key = ack_key  # seals its acknowledgements (`ack_seal.py`); None: unsealed
         self._etcd = etcd
         self._keys = keys
         self.vertex = vertex
@@ -65,12 +76,14 @@ class CheckpointParticipant:
                 yield completed
 
     async def acknowledge(self, trigger: Trigger, state: SubtaskState, drained: bool = False) -> None:
-        ack = Ack(trigger.checkpoint_id, self.launch, state=state, drained=drained)
-        await self._etcd.put(self._key(trigger), encode(ack))
+        await self._put(trigger, Ack(trigger.checkpoint_id, self.launch, state=state, drained=drained))
 
     async def decline(self, trigger: Trigger, reason: str) -> None:
-        ack = Ack(trigger.checkpoint_id, self.launch, declined=reason)
-        await self._etcd.put(self._key(trigger), encode(ack))
+        await self._put(trigger, Ack(trigger.checkpoint_id, self.launch, declined=reason))
+
+    async def _put(self, trigger: Trigger, ack: Ack) -> None:
+        key, record = self._key(trigger), encode(ack)
+        await self._etcd.put(key, record if self._ack_key is None else seal(self._ack_key, key, record))
 
     def _key(self, trigger: Trigger) -> bytes:
         return self._keys.ack(trigger.checkpoint_id, self.vertex, self.subtask)

@@ -2,9 +2,9 @@
 
 An explicit savepoint is verified and used, or the run fails: the user named
 it, nothing else may stand in for it. Otherwise the newest completed
-checkpoint (or retained savepoint) whose every file reads back whole with its
-recorded size and CRC-32; each newer one is skipped with its reason logged and
-is marked unusable in etcd (`unusable.py`), so no later resolution tries it
+checkpoint (or retained savepoint) signed by the job's key whose every file
+reads back whole with its recorded size, CRC-32 and SHA-256; each newer one is
+skipped with its reason logged and is marked unusable in etcd (`unusable.py`), so no later resolution tries it
 again. Empty state only when the job has no completed checkpoint: when it has
 some and none verifies, starting empty would re-read every source from its
 beginning, so the run fails with `NoUsableCheckpointError` instead.
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from lockgate.runtime.coordination.completed_store import CompletedCheckpointStore
 from lockgate.runtime.coordination.errors import NoUsableCheckpointError
 from lockgate.runtime.snapshot.metadata import CheckpointMetadata, read_metadata
+from lockgate.runtime.snapshot.snapshot_key import SnapshotKey
 from lockgate.runtime.snapshot.storage import METADATA, CheckpointStorage, FileRef, SnapshotCorruptError
 
 log = logging.getLogger(__name__)
@@ -75,12 +76,28 @@ def _messages(failure: BaseException) -> Iterator[str]:
         current = current.__cause__ or current.__context__
 
 
-def verify(url: str, threads: int = VERIFY_THREADS) -> RestorePoint:
-    """Read `_metadata`, then every file it names, whole: each must have its recorded
-    size and CRC-32. Sizes are checked first, so a missing or truncated file is
-    found before a byte is read."""
+@dataclass(frozen=True)
+class Trust:
+    """What a restore accepts: snapshots `key` signed (None: any, for tests of other
+    layers), and `savepoint`, named by a user who vouched for it, signed or not."""
+
+    key: SnapshotKey | None = None
+    savepoint: str | None = None
+
+    def unsigned_allowed(self, url: str) -> bool:
+        return self.savepoint is not None and url == self.savepoint
+
+
+UNCHECKED = Trust()
+"""Neither signs nor checks: for tests of other layers, and in-process state demos."""
+
+
+def verify(url: str, trust: Trust = UNCHECKED, threads: int = VERIFY_THREADS) -> RestorePoint:
+    """Read `_metadata`, check its signature, then every file it names, whole: each
+    must have its recorded size, CRC-32 and SHA-256. Sizes are checked first, so a
+    missing or truncated file is found before a byte is read."""
     storage = CheckpointStorage(url)
-    metadata = read_metadata(storage, storage.root)
+    metadata = read_metadata(storage, storage.root, trust.key, trust_unsigned=trust.unsigned_allowed(url))
     refs = list({storage.resolve(storage.root, ref): ref for ref in _files(metadata)}.values())
     for ref in refs:
         storage.check_size(storage.resolve(storage.root, ref), ref.size)
@@ -96,29 +113,29 @@ def verify(url: str, threads: int = VERIFY_THREADS) -> RestorePoint:
 
 
 async def resolve_restore_point(
-    store: CompletedCheckpointStore, savepoint_url: str | None = None
+    store: CompletedCheckpointStore, savepoint_url: str | None = None, trust: Trust = UNCHECKED
 ) -> RestorePoint | None:
     """The explicit savepoint, else the newest intact completed checkpoint, else None
     when the job has no completed checkpoint at all."""
     if savepoint_url is not None:
-        return await asyncio.to_thread(verify, savepoint_url)
-    point, failures = await _newest_intact(store, min_id=0)
+        return await asyncio.to_thread(verify, savepoint_url, trust)
+    point, failures = await _newest_intact(store, 0, trust)
     if point is None and failures:
         raise NoUsableCheckpointError(_job(store), failures)
     return point
 
 
 async def resolve_relaunch_point(
-    store: CompletedCheckpointStore, first_id: int, savepoint_url: str
+    store: CompletedCheckpointStore, first_id: int, savepoint_url: str, trust: Trust = UNCHECKED
 ) -> RestorePoint:
     """A relaunch of a run that began from savepoint `savepoint_url`: the newest intact
     checkpoint the run completed (numbered `first_id` or higher), else the savepoint
     again. The job's older checkpoints are another history and never restored."""
-    point, failures = await _newest_intact(store, min_id=first_id)
+    point, failures = await _newest_intact(store, first_id, trust)
     if point is not None:
         return point
     try:
-        return await asyncio.to_thread(verify, savepoint_url)
+        return await asyncio.to_thread(verify, savepoint_url, trust)
     except SnapshotCorruptError as error:
         if not failures:
             raise
@@ -128,7 +145,7 @@ async def resolve_relaunch_point(
 
 
 async def _newest_intact(
-    store: CompletedCheckpointStore, min_id: int
+    store: CompletedCheckpointStore, min_id: int, trust: Trust
 ) -> tuple[RestorePoint | None, list[str]]:
     """The newest completed checkpoint numbered `min_id` or higher whose files all
     verify, and why each newer one was skipped."""
@@ -141,7 +158,7 @@ async def _newest_intact(
             reason = f"marked unusable: {mark.reason}"
         else:
             try:
-                point = await asyncio.to_thread(verify, summary.path)
+                point = await asyncio.to_thread(verify, summary.path, trust)
             except SnapshotCorruptError as error:
                 reason = str(error)
                 await store.unusable.mark(summary.checkpoint_id, summary.path, reason)

@@ -47,6 +47,8 @@ async def drive(
     settings: JobSettings, etcd_config: EtcdConfig, stage: Stage, progress: TextIO | None = None
 ) -> tuple[RunResult, Totals]:
     """Run the job to its end; raises what ended it otherwise (after recording it)."""
+    if settings.trust.key is not None:
+        settings.trust.key.persist()  # a local job's first run: its key, before it signs anything
     storage = CheckpointStorage(settings.checkpoint_dir)
     spec = job_spec(settings, etcd_config)
     metrics = JobMetrics(settings.keys, settings.checkpoint, settings.parallelism)
@@ -59,6 +61,7 @@ async def drive(
         listener=metrics,
         takeover_wait_s=settings.takeover_wait_s,
         allow_non_restored_state=settings.allow_non_restored_state,
+        trust=settings.trust,
     )
     server = None
     if settings.metrics_port is not None:

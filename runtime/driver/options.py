@@ -11,6 +11,7 @@ from typing import Any
 
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.restore_point import Trust
 from lockgate.runtime.driver import option_types as types
 from lockgate.runtime.driver.manifest import load_manifest
 from lockgate.runtime.engine.job_master import EarlierCheckpoints
@@ -19,6 +20,7 @@ from lockgate.runtime.engine.restart import STRATEGIES, RestartStrategy, restart
 from lockgate.runtime.keygroups import UPPER_BOUND_MAX_PARALLELISM as MAX_PARALLELISM
 from lockgate.runtime.keygroups import default_max_parallelism
 from lockgate.runtime.metrics.serving import PortRange
+from lockgate.runtime.snapshot.snapshot_key import SnapshotKeyError, key_for_local_job, read_key
 from lockgate.runtime.storage_url import check_storage_url
 
 DEFAULTS: dict[str, object] = {
@@ -89,6 +91,20 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
         metavar="PATH",
         type=types.storage_url,
         help="restore from this savepoint or retained checkpoint",
+    )
+    command.add_argument(
+        "--import-unsigned-savepoint",
+        action="store_true",
+        help="restore the --from-savepoint although this job's snapshot key did not sign it (a savepoint "
+        "of another job or from before signing): its state is unpickled, so only one you trust. Every "
+        "snapshot this run takes is signed",
+    )
+    command.add_argument(
+        "--snapshot-key-file",
+        type=Path,
+        metavar="FILE",
+        help="the job's snapshot key (64 hex digits), which signs every snapshot and without which none is "
+        "restored (default: made on the first run under the work directory, .lockgate/keys/)",
     )
     command.add_argument(
         "--allow-non-restored-state",
@@ -186,6 +202,7 @@ class JobSettings:
     local_dir: Path
     from_savepoint: str | None
     allow_non_restored_state: bool
+    trust: Trust
     earlier_checkpoints: EarlierCheckpoints
     arguments: argparse.Namespace
     driver_name: str = ""
@@ -288,6 +305,10 @@ def _check_together(arguments: argparse.Namespace, sources: dict[str, str]) -> N
             f"{sources['restart_delay']} {delay:g} s exceeds {sources['restart_max_delay']} {cap:g} s: "
             "the first delay of exponential-backoff must not exceed its cap"
         )
+    if arguments.import_unsigned_savepoint and arguments.from_savepoint is None:
+        raise OptionError(
+            "--import-unsigned-savepoint goes with --from-savepoint: it vouches for that savepoint"
+        )
     for name in ("checkpoint_dir", "savepoint_dir"):
         url = getattr(arguments, name)
         if url is not None and sources[name].startswith("spec."):
@@ -295,6 +316,19 @@ def _check_together(arguments: argparse.Namespace, sources: dict[str, str]) -> N
                 check_storage_url(url)
             except ValueError as error:
                 raise OptionError(f"{sources[name]} {error}") from None
+
+
+def _trust(arguments: argparse.Namespace, work: Path, keys: JobKeys) -> Trust:
+    """The job's snapshot key (read, or made on a local job's first run) and the
+    savepoint the user vouched for."""
+    try:
+        if arguments.snapshot_key_file is not None:
+            key = read_key(arguments.snapshot_key_file)
+        else:
+            key = key_for_local_job(work / "keys" / keys.namespace / f"{keys.job}.key")
+    except SnapshotKeyError as error:
+        raise OptionError(f"argument --snapshot-key-file: {error}") from None
+    return Trust(key, arguments.from_savepoint if arguments.import_unsigned_savepoint else None)
 
 
 def default_job_name(entrypoint: str) -> str:
@@ -342,6 +376,7 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
         savepoint_dir=arguments.savepoint_dir or f"file://{work}/savepoints",
         local_dir=work / "state" / keys.job,
         from_savepoint=arguments.from_savepoint,
+        trust=_trust(arguments, work, keys),
         allow_non_restored_state=arguments.allow_non_restored_state,
         earlier_checkpoints=earlier,
         arguments=arguments,

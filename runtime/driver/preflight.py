@@ -40,13 +40,17 @@ REFUSED_INPUT: tuple[type[Exception], ...] = (
 
 
 def _check_savepoint(settings: JobSettings, graph: JobGraph) -> None:
-    """The named savepoint's state fits the job (its files are verified at launch)."""
+    """The named savepoint is signed by the job's key (or vouched for) and its state
+    fits the job (its files are verified at launch)."""
     if settings.from_savepoint is None:
         return
     storage = CheckpointStorage(settings.from_savepoint)
+    trust = settings.trust
     check_restorable(
         settings.from_savepoint,
-        read_metadata(storage, storage.root),
+        read_metadata(
+            storage, storage.root, trust.key, trust_unsigned=trust.unsigned_allowed(settings.from_savepoint)
+        ),
         graph,
         settings.max_parallelism,
         allow_non_restored_state=settings.allow_non_restored_state,

@@ -42,7 +42,16 @@ class LaunchDeposedError(RuntimeError):
 
 
 class CheckpointControl:
-    def __init__(self, etcd_config: EtcdConfig, keys: JobKeys, subtask: int, launch: int) -> None:
+    def __init__(
+        self,
+        etcd_config: EtcdConfig,
+        keys: JobKeys,
+        subtask: int,
+        launch: int,
+        *,
+        ack_key: bytes | None = None,
+    ) -> None:
+        self._ack_key = ack_key
         self._config = etcd_config
         self.keys = keys
         self._subtask = subtask
@@ -73,7 +82,9 @@ class CheckpointControl:
         ]
 
     def _participant(self, vertex: str) -> CheckpointParticipant:
-        return CheckpointParticipant(self._etcd, self.keys, vertex, self._subtask, self.launch)
+        return CheckpointParticipant(
+            self._etcd, self.keys, vertex, self._subtask, self.launch, ack_key=self._ack_key
+        )
 
     async def _watch_coordinator(self) -> None:
         key = self.keys.coordinator

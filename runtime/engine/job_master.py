@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from lockgate.runtime.api.validation import JobDefinitionError
+from lockgate.runtime.coordination.ack_seal import ack_key
 from lockgate.runtime.coordination.coordinator import (
     CheckpointConfig,
     CheckpointCoordinator,
@@ -19,7 +20,9 @@ from lockgate.runtime.coordination.coordinator import (
 from lockgate.runtime.coordination.errors import CoordinatorConflictError, NoUsableCheckpointError
 from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.restore_point import (
+    UNCHECKED,
     RestorePoint,
+    Trust,
     resolve_relaunch_point,
     resolve_restore_point,
 )
@@ -110,8 +113,11 @@ class JobMaster:
         listener: JobListener | None = None,
         takeover_wait_s: float = 0.0,
         allow_non_restored_state: bool = False,
+        trust: Trust = UNCHECKED,
     ) -> None:
         self.spec = spec
+        # Which snapshots it signs and restores: the job's key, and a savepoint the user vouched for.
+        self._trust = trust
         # Restore although some state of the snapshot belongs to no vertex (dropping it).
         self._allow_non_restored_state = allow_non_restored_state
         # How long a launch waits for an earlier driver's coordinator to let go.
@@ -177,6 +183,8 @@ class JobMaster:
                 self._config,
                 savepoint_dir=self._savepoint_dir,
                 listener=self._listener,
+                snapshot_key=self._trust.key,
+                ack_key=ack_key(self.spec.secret),
             )
             await coordinator.start(self._takeover_wait_s)
             try:
@@ -204,13 +212,15 @@ class JobMaster:
         if not self._launched:
             if from_savepoint is None and earlier != "resume":
                 await _handle_earlier_checkpoints(coordinator, earlier)
-            self._restored = self._first_restore = await resolve_restore_point(store, from_savepoint)
+            self._restored = self._first_restore = await resolve_restore_point(
+                store, from_savepoint, self._trust
+            )
             self._first_id = coordinator.next_checkpoint_id
             self._launched = True
         elif from_savepoint is None:
-            self._restored = await resolve_restore_point(store)
+            self._restored = await resolve_restore_point(store, trust=self._trust)
         else:
-            self._restored = await resolve_relaunch_point(store, self._first_id, from_savepoint)
+            self._restored = await resolve_relaunch_point(store, self._first_id, from_savepoint, self._trust)
         return self._restored
 
     async def _set_aside_damaged_restore(self, failure: BaseException, from_savepoint: str | None) -> bool:

@@ -7,6 +7,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from lockgate.runtime.coordination.ack_seal import ack_key
 from lockgate.runtime.engine.control import CheckpointControl
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.network import ExchangeServer
@@ -49,7 +50,7 @@ def run_task(spec: JobSpec, index: int, gather: Gather, *, bind_host: str, adver
         capacity=spec.channel_capacity,
         cancelled=cancelled,
     )
-    control = CheckpointControl(spec.etcd, spec.keys, index, spec.launch)
+    control = CheckpointControl(spec.etcd, spec.keys, index, spec.launch, ack_key=ack_key(spec.secret))
     try:
         try:
             task = Task(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 
+from lockgate.runtime.coordination.ack_seal import ack_key
 from lockgate.runtime.engine.control import CheckpointControl
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.local_runner import run_local
@@ -24,7 +25,9 @@ class ThreadStage:
         run_local(
             spec.graph(),
             [spec.task_config(i) for i in range(spec.parallelism)],
-            lambda index: CheckpointControl(spec.etcd, spec.keys, index, spec.launch),
+            lambda index: CheckpointControl(
+                spec.etcd, spec.keys, index, spec.launch, ack_key=ack_key(spec.secret)
+            ),
             spec.restore,
             channel_capacity=spec.channel_capacity,
             trigger_revision=spec.trigger_revision,

@@ -4,18 +4,21 @@
     section*        one per (state, key group) with entries; records are
                     varint len(rest), rest, varint len(data), data
     index           JSON: states with their kind and TTL flag, and per state
-                    the [key group, offset, length, crc32] of each section
+                    the [key group, offset, length, crc32, sha256] of each section
     footer          index offset (u64), index length (u64), index crc32 (u32), "LGKE"
 
 Sections are ordered by state, then key group, so a restore reads, per state,
 one contiguous stretch holding exactly its own key groups. Every byte a
-restore reads is covered by the CRC-32 of its section or of the index.
+restore reads is covered by the CRC-32 and SHA-256 of its section or of the
+index; the index's SHA-256 is in the handle, in the signed `_metadata`, so a
+restore that reads only its own key groups still reads only what the job wrote.
 Expired TTL entries are dropped while writing.
 """
 
 from __future__ import annotations
 
 import bisect
+import hashlib
 import json
 import posixpath
 import struct
@@ -69,6 +72,7 @@ class Section:
     offset: int
     length: int
     crc32: int
+    sha256: str | None = None  # hex; None in files written before it was recorded
 
 
 @dataclass(frozen=True)
@@ -102,18 +106,22 @@ def write_canonical(
 ) -> CanonicalKeyedHandle:
     """The asynchronous part of a canonical snapshot: stream `frozen` into `path`."""
     tables = frozen.tables
+    index_sha256 = ""
 
     def chunks() -> Iterator[bytes]:
+        nonlocal index_sha256
         offset = len(MAGIC)
         yield MAGIC
-        sections: dict[str, list[list[int]]] = {}
+        sections: dict[str, list[list[int | str]]] = {}
         for name in sorted(tables):
             rows = sections[name] = []
             compact = frozen.compactors.get(name)
             for group in frozen.key_groups:
                 data = _section(tables[name], group, compact, frozen.now_ms)
                 if data:
-                    rows.append([group, offset, len(data), zlib.crc32(data)])
+                    rows.append(
+                        [group, offset, len(data), zlib.crc32(data), hashlib.sha256(data).hexdigest()]
+                    )
                     offset += len(data)
                     yield data
         index = json.dumps(
@@ -122,11 +130,12 @@ def write_canonical(
                 "sections": sections,
             }
         ).encode("utf-8")
+        index_sha256 = hashlib.sha256(index).hexdigest()
         yield index
         yield FOOTER.pack(offset, len(index), zlib.crc32(index), END_MAGIC)
 
     ref = storage.write_file(path, chunks(), relative_to)
-    return CanonicalKeyedHandle(frozen.key_groups, ref)
+    return CanonicalKeyedHandle(frozen.key_groups, ref, index_sha256)
 
 
 class CanonicalUpload(KeyedUpload):
@@ -164,7 +173,9 @@ class CanonicalSnapshotStrategy(KeyedSnapshotStrategy):
         pass
 
 
-def read_index(storage: CheckpointStorage, path: str, size: int) -> CanonicalIndex:
+def read_index(
+    storage: CheckpointStorage, path: str, size: int, index_sha256: str | None = None
+) -> CanonicalIndex:
     storage.check_size(path, size)
     if size < len(MAGIC) + FOOTER.size:
         raise SnapshotCorruptError(path, f"too short for a canonical snapshot ({size} bytes)")
@@ -177,6 +188,8 @@ def read_index(storage: CheckpointStorage, path: str, size: int) -> CanonicalInd
     raw = storage.fs.cat_file(path, start=index_offset, end=index_offset + index_length)
     if zlib.crc32(raw) != index_crc:
         raise SnapshotCorruptError(path, "index checksum mismatch")
+    if index_sha256 is not None and hashlib.sha256(raw).hexdigest() != index_sha256:
+        raise SnapshotCorruptError(path, "index SHA-256 mismatch: not the file this job wrote")
     index: dict[str, Any] = json.loads(raw)
     return CanonicalIndex(
         states={name: StateMeta.from_json(m) for name, m in index["states"].items()},
@@ -210,6 +223,8 @@ def _read_section(stream: IO[bytes], path: str, section: Section) -> bytes:
     data = stream.read(section.length)
     if len(data) != section.length or zlib.crc32(data) != section.crc32:
         raise SnapshotCorruptError(path, f"section of key group {section.key_group} fails its checksum")
+    if section.sha256 is not None and hashlib.sha256(data).hexdigest() != section.sha256:
+        raise SnapshotCorruptError(path, f"section of key group {section.key_group} fails its SHA-256")
     return data
 
 
@@ -227,7 +242,7 @@ def restore_canonical(
     if not own:
         return 0
     path = storage.resolve(snapshot_dir, handle.file)
-    index = read_index(storage, path, handle.file.size)
+    index = read_index(storage, path, handle.file.size, handle.index_sha256)
     loaded = 0
     with storage.open_read(path) as stream:
         for name, meta in index.states.items():

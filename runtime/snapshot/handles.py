@@ -24,6 +24,7 @@ class CanonicalKeyedHandle:
 
     key_groups: range
     file: FileRef
+    index_sha256: str | None = None  # hex; None in snapshots written before it was recorded
 
     format: ClassVar[str] = "canonical"
 
@@ -35,12 +36,18 @@ class CanonicalKeyedHandle:
             "format": self.format,
             "key_groups": [self.key_groups.start, self.key_groups.stop],
             "file": self.file.to_json(),
+            **({} if self.index_sha256 is None else {"index_sha256": self.index_sha256}),
         }
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> CanonicalKeyedHandle:
         start, stop = data["key_groups"]
-        return CanonicalKeyedHandle(range(start, stop), FileRef.from_json(data["file"]))
+        index_sha256 = data.get("index_sha256")
+        return CanonicalKeyedHandle(
+            range(start, stop),
+            FileRef.from_json(data["file"]),
+            None if index_sha256 is None else str(index_sha256),
+        )
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """`_metadata`: the record of a complete checkpoint or savepoint.
 
-JSON, followed by a line with its CRC-32, written last: a checkpoint without a
-readable `_metadata` is incomplete and never restored from.
+JSON, followed by a line with its CRC-32 and one with its signature (the job's
+snapshot key's HMAC-SHA256, `snapshot_key.py`), written last: a checkpoint
+without a readable `_metadata` is incomplete and never restored from, and one
+that the job's key did not sign is refused unless the user vouches for it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,11 @@ from lockgate.runtime.snapshot.handles import (
     OperatorStateHandle,
     keyed_handle_from_json,
 )
+from lockgate.runtime.snapshot.snapshot_key import SnapshotKey
 from lockgate.runtime.snapshot.storage import METADATA, CheckpointStorage, SnapshotCorruptError
+
+SIGNATURE = b"hmac-sha256:"
+IMPORT_OPTION = "--import-unsigned-savepoint"
 
 FORMAT_VERSION = 1
 SnapshotKind = Literal["checkpoint", "savepoint"]
@@ -116,36 +122,74 @@ class CheckpointMetadata:
         return sum(subtask.size_bytes() for vertex in self.vertices.values() for subtask in vertex.subtasks)
 
 
-def encode_metadata(metadata: CheckpointMetadata) -> bytes:
+class SnapshotNotSignedError(SnapshotCorruptError):
+    """`_metadata` does not carry this job's signature: it must not be restored unasked."""
+
+
+def encode_metadata(metadata: CheckpointMetadata, key: SnapshotKey | None) -> bytes:
     body = json.dumps(metadata.to_json(), sort_keys=True).encode("utf-8")
-    return body + b"\n" + f"crc32:{zlib.crc32(body):08x}\n".encode("ascii")
+    lines = [body, f"crc32:{zlib.crc32(body):08x}".encode("ascii")]
+    if key is not None:
+        lines.append(SIGNATURE + key.sign(body).encode("ascii"))
+    return b"\n".join(lines) + b"\n"
 
 
-def decode_metadata(path: str, data: bytes) -> CheckpointMetadata:
-    body, _, footer = data.rstrip(b"\n").rpartition(b"\n")
-    if not footer.startswith(b"crc32:"):
+def decode_metadata(
+    path: str, data: bytes, key: SnapshotKey | None = None, *, trust_unsigned: bool = False
+) -> CheckpointMetadata:
+    """`_metadata`'s record; with `key`, only if that key signed it (or `trust_unsigned`).
+    Without a key nothing is trusted to be the job's: only for looking at a snapshot."""
+    body, *footers = data.rstrip(b"\n").split(b"\n")
+    crc = next((line for line in footers if line.startswith(b"crc32:")), None)
+    if crc is None:
         raise SnapshotCorruptError(path, "no checksum line: the file is truncated or not metadata")
     try:
-        expected = int(footer[6:], 16)
+        expected = int(crc[6:], 16)
     except ValueError:
         raise SnapshotCorruptError(path, "unreadable checksum line") from None
     if zlib.crc32(body) != expected:
         raise SnapshotCorruptError(path, "checksum mismatch")
+    if key is not None and not trust_unsigned:
+        _check_signature(path, body, footers, key)
     return CheckpointMetadata.from_json(json.loads(body))
 
 
-def write_metadata(storage: CheckpointStorage, snapshot_dir: str, meta: CheckpointMetadata) -> None:
+def _check_signature(path: str, body: bytes, footers: list[bytes], key: SnapshotKey) -> None:
+    signature = next((line[len(SIGNATURE) :] for line in footers if line.startswith(SIGNATURE)), None)
+    if signature is None:
+        problem = "is not signed"
+    elif not key.signed(body, signature.decode("ascii", "replace")):
+        problem = "is signed, but not with this job's key: another job wrote it, or it was altered"
+    else:
+        return
+    raise SnapshotNotSignedError(
+        path,
+        f"{problem} (key {key.source}). Its state would be unpickled, so it is not restored: restore it "
+        f"only if you trust whoever could write it, once, with {IMPORT_OPTION}",
+    )
+
+
+def write_metadata(
+    storage: CheckpointStorage, snapshot_dir: str, meta: CheckpointMetadata, key: SnapshotKey | None
+) -> None:
     """Write `_metadata` (last, after every state file): it makes the snapshot complete."""
     path = f"{snapshot_dir}/{METADATA}"
     staging = f"{snapshot_dir}/.{METADATA}.inprogress"
     storage.fs.makedirs(snapshot_dir, exist_ok=True)
     # A rename, so that a crash mid-write never leaves a `_metadata` behind.
-    storage.fs.pipe_file(staging, encode_metadata(meta))
+    storage.fs.pipe_file(staging, encode_metadata(meta, key))
     storage.fs.mv(staging, path)
 
 
-def read_metadata(storage: CheckpointStorage, snapshot_dir: str) -> CheckpointMetadata:
+def read_metadata(
+    storage: CheckpointStorage,
+    snapshot_dir: str,
+    key: SnapshotKey | None = None,
+    *,
+    trust_unsigned: bool = False,
+) -> CheckpointMetadata:
+    """`_metadata` of `snapshot_dir`; `key` and `trust_unsigned` as `decode_metadata`'s."""
     path = f"{snapshot_dir}/{METADATA}"
     if not storage.exists(path):
         raise SnapshotCorruptError(path, "missing: the snapshot is incomplete")
-    return decode_metadata(path, storage.fs.cat_file(path))
+    return decode_metadata(path, storage.fs.cat_file(path), key, trust_unsigned=trust_unsigned)

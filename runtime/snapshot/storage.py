@@ -8,12 +8,15 @@ Layout (DESIGN.md):
     <savepoint-dir>/savepoint-<id>/              self-contained and relocatable
 
 Every data file is described by a `FileRef` (path relative to its snapshot
-directory, size, CRC-32) kept in `_metadata`; reads verify both and name the
-file when they disagree.
+directory, size, CRC-32 and SHA-256) kept in `_metadata`; reads verify them and
+name the file when they disagree. `_metadata` is signed with the job's key
+(`snapshot_key.py`), so a file that matches its SHA-256 is the file the job
+wrote: nobody who can only write to the storage can substitute another.
 """
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import zlib
 from collections.abc import Callable, Iterator
@@ -47,31 +50,66 @@ class FileRef:
     path: str
     size: int
     crc32: int
+    sha256: str | None = None  # hex; None in snapshots written before it was recorded
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "size": self.size, "crc32": self.crc32}
+        data: dict[str, Any] = {"path": self.path, "size": self.size, "crc32": self.crc32}
+        if self.sha256 is not None:
+            data["sha256"] = self.sha256
+        return data
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> FileRef:
-        return FileRef(str(data["path"]), int(data["size"]), int(data["crc32"]))
+        sha256 = data.get("sha256")
+        return FileRef(
+            str(data["path"]), int(data["size"]), int(data["crc32"]), None if sha256 is None else str(sha256)
+        )
 
 
 def _within(path: str, directory: str) -> bool:
     return path.startswith(directory.rstrip("/") + "/")
 
 
+class Digest:
+    """Size, CRC-32 and SHA-256 of bytes seen a chunk at a time."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.crc32 = 0
+        self._sha256 = hashlib.sha256()
+
+    def update(self, data: bytes | bytearray | memoryview) -> None:
+        self.size += len(data)
+        self.crc32 = zlib.crc32(data, self.crc32)
+        self._sha256.update(data)
+
+    @property
+    def sha256(self) -> str:
+        return self._sha256.hexdigest()
+
+    def check(self, path: str, ref: FileRef) -> None:
+        """Raises SnapshotCorruptError naming `path` unless these bytes are `ref`'s."""
+        if self.size != ref.size:  # it changed between a size check and the read
+            raise SnapshotCorruptError(path, f"read {self.size} bytes, expected {ref.size}")
+        if self.crc32 != ref.crc32:
+            raise SnapshotCorruptError(path, "checksum mismatch")
+        if ref.sha256 is not None and self.sha256 != ref.sha256:
+            raise SnapshotCorruptError(path, "SHA-256 mismatch: not the file this job wrote")
+
+
 class ChecksumWriter:
-    """A write stream that counts bytes and computes their CRC-32 on the way."""
+    """A write stream that digests its bytes on the way."""
 
     def __init__(self, stream: IO[bytes]) -> None:
         self._stream = stream
-        self.size = 0
-        self.crc32 = 0
+        self.digest = Digest()
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         self._stream.write(data)
-        self.size += len(data)
-        self.crc32 = zlib.crc32(data, self.crc32)
+        self.digest.update(data)
+
+    def ref(self, path: str) -> FileRef:
+        return FileRef(path, self.digest.size, self.digest.crc32, self.digest.sha256)
 
 
 class CheckpointStorage:
@@ -123,7 +161,7 @@ class CheckpointStorage:
             writer = ChecksumWriter(stream)
             for chunk in [chunks] if isinstance(chunks, bytes) else chunks:
                 writer.write(chunk)
-        return FileRef(posixpath.relpath(path, relative_to), writer.size, writer.crc32)
+        return writer.ref(posixpath.relpath(path, relative_to))
 
     def upload(self, local_path: str, path: str, relative_to: str) -> FileRef:
         def chunks() -> Iterator[bytes]:
@@ -145,12 +183,13 @@ class CheckpointStorage:
             raise SnapshotCorruptError(path, f"{problem}: {size} bytes, expected {expected}")
 
     def read_file(self, snapshot_dir: str, ref: FileRef) -> bytes:
-        """The whole file, verified against its size and checksum."""
+        """The whole file, verified against its size and checksums."""
         path = self.resolve(snapshot_dir, ref)
         self.check_size(path, ref.size)
         data: bytes = self.fs.cat_file(path)
-        if zlib.crc32(data) != ref.crc32:
-            raise SnapshotCorruptError(path, "checksum mismatch")
+        digest = Digest()
+        digest.update(data)
+        digest.check(path, ref)
         return data
 
     def download(self, snapshot_dir: str, ref: FileRef, local_path: str) -> None:
@@ -159,7 +198,7 @@ class CheckpointStorage:
             self._read_verified(snapshot_dir, ref, target.write)
 
     def verify_file(self, snapshot_dir: str, ref: FileRef) -> None:
-        """Read the whole file, a chunk at a time, and check its size and CRC-32."""
+        """Read the whole file, a chunk at a time, and check its size and checksums."""
         self._read_verified(snapshot_dir, ref, None)
 
     def _read_verified(
@@ -167,17 +206,13 @@ class CheckpointStorage:
     ) -> None:
         path = self.resolve(snapshot_dir, ref)
         self.check_size(path, ref.size)
-        crc = size = 0
+        digest = Digest()
         with self.open_read(path) as source:
             while chunk := source.read(CHUNK):
-                crc = zlib.crc32(chunk, crc)
-                size += len(chunk)
+                digest.update(chunk)
                 if consume is not None:
                     consume(chunk)
-        if size != ref.size:  # it changed between the size check and the read
-            raise SnapshotCorruptError(path, f"read {size} bytes, expected {ref.size}")
-        if crc != ref.crc32:
-            raise SnapshotCorruptError(path, "checksum mismatch")
+        digest.check(path, ref)
 
     def open_read(self, path: str) -> IO[bytes]:
         try:

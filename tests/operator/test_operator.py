@@ -19,7 +19,7 @@ from tests.operator.conftest import Operator
 from tests.operator.test_crd import KUBERNETES
 from tests.polling import eventually
 
-PODS, SERVICES, CONFIG_MAPS = "v1/pods", "v1/services", "v1/configmaps"
+PODS, SERVICES, CONFIG_MAPS, SECRETS = "v1/pods", "v1/services", "v1/configmaps", "v1/secrets"
 ACCOUNTS, ROLES, BINDINGS = (
     "v1/serviceaccounts",
     "rbac.authorization.k8s.io/v1/roles",
@@ -109,11 +109,15 @@ async def test_scale_takes_a_savepoint_and_restarts_from_it(
     kubectl: Kubectl, job_name: str, etcd: Etcd, operator: Operator
 ) -> None:
     await _created(kubectl, job_name)
+    key = kubectl.get(SECRETS, f"{job_name}-lockgate-snapshot-key")["data"]["key"]
     driver = StandInDriver(kubectl, etcd, JobKeys(NAMESPACE, job_name))
     async with driver.running():
         await kubectl.patch_spec(job_name, {"replicas": 4})
         await _launched(kubectl, job_name, 2)
     assert not kubectl.exists(PODS, f"{job_name}-driver-1"), "never two drivers"
+    secret = kubectl.get(SECRETS, f"{job_name}-lockgate-snapshot-key")
+    assert secret["data"]["key"] == key, "the new launch checks the savepoint with the key that signed it"
+    assert secret["metadata"]["ownerReferences"][0]["name"] == job_name, "it goes with the job"
     ((request_id, request),) = driver.requests
     assert request.stop
     pod = kubectl.get(PODS, f"{job_name}-driver-2")

@@ -13,7 +13,7 @@ import yaml
 from lockgate.operator.driver_pod import Cluster, Launch, driver_arguments, driver_pod
 from lockgate.operator.job_policy import JobPolicy, check_job
 from lockgate.operator.naming import JobNames
-from lockgate.operator.owned import owned_objects
+from lockgate.operator.owned import owned_objects, snapshot_key_secret
 from lockgate.operator.spec import SpecError, parse_spec
 from lockgate.runtime.driver import settings_from
 from lockgate.runtime.driver.__main__ import parser as driver_parser
@@ -385,3 +385,24 @@ def test_spark_rpc_is_authenticated_and_encrypted_and_a_job_cannot_turn_that_off
         spec = parse_spec({**SPEC, "sparkConf": {key: "false"}})
         with pytest.raises(SpecError, match=f"spec.sparkConf\\[{key!r}\\] is set by the operator"):
             driver_pod(NAMES, spec, Launch(1, 128, "latest"), CLUSTER)
+
+
+def test_only_the_driver_mounts_the_jobs_snapshot_key() -> None:
+    pod = driver_pod(NAMES, parse_spec(SPEC), Launch(1, 128, "latest"), CLUSTER)
+    arguments = _driver_args(pod)
+    key_file = arguments[arguments.index("--snapshot-key-file") + 1]
+    (driver,) = pod["spec"]["containers"]
+    (mount,) = [m for m in driver["volumeMounts"] if key_file.startswith(f"{m['mountPath']}/")]
+    assert mount["readOnly"] is True
+    (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"]["secretName"] == "sums-lockgate-snapshot-key"
+    secret = snapshot_key_secret(NAMES)
+    kubernetes_validate.validate(secret, KUBERNETES, strict=True)
+    assert len(bytes.fromhex(secret["stringData"]["key"])) == 32
+    assert snapshot_key_secret(NAMES)["stringData"] != secret["stringData"], "a new job gets a new key"
+    template = yaml.safe_load(
+        owned_objects(NAMES, SPEC, CLUSTER, own_service_account=False)[0]["data"][
+            "executor-pod-template.yaml"
+        ]
+    )
+    assert all("secret" not in v or "snapshot" not in v["name"] for v in template["spec"]["volumes"])

@@ -44,9 +44,10 @@ class SharedFile:
     path: str
     size: int
     crc32: int
+    sha256: str | None
 
     def ref_from(self, snapshot_dir: str) -> FileRef:
-        return FileRef(posixpath.relpath(self.path, snapshot_dir), self.size, self.crc32)
+        return FileRef(posixpath.relpath(self.path, snapshot_dir), self.size, self.crc32, self.sha256)
 
 
 class NativeUpload(KeyedUpload):
@@ -95,7 +96,7 @@ class NativeUpload(KeyedUpload):
                     unique = f"{instance}-{self._checkpoint_id}-{name}"
                     path = posixpath.join(shared_dir, unique)
                     ref = storage.upload(local, path, self._target_dir)
-                    known = SharedFile(path, ref.size, ref.crc32)
+                    known = SharedFile(path, ref.size, ref.crc32, ref.sha256)
                 uploaded[name] = known
                 shared[name] = known.ref_from(self._target_dir)
             else:
@@ -146,7 +147,9 @@ class NativeSnapshotStrategy(KeyedSnapshotStrategy):
     def seed(self, handle: NativeKeyedHandle, snapshot_dir: str) -> None:
         """After restoring from `handle` as base, its SST files need no new upload."""
         confirmed = {
-            name: SharedFile(posixpath.normpath(posixpath.join(snapshot_dir, ref.path)), ref.size, ref.crc32)
+            name: SharedFile(
+                posixpath.normpath(posixpath.join(snapshot_dir, ref.path)), ref.size, ref.crc32, ref.sha256
+            )
             for name, ref in handle.shared.items()
         }
         with self._lock:

@@ -187,6 +187,11 @@ def test_the_cluster_driver_refuses_an_unwritable_output_with_exit_2(
         ),
         (["--savepoint-dir", "rel/dir"], r"argument --savepoint-dir: rel/dir: a relative path names"),
         (["--from-savepoint", "chk-7"], r"argument --from-savepoint: chk-7: a relative path names"),
+        (["--import-unsigned-savepoint"], r"--import-unsigned-savepoint goes with --from-savepoint"),
+        (
+            ["--snapshot-key-file", "/nonexistent/key"],
+            r"argument --snapshot-key-file: snapshot key file /nonexistent/key: No such file",
+        ),
     ],
 )
 def test_a_bad_option_is_refused_naming_the_flag_and_what_it_takes(

@@ -27,7 +27,17 @@ def _savepoint(tmp_path: Path, vertex: str) -> str:
 
 
 def _flags(savepoint: str, *more: str) -> list[str]:
-    return [WORD_COUNT, *ARGS, "-p", "1", "--max-parallelism", "1", "--from-savepoint", savepoint, *more]
+    # Made here, not by a run of the job: unsigned, so the test vouches for it.
+    flags = [
+        "-p",
+        "1",
+        "--max-parallelism",
+        "1",
+        "--from-savepoint",
+        savepoint,
+        "--import-unsigned-savepoint",
+    ]
+    return [WORD_COUNT, *ARGS, *flags, *more]
 
 
 def test_a_savepoint_of_a_renamed_source_is_refused_naming_its_state(tmp_path: Path) -> None:
@@ -49,7 +59,9 @@ def test_a_savepoint_whose_state_the_job_claims_passes(tmp_path: Path) -> None:
 
 def test_a_savepoint_of_another_max_parallelism_is_refused(tmp_path: Path) -> None:
     savepoint = _savepoint(tmp_path, "lines")
-    chosen = settings(tmp_path, WORD_COUNT, *ARGS, "--from-savepoint", savepoint)
+    chosen = settings(
+        tmp_path, WORD_COUNT, *ARGS, "--from-savepoint", savepoint, "--import-unsigned-savepoint"
+    )
     with pytest.raises(MaxParallelismMismatchError, match="Run with --max-parallelism 1"):
         preflight(chosen, None)
 

@@ -78,12 +78,15 @@ class Subtask:
     gate: asyncio.Event = field(default_factory=asyncio.Event)
     decline: str | None = None
     answered: list[int] = field(default_factory=list)
+    ack_key: bytes | None = None  # the run's seal on its acknowledgements (None: unsealed)
 
     def __post_init__(self) -> None:
         self.gate.set()
 
     def participant(self, launch: int) -> CheckpointParticipant:
-        return CheckpointParticipant(self.etcd, self.keys, self.vertex, self.index, launch)
+        return CheckpointParticipant(
+            self.etcd, self.keys, self.vertex, self.index, launch, ack_key=self.ack_key
+        )
 
     async def answer(self, trigger: Trigger) -> None:
         await self.gate.wait()
@@ -128,6 +131,7 @@ class Job:
             for index in range(parallelism)
         ]
         self._tasks: list[asyncio.Task[None]] = []
+        self.ack_key: bytes | None = None  # the coordinator's: acknowledgements it accepts
 
     def coordinator(
         self, config: CheckpointConfig, lease_ttl_s: int = 10, listener: CheckpointListener | None = None
@@ -141,6 +145,7 @@ class Job:
             savepoint_dir=self.savepoint_dir,
             lease_ttl_s=lease_ttl_s,
             listener=listener,
+            ack_key=self.ack_key,
         )
 
     def give_heap_state(self) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
+from lockgate.runtime.coordination.ack_seal import ack_key
 from lockgate.runtime.coordination.coordinator import CheckpointConfig, JobPlan
 from lockgate.runtime.coordination.errors import CheckpointAbortedError, JobFailedError
 from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger, decode
@@ -247,3 +248,30 @@ async def test_a_completed_checkpoint_subsumes_older_pending_ones(etcd, keys, tm
 async def _published(job: Job, n: int) -> bool:
     data = await job.etcd.get(job.keys.trigger)
     return data is not None and decode(Trigger, data).checkpoint_id == n
+
+
+async def test_an_acknowledgement_the_run_did_not_seal_is_refused_before_its_files_are_signed(
+    job: Job,
+) -> None:
+    """Acknowledgements name the files `_metadata` will sign; one written to etcd by
+    anything but the run's own tasks (another job's code, say) must not be taken."""
+    job.give_heap_state()
+    job.ack_key = ack_key(b"the run's secret")
+    forger, *honest = job.subtasks
+    for subtask in honest:
+        subtask.ack_key = job.ack_key
+    forger.ack_key = ack_key(b"a guess")
+    coordinator = job.coordinator(MANUAL)
+    await coordinator.start()
+    try:
+        with pytest.raises(CheckpointAbortedError, match=f"{forger.vertex}/{forger.index} is not this run's"):
+            await asyncio.wait_for(coordinator.trigger(), 10)
+        assert not job.storage.exists(f"{job.storage.checkpoint_dir(job.keys.job, 1)}/_metadata")
+        forger.ack_key = None  # unsealed: refused the same
+        with pytest.raises(CheckpointAbortedError, match="is not this run's"):
+            await asyncio.wait_for(coordinator.trigger(), 10)
+        forger.ack_key = job.ack_key
+        summary = await asyncio.wait_for(coordinator.trigger(), 10)
+    finally:
+        await coordinator.close()
+    assert summary.checkpoint_id == 3

@@ -179,7 +179,7 @@ def _rewrite_operator_ref(
     vertex = dataclasses.replace(
         meta.vertices["v"], subtasks=(dataclasses.replace(subtask, operator=operator),)
     )
-    write_metadata(storage, snapshot_dir, dataclasses.replace(meta, vertices={"v": vertex}))
+    write_metadata(storage, snapshot_dir, dataclasses.replace(meta, vertices={"v": vertex}), None)
     return path
 
 

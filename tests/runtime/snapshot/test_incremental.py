@@ -237,7 +237,10 @@ def _complete_while_uploading(storage: CheckpointStorage, tmp_path: Path) -> tup
 def _write_metadata(storage: CheckpointStorage, n: int, state: SubtaskState) -> None:
     vertices = {"v": MetadataVertexState(1, 8, (state,))}
     write_metadata(
-        storage, storage.checkpoint_dir("job", n), CheckpointMetadata("job", n, "checkpoint", 0, vertices)
+        storage,
+        storage.checkpoint_dir("job", n),
+        CheckpointMetadata("job", n, "checkpoint", 0, vertices),
+        None,
     )
 
 

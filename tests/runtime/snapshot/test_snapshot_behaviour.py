@@ -36,7 +36,7 @@ def _complete(storage: CheckpointStorage, pending, checkpoint_id: int, backend) 
         0,
         {"v": VertexState(1, backend.max_parallelism, (state,))},
     )
-    write_metadata(storage, snapshot_dir, meta)
+    write_metadata(storage, snapshot_dir, meta, None)
     return snapshot_dir
 
 

@@ -27,7 +27,8 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
 # "strict" editable mode links the mapped folders (runtime/ -> lockgate/runtime)
 # into a static tree, which mypy and import-linter can follow.
-.venv/bin/python -m pip install -q --disable-pip-version-check \
+# constraints.txt: the exact versions the suite last passed with, the image's too.
+.venv/bin/python -m pip install -q --disable-pip-version-check --constraint constraints.txt \
     -e '.[dev]' --config-settings editable_mode=strict
 # moto's S3 server, the S3 endpoint of the end-to-end tests: a service of its
 # own, in a virtualenv of its own (moto pins libraries Lockgate's own need newer).

@@ -27,7 +27,7 @@ from lockgate.runtime.coordination.restore_point import (
     resolve_restore_point,
 )
 from lockgate.runtime.coordination.unusable import UnusableCheckpoints
-from lockgate.runtime.engine.job_spec import JobSpec
+from lockgate.runtime.engine.job_spec import JobSpec, new_launch_secret
 from lockgate.runtime.engine.plan import job_plan
 from lockgate.runtime.engine.restart import NoRestart, RestartStrategy
 from lockgate.runtime.engine.restore_check import (
@@ -174,6 +174,7 @@ class JobMaster:
     ) -> str | None:
         graph = self.spec.graph()  # imported and validated here before any task starts
         plan = job_plan(graph, self.spec.parallelism, self.spec.state.max_parallelism)
+        secret = new_launch_secret()  # the tasks' and the coordinator's alone: it never goes to etcd
         async with Etcd(self.spec.etcd) as etcd:
             coordinator = CheckpointCoordinator(
                 etcd,
@@ -184,7 +185,7 @@ class JobMaster:
                 savepoint_dir=self._savepoint_dir,
                 listener=self._listener,
                 snapshot_key=self._trust.key,
-                ack_key=ack_key(self.spec.secret),
+                ack_key=ack_key(secret),
             )
             await coordinator.start(self._takeover_wait_s)
             try:
@@ -199,7 +200,9 @@ class JobMaster:
                         self.spec.state.max_parallelism,
                         allow_non_restored_state=self._allow_non_restored_state,
                     )
-                launch = self.spec.for_launch(coordinator.launch, restore, coordinator.trigger_revision)
+                launch = self.spec.for_launch(
+                    coordinator.launch, restore, coordinator.trigger_revision, secret
+                )
                 stage = self._stage
                 return await run_beside_coordinator(coordinator, lambda: stage.run(launch), stage.cancel)
             finally:

@@ -55,13 +55,14 @@ class JobSpec:
     def task_config(self, index: int) -> TaskConfig:
         return TaskConfig(index, self.parallelism, self.state, self.mode, self.bounded, self.batch_size)
 
-    def for_launch(self, launch: int, restore: RestorePoint | None, trigger_revision: int) -> JobSpec:
-        """This spec for one launch, with a secret of its own: a task of another
-        launch cannot open an exchange channel to this one's."""
-        return replace(
-            self,
-            launch=launch,
-            restore=restore,
-            trigger_revision=trigger_revision,
-            secret=secrets.token_bytes(32),
-        )
+    def for_launch(
+        self, launch: int, restore: RestorePoint | None, trigger_revision: int, secret: bytes
+    ) -> JobSpec:
+        """This spec for one launch, with `secret`, the launch's own (`new_launch_secret`):
+        a task of another launch can neither open an exchange channel to this one's nor
+        acknowledge a checkpoint to its coordinator."""
+        return replace(self, launch=launch, restore=restore, trigger_revision=trigger_revision, secret=secret)
+
+
+def new_launch_secret() -> bytes:
+    return secrets.token_bytes(32)

@@ -15,7 +15,7 @@ from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.engine.control import CheckpointControl, LaunchDeposedError
 from lockgate.runtime.engine.handshake import AuthenticationError, ChannelId
-from lockgate.runtime.engine.job_spec import JobSpec
+from lockgate.runtime.engine.job_spec import JobSpec, new_launch_secret
 from lockgate.runtime.engine.local_runner import run_local
 from lockgate.runtime.engine.network import ExchangeServer, RemoteOutputChannel
 from lockgate.runtime.engine.plan import job_plan
@@ -83,7 +83,8 @@ def test_a_task_of_an_earlier_launch_cannot_open_a_channel_to_the_current_one() 
         EtcdConfig(("http://127.0.0.1:1",)),
         secret=b"driver" * 6,
     )
-    earlier, current = spec.for_launch(1, None, 1), spec.for_launch(2, None, 1)
+    earlier = spec.for_launch(1, None, 1, new_launch_secret())
+    current = spec.for_launch(2, None, 1, new_launch_secret())
     assert earlier.secret != current.secret
     server = ExchangeServer(current.secret)
     try:

@@ -109,6 +109,10 @@ def test_the_driver_takes_the_operators_command_line_and_manifest(tmp_path: Path
     config_map = owned_objects(NAMES, spec, cluster, own_service_account=False)[0]
     (tmp_path / "job.yaml").write_text(config_map["data"]["job.yaml"])
     flags = driver_arguments(NAMES, parse_spec(spec), Launch(3, 128, "latest"), cluster)
+    key_flag = flags.index("--snapshot-key-file") + 1
+    assert flags[key_flag] == "/etc/lockgate-snapshot-key/key", "where the driver pod mounts the Secret"
+    (tmp_path / "key").write_text(snapshot_key_secret(NAMES)["stringData"]["key"])  # as the kubelet does
+    flags[key_flag] = str(tmp_path / "key")
     arguments = driver_parser().parse_args(
         [str(tmp_path / "job.yaml"), *flags[1:], "--etcd", cluster.etcd_endpoints]
     )

@@ -31,10 +31,18 @@ def executor_pods() -> bool:
 
 @pytest_asyncio.fixture(params=["emulated", "kind"])
 async def platform(
-    request: pytest.FixtureRequest, etcd_config: EtcdConfig, tmp_path: Path, executor_pods: bool
+    request: pytest.FixtureRequest,
+    etcd_config: EtcdConfig,
+    tmp_path: Path,
+    executor_pods: bool,
+    s3: S3Endpoint | None,
 ) -> AsyncIterator[Platform]:
     if request.param == "emulated":
-        async with EmulatedCluster.running(etcd_config, tmp_path, executor_pods=executor_pods) as emulated:
+        # The operator's storage root: the jobs keep their state inside it (the security model).
+        root = None if s3 is None else f"s3://{s3.bucket}/checkpoints"
+        async with EmulatedCluster.running(
+            etcd_config, tmp_path, executor_pods=executor_pods, storage_root=root
+        ) as emulated:
             yield emulated
         return
     if not os.environ.get("KUBECONFIG"):
@@ -63,13 +71,15 @@ def object_storage() -> bool:
 
 @pytest.fixture
 def s3(
-    object_storage: bool, platform: Platform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    object_storage: bool, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[S3Endpoint | None]:
-    if not object_storage or not isinstance(platform, EmulatedCluster):
+    """The S3 endpoint of a module that asks for object storage, started before the
+    platform (its operator's storage root is there). Emulated cluster only."""
+    if not object_storage or request.node.callspec.params.get("platform") != "emulated":
         yield None
         return
     with s3_endpoint(tmp_path / "moto.log") as endpoint:
-        for name, value in endpoint.environment.items():  # the test reads output and savepoints
+        for name, value in endpoint.environment.items():  # the test (and the operator) read storage
             monkeypatch.setenv(name, value)
         yield endpoint
 

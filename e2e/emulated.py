@@ -36,13 +36,14 @@ class EmulatedCluster:
     @classmethod
     @contextlib.asynccontextmanager
     async def running(
-        cls, etcd: EtcdConfig, workdir: Path, *, executor_pods: bool
+        cls, etcd: EtcdConfig, workdir: Path, *, executor_pods: bool, storage_root: str | None = None
     ) -> AsyncIterator[EmulatedCluster]:
+        """`storage_root`: the operator's (default: checkpoints in the shared directory)."""
         async with emulated_api_server() as (emulator, url):
             chart_operator_grants()  # rendered once, before the server answers anyone
             emulator.authorized = authorized  # RBAC: Spark's Role, the chart's operator rules
             shared = workdir / "shared"
-            root = f"file://{shared}/checkpoints"  # the jobs' storage: inside their namespace's directory
+            root = storage_root or f"file://{shared}/checkpoints"
             operator = await OperatorProcess.start(url, etcd.endpoints[0], workdir, storage_root=root)
             api = client.ApiClient(client.Configuration(host=url))
             runner = PodRunner(api, NAMESPACE, workdir / "pods", executor_pods=executor_pods)

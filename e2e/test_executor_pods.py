@@ -49,9 +49,7 @@ async def test_spark_creates_an_executor_pod_per_replica_owned_by_the_driver_pod
         )
         assert pod["metadata"]["labels"]["spark-role"] == "executor"
         env = {variable["name"] for variable in pod["spec"]["containers"][0].get("env", [])}
-        assert "SPARK_AUTHENTICATE_SECRET" in env, (
-            "Spark's RPC authentication is on: executors get its secret"
-        )
+        assert "_SPARK_AUTH_SECRET" in env, "Spark's RPC authentication is on: executors get its secret"
         assert pod["status"]["phase"] == "Running"
         log = await platform.pod_log(pod["metadata"]["name"])
         assert len(TASK_STARTED.findall(log)) == 1, f"{pod['metadata']['name']} runs one task"

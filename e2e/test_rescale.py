@@ -1,6 +1,7 @@
 """`kubectl scale` on a job: savepoint, stop, restart at the new parallelism with
 the state redistributed by key group — and not a word counted twice or lost.
-The executors are pods Spark creates: they follow the replicas."""
+The executors are pods Spark creates: they follow the replicas. Checkpoints,
+savepoints and output are in S3 (moto's server), the credentials in a Secret."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ async def _rescaled(job: WordCountJob, kubectl: Kubectl, platform: Platform, lau
     deployment, savepoint = status["deployment"], status["lastSavepoint"]
     assert (deployment["restore"], deployment["savepoint"]) == ("savepoint", savepoint["path"])
     assert savepoint["reason"] == "upgrade"
+    assert savepoint["path"].startswith(job.checkpoints), "savepoints go under the job's storage"
     assert snapshot_metadata(savepoint["path"]).kind == "savepoint"
     previous = job.driver_pod(launch - 1)
     assert await kubectl.pod(previous) is None, "the old driver's pod is gone"
@@ -36,6 +38,11 @@ async def _rescaled(job: WordCountJob, kubectl: Kubectl, platform: Platform, lau
 
 @pytest.fixture
 def executor_pods() -> bool:
+    return True
+
+
+@pytest.fixture
+def object_storage() -> bool:
     return True
 
 

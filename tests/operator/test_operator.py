@@ -54,6 +54,16 @@ async def _launched(kubectl: Kubectl, name: str, launch: int) -> dict[str, Any]:
     return kubectl.get(PODS, f"{name}-driver-{launch}")
 
 
+async def _degraded(kubectl: Kubectl, name: str) -> None:
+    """Wait for the job's Degraded condition: a spec the operator did not apply."""
+
+    def degraded() -> bool:
+        conditions = kubectl.status(name).get("conditions", [])
+        return any(c["type"] == "Degraded" and c["status"] == "True" for c in conditions)
+
+    await eventually(degraded, "the Degraded condition is set")
+
+
 async def _created(kubectl: Kubectl, name: str) -> dict[str, Any]:
     await kubectl.apply(name, SPEC)
     return await _launched(kubectl, name, 1)
@@ -215,13 +225,7 @@ async def test_an_invalid_change_keeps_the_last_good_spec_running(kubectl: Kubec
     await _created(kubectl, job_name)
     await kubectl.patch_spec(job_name, {"replicas": 100})  # above maxParallelism 64
 
-    def degraded() -> bool:
-        return any(
-            c["type"] == "Degraded" and c["status"] == "True"
-            for c in kubectl.status(job_name).get("conditions", [])
-        )
-
-    await eventually(degraded, "the Degraded condition is set")
+    await _degraded(kubectl, job_name)
     condition = next(c for c in kubectl.status(job_name)["conditions"] if c["type"] == "Degraded")
     assert "spec.replicas 100 exceeds" in condition["message"]
     # kmock does not emulate generateName: the first event of the namespace is stored unnamed.
@@ -239,13 +243,7 @@ async def test_a_job_asking_for_the_node_is_refused_before_anything_is_created(
 ) -> None:
     await kubectl.apply(job_name, {**SPEC, "volumes": [{"name": "node", "hostPath": {"path": "/"}}]})
 
-    def degraded() -> bool:
-        return any(
-            c["type"] == "Degraded" and c["status"] == "True"
-            for c in kubectl.status(job_name).get("conditions", [])
-        )
-
-    await eventually(degraded, "the Degraded condition is set")
+    await _degraded(kubectl, job_name)
     condition = next(c for c in kubectl.status(job_name)["conditions"] if c["type"] == "Degraded")
     assert condition["reason"] == "InvalidSpec"
     assert "spec.volumes[0] (node) is of kind hostPath" in condition["message"]
@@ -262,11 +260,7 @@ async def test_a_job_runs_as_a_service_account_only_once_the_namespace_marked_it
     await asyncio.to_thread(core.create_namespaced_service_account, NAMESPACE, account)
     await kubectl.apply(job_name, {**SPEC, "serviceAccountName": "uploader"})
 
-    def degraded() -> bool:
-        conditions = kubectl.status(job_name).get("conditions", [])
-        return any(c["type"] == "Degraded" and c["status"] == "True" for c in conditions)
-
-    await eventually(degraded, "the Degraded condition is set")
+    await _degraded(kubectl, job_name)
     assert "is not marked for StreamingJobs" in kubectl.status(job_name)["message"]
     assert not kubectl.exists(PODS, f"{job_name}-driver-1")
 

@@ -23,11 +23,11 @@ ENV SPARK_HOME=/opt/lockgate/venv/lib/python3.11/site-packages/pyspark \
     SPARK_CONF_DIR=/opt/lockgate/spark-conf
 
 WORKDIR /opt/lockgate/src
-COPY pyproject.toml constraints.txt ./
+COPY pyproject.toml ./
 RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
 print('\n'.join(p['dependencies'] + p['optional-dependencies']['s3'] + p['optional-dependencies']['gcs']))" \
       > /tmp/requirements.txt \
- && pip install --no-cache-dir --constraint constraints.txt --requirement /tmp/requirements.txt \
+ && pip install --no-cache-dir --requirement /tmp/requirements.txt \
  && rm /tmp/requirements.txt \
  && mkdir -p "$SPARK_CONF_DIR"
 

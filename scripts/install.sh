@@ -27,8 +27,7 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
 # "strict" editable mode links the mapped folders (runtime/ -> lockgate/runtime)
 # into a static tree, which mypy and import-linter can follow.
-# constraints.txt: the exact versions the suite last passed with, the image's too.
-.venv/bin/python -m pip install -q --disable-pip-version-check --constraint constraints.txt \
+.venv/bin/python -m pip install -q --disable-pip-version-check \
     -e '.[dev]' --config-settings editable_mode=strict
 # moto's S3 server, the S3 endpoint of the end-to-end tests: a service of its
 # own, in a virtualenv of its own (moto pins libraries Lockgate's own need newer).

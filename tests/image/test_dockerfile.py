@@ -54,30 +54,8 @@ def test_dependencies_are_installed_before_the_code_is_copied(dockerfile: Docker
     first_code = next(n for n, (kind, value) in enumerate(steps) if kind == "COPY" and "runtime" in value)
     dependencies = next(n for n, (kind, value) in enumerate(steps) if "requirements.txt" in value)
     assert dependencies < first_code
-    assert steps[dependencies - 1] == ("COPY", "pyproject.toml constraints.txt ./"), "only those before them"
+    assert steps[dependencies - 1] == ("COPY", "pyproject.toml ./"), "only pyproject.toml before them"
     assert "'dependencies'" in steps[dependencies][1], "the dependency list comes from pyproject.toml"
-    assert "--constraint constraints.txt" in steps[dependencies][1], "at the versions the suite passed with"
-
-
-def test_every_dependency_the_suite_installs_is_pinned_to_one_version() -> None:
-    """install.sh and the image install with constraints.txt: each dependency of the
-    package, its s3 extra and its dev extra at exactly one version."""
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    pins = {}
-    for line in (REPO / "constraints.txt").read_text().splitlines():
-        if line and not line.startswith("#"):
-            name, _, version = line.partition("==")
-            assert version, f"constraints.txt: {line!r} is not NAME==VERSION"
-            pins[_normal(name)] = version
-    extras = project["optional-dependencies"]
-    for requirement in [*project["dependencies"], *extras["s3"], *extras["dev"]]:
-        name = _normal(re.split(r"[\[<>=!~; ]", requirement, maxsplit=1)[0])
-        assert name == "lockgate" or name in pins, f"{requirement}: not pinned in constraints.txt"
-    assert "--constraint constraints.txt" in (REPO / "scripts" / "install.sh").read_text()
-
-
-def _normal(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def test_the_image_installs_the_object_store_extras(dockerfile: DockerfileParser) -> None:

@@ -78,11 +78,19 @@ def s3_endpoint(log: Path, bucket: str = "lockgate-e2e") -> Iterator[S3Endpoint]
                 )
             time.sleep(0.1)
         endpoint.filesystem().mkdir(bucket)
+        # fsspec keeps one filesystem per set of arguments, and the endpoint comes from the
+        # environment, not the arguments: a filesystem of an earlier endpoint would be reused.
+        _forget_s3_filesystems()
         yield endpoint
     finally:
+        _forget_s3_filesystems()
         server.terminate()
         try:
             server.wait(10)
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+def _forget_s3_filesystems() -> None:
+    fsspec.get_filesystem_class("s3").clear_instance_cache()

@@ -5,6 +5,7 @@ peer holds a handshake thread only until the deadline."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import socket
@@ -44,15 +45,25 @@ def server() -> Iterator[ExchangeServer]:
     server.close()
 
 
+@contextlib.contextmanager
+def _through_a_proxy(server: ExchangeServer) -> Iterator[tuple[TcpProxy, RemoteOutputChannel]]:
+    """The server started, and a channel to it connected through an on-path proxy."""
+    server.start()
+    with TcpProxy(server.address) as proxy:
+        outbound = RemoteOutputChannel(proxy.address, CHANNEL, SECRET, threading.Event(), QUIET)
+        outbound.connect()
+        try:
+            yield proxy, outbound
+        finally:
+            outbound.close()
+
+
 def test_a_frame_injected_on_the_path_fails_the_channel_unread(
     server: ExchangeServer, tmp_path: Path
 ) -> None:
     wakeup = threading.Event()
     inbound = server.expect(CHANNEL, 4, wakeup)
-    server.start()
-    with TcpProxy(server.address) as proxy:
-        outbound = RemoteOutputChannel(proxy.address, CHANNEL, SECRET, threading.Event(), QUIET)
-        outbound.connect()
+    with _through_a_proxy(server) as (proxy, outbound):
         outbound.send([("k", 1)])
         assert _poll(inbound, wakeup) == [("k", 1)]
         marker = tmp_path / "deserialized"
@@ -62,22 +73,16 @@ def test_a_frame_injected_on_the_path_fails_the_channel_unread(
         with pytest.raises(ChannelClosedError, match="does not carry the sender's MAC"):
             _poll(inbound, wakeup)
     assert not marker.exists(), "the injected pickle was deserialized"
-    outbound.close()
 
 
 def test_credits_injected_on_the_path_fail_the_sender(server: ExchangeServer) -> None:
-    wakeup = threading.Event()
-    inbound = server.expect(CHANNEL, 1, wakeup)
-    server.start()
-    with TcpProxy(server.address) as proxy:
-        outbound = RemoteOutputChannel(proxy.address, CHANNEL, SECRET, threading.Event(), QUIET)
-        outbound.connect()
+    inbound = server.expect(CHANNEL, 1, threading.Event())
+    with _through_a_proxy(server) as (proxy, outbound):
         outbound.send([1])  # its one credit spent: the next send waits for a grant
         proxy.inject("from_target", struct.pack(">I", 1000) + os.urandom(MAC_BYTES))
         with pytest.raises(ChannelClosedError, match="does not carry the sender's MAC"):
             outbound.send([2])  # no forged credit releases it: the channel fails
         inbound.close()
-    outbound.close()
 
 
 def test_an_endpoint_without_the_secret_gets_nothing_but_the_handshake(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lockgate.runtime.engine.channels import ChannelClosedError
@@ -122,8 +123,7 @@ def test_silent_peers_are_dropped_at_the_handshake_deadline_and_a_task_still_con
     inbound = server.expect(CHANNEL, 4, wakeup)
     server.start()
     threads_before = threading.active_count()
-    silent = [socket.create_connection(server.address) for _ in range(40)]
-    try:
+    with _silent_peers(server, 40):
         started = time.monotonic()
         outbound = RemoteOutputChannel(server.address, CHANNEL, SECRET, threading.Event(), QUIET)
         outbound.connect()
@@ -131,12 +131,7 @@ def test_silent_peers_are_dropped_at_the_handshake_deadline_and_a_task_still_con
         wait_until(lambda: server.refused == 40, "every silent peer is refused", timeout_s=5)
         assert time.monotonic() - started < 3.0, "a silent peer held its thread past the 1 s deadline"
         assert threading.active_count() <= threads_before + 4, "handshake threads left behind"
-        outbound.send([1])
-        assert _poll(inbound, wakeup) == [1]
-    finally:
-        for sock in silent:
-            sock.close()
-    outbound.close()
+        _delivers(outbound, inbound, wakeup)
 
 
 def test_beyond_the_pending_cap_peers_are_turned_away_and_a_task_retries_until_admitted(
@@ -146,17 +141,29 @@ def test_beyond_the_pending_cap_peers_are_turned_away_and_a_task_retries_until_a
     wakeup = threading.Event()
     inbound = server.expect(CHANNEL, 4, wakeup)
     server.start()
-    silent = [socket.create_connection(server.address) for _ in range(12)]
-    try:
+    with _silent_peers(server, 12):
         wait_until(lambda: server.turned_away == 4, "the four beyond the cap are turned away", timeout_s=5)
         outbound = RemoteOutputChannel(server.address, CHANNEL, SECRET, threading.Event(), QUIET)
         outbound.connect(timeout_s=10)  # turned away until the silent ones reach their deadline
         assert server.turned_away > 4, "the task's connection came while the places were taken"
-        outbound.send([1])
-        assert _poll(inbound, wakeup) == [1]
+        _delivers(outbound, inbound, wakeup)
+
+
+@contextlib.contextmanager
+def _silent_peers(server: ExchangeServer, count: int) -> Iterator[None]:
+    """`count` connections to `server` that never say a word, closed at the end."""
+    silent = [socket.create_connection(server.address) for _ in range(count)]
+    try:
+        yield
     finally:
         for sock in silent:
             sock.close()
+
+
+def _delivers(outbound: RemoteOutputChannel, inbound: Any, wakeup: threading.Event) -> None:
+    """The channel carries a frame; then the sending end closes."""
+    outbound.send([1])
+    assert _poll(inbound, wakeup) == [1]
     outbound.close()
 
 

@@ -8,6 +8,7 @@ after a reconnect, and errors that name the endpoints tried.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ import aetcd
 import aetcd.exceptions
 import aetcd.transactions
 import grpc
+from aetcd import rpc
 from lockgate.runtime.coordination.cancellation import bounded, raise_if_cancelling
 from lockgate.runtime.coordination.etcd_tls import connect_tls
 
@@ -36,6 +38,19 @@ _TRANSIENT = (
 
 class EtcdUnavailableError(ConnectionError):
     """No endpoint answered within the retries."""
+
+
+class EtcdAccessError(PermissionError):
+    """etcd refused this identity: a wrong user or password, a user given to an etcd
+    without authentication, or a key outside what the user's role grants. Retrying
+    cannot help; the message names the user and, where there is one, the key."""
+
+
+# etcd forgets a simple token when it restarts, when the token is unused for its
+# TTL (5 min by default) and when the user's password changes: the client then
+# authenticates again, as etcd's own Go client does.
+_STALE_TOKEN = "invalid auth token"
+_DENIED = "permission denied"
 
 
 class LeaseNotFoundError(Exception):
@@ -143,12 +158,26 @@ class Etcd:
                 await (connect_tls(client, self.config) if endpoint.startswith("https") else client.connect())
                 await asyncio.wait_for(client.status(), self.config.request_timeout_s)
             except Exception as error:  # noqa: BLE001 - each endpoint's failure is reported
-                errors.append(f"{endpoint}: {_describe(error)}")
                 await _close_quietly(client)
+                self._raise_if_refused(endpoint, error)
+                errors.append(f"{endpoint}: {_describe(error)}")
                 continue
             self._next = (self._next + attempt) % len(endpoints)
             return client
         raise EtcdUnavailableError("etcd is unreachable; tried " + "; ".join(errors))
+
+    def _raise_if_refused(self, endpoint: str, error: Exception) -> None:
+        """Authentication etcd refused (not one it could not answer) ends the connect."""
+        message = _describe(error) if isinstance(error, grpc.aio.AioRpcError) else str(error)
+        if "authentication is not enabled" in message:
+            raise EtcdAccessError(
+                f"etcd at {endpoint} has authentication disabled, so user {self.config.username!r} "
+                "would protect nothing: enable it (etcdctl auth enable) or connect without --etcd-user"
+            ) from error
+        if "authentication failed" in message:
+            reason = message.split("etcdserver: ")[-1]
+            user = self.config.username
+            raise EtcdAccessError(f"etcd at {endpoint} refused user {user!r}: {reason}") from error
 
     def _make_client(self, endpoint: str) -> aetcd.Client:
         parts = urlsplit(endpoint)
@@ -188,9 +217,18 @@ class Etcd:
                     await self.connect()
                     client = self._client
                 assert client is not None
-                return await getattr(client, operation)(*args, **kwargs)
+                is_auth = operation == "auth"
+                call = functools.partial(_auth_rpc, client) if is_auth else getattr(client, operation)
+                return await call(*args, **kwargs)
             except EtcdUnavailableError as error:
                 last = error
+            except aetcd.exceptions.UnauthenticatedError as error:
+                if _STALE_TOKEN not in str(error):
+                    raise
+                last = error
+                log.info("etcd forgot this client's token (%s); authenticating again", _describe(error))
+                await self._reconnect(client)
+                continue  # at once: nothing is wrong with etcd
             except _TRANSIENT as error:
                 raise_if_cancelling()
                 last = error
@@ -199,11 +237,25 @@ class Etcd:
                     await self._reconnect(client)
                 except EtcdUnavailableError as unavailable:
                     last = unavailable
+            except aetcd.exceptions.ClientError as error:
+                if _DENIED in str(error):
+                    raise self._denied(operation, args) from error
+                raise
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.config.max_backoff_s)
         raise EtcdUnavailableError(
             f"etcd {operation} failed after {self.config.retries} attempts against "
             f"{', '.join(self.config.endpoints)}: {_describe(last)}"
+        )
+
+    def _denied(self, operation: str, args: tuple[Any, ...]) -> EtcdAccessError:
+        who = f"etcd user {self.config.username!r}" if self.config.username else "this client (no etcd user)"
+        if operation == "auth":
+            return EtcdAccessError(f"{who} may not manage etcd's users and roles ({args[0]})")
+        subject = f"key {args[0]!r}" if args and isinstance(args[0], bytes) else "a key it touches"
+        return EtcdAccessError(
+            f"{who} may not {operation} {subject}: its etcd role does not cover it "
+            "(a job's role covers only /lockgate/<namespace>/<job>/)"
         )
 
     # -- key-value -----------------------------------------------------------------
@@ -261,6 +313,13 @@ class Etcd:
             if "lease not found" not in str(error):
                 raise
 
+    # -- users and roles -------------------------------------------------------------
+
+    async def auth(self, method: str, request: Any) -> Any:
+        """One call of etcd's Auth service (`UserAdd`, `RoleGrantPermission`, ...) as
+        this client's user, with the retries and re-authentication of every call."""
+        return await self._call("auth", method, request)
+
     # -- watches -------------------------------------------------------------------
 
     async def watch_prefix(self, prefix: bytes, start_revision: int) -> AsyncIterator[WatchEvent]:
@@ -298,6 +357,16 @@ class Etcd:
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.config.max_backoff_s)
         await self._reconnect(failed)
+
+
+async def _auth_rpc(client: aetcd.Client, method: str, request: Any) -> Any:
+    """aetcd has no users-and-roles API: its generated Auth stub on the client's
+    channel, with the client's token, and its error mapping."""
+    stub = rpc.AuthStub(client.channel)
+    try:
+        return await getattr(stub, method)(request, timeout=client._timeout, metadata=client.metadata)
+    except grpc.aio.AioRpcError as error:
+        aetcd.exceptions._handle_exception(error)
 
 
 def _describe(error: BaseException | None) -> str:

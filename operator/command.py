@@ -106,7 +106,16 @@ def run_operator(arguments: argparse.Namespace) -> int:
     metrics = OperatorMetrics()
     if arguments.metrics_port:
         start_http_server(arguments.metrics_port, registry=metrics.registry)
-    cluster = Cluster(",".join(etcd.endpoints), arguments.checkpoint_storage, arguments.etcd_tls_secret)
+    job_users = etcd.username is not None
+    if not job_users:
+        log.warning(
+            "etcd without --etcd-user: every job's driver and tasks can read and rewrite every other "
+            "job's etcd keys. Enable etcd auth and run the operator as a user with etcd's root role: "
+            "each job then gets a user of its own, reaching only its keys"
+        )
+    cluster = Cluster(
+        ",".join(etcd.endpoints), arguments.checkpoint_storage, arguments.etcd_tls_secret, job_users
+    )
     policy = JobPolicy(arguments.allow_privileged_pods, arguments.allow_custom_storage_roots)
     context = OperatorContext(Kube(_kubernetes()), JobEtcd(etcd), cluster, policy, metrics=metrics)
     register_handlers(registry, context, observe_every_s=arguments.observe_interval)

@@ -15,10 +15,14 @@ from typing import Any, Literal
 
 from lockgate.operator.naming import JobNames
 from lockgate.operator.spec import Resources, SpecError, StreamingJobSpec, image_of
+from lockgate.runtime.coordination.etcd_options import PASSWORD_ENV as ETCD_PASSWORD_ENV
+from lockgate.runtime.coordination.job_identity import JobIdentity
+from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.leadership import LEASE_TTL_S
 
 CONFIG_DIR = "/etc/lockgate"
 ETCD_TLS_DIR, ETCD_TLS_VOLUME = "/etc/lockgate-etcd-tls", "etcd-tls"  # same path in driver and executors
+ETCD_PASSWORD_KEY = "password"  # in the job's etcd credentials Secret
 SNAPSHOT_KEY_DIR, SNAPSHOT_KEY_VOLUME, SNAPSHOT_KEY_FILE = "/etc/lockgate-snapshot-key", "snapshot-key", "key"
 MANIFEST_FILE = "job.yaml"
 EXECUTOR_TEMPLATE_FILE = "executor-pod-template.yaml"  # Spark merges its executor pods into it
@@ -103,6 +107,27 @@ class Cluster:
     etcd_tls_secret: str | None = None
     """A Secret (ca.crt, tls.crt, tls.key) in each job's namespace that drivers and
     executors mount to reach etcd over TLS; None: etcd without TLS."""
+    etcd_job_users: bool = False
+    """Each job reaches etcd as its own user, whose role covers only its keys (the
+    operator connects as a user with etcd's root role); False: etcd without auth,
+    where every job could write every other job's keys."""
+
+    def etcd_user_of(self, names: JobNames, spec: StreamingJobSpec) -> str | None:
+        """The job's own etcd user; None where it has none (no etcd auth, or an etcd of
+        the job's own, `spec.etcdEndpoints`, on which the operator makes no users)."""
+        if not self.etcd_job_users or spec.etcd_endpoints:
+            return None
+        return JobIdentity(JobKeys(names.namespace, names.name)).name
+
+    def etcd_user_flags(self, names: JobNames, spec: StreamingJobSpec) -> list[str]:
+        user = self.etcd_user_of(names, spec)
+        return [] if user is None else ["--etcd-user", user]
+
+    def etcd_password_env(self, names: JobNames, spec: StreamingJobSpec) -> list[dict[str, Any]]:
+        if self.etcd_user_of(names, spec) is None:
+            return []
+        secret = {"name": names.etcd_credentials, "key": ETCD_PASSWORD_KEY}
+        return [{"name": ETCD_PASSWORD_ENV, "valueFrom": {"secretKeyRef": secret}}]
 
     def etcd_tls_flags(self) -> list[str]:
         if self.etcd_tls_secret is None:
@@ -239,6 +264,7 @@ def driver_arguments(names: JobNames, spec: StreamingJobSpec, launch: Launch, cl
     flags += ["--metrics-bind", "0.0.0.0"]  # Prometheus scrapes the pod's address
     flags += _restart_flags(spec)
     flags += cluster.etcd_tls_flags()
+    flags += cluster.etcd_user_flags(names, spec)
     if spec.job.allow_non_restored_state:
         flags += ["--allow-non-restored-state"]
     if launch.restore == "savepoint":
@@ -273,6 +299,7 @@ def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster:
         "env": [
             *own.get("env", []),
             {"name": "LOCKGATE_ETCD", "value": spec.etcd_endpoints or cluster.etcd_endpoints},
+            *cluster.etcd_password_env(names, spec),  # after the template's: its own cannot override
         ],
         **({"envFrom": list(own["envFrom"])} if own.get("envFrom") else {}),
         "ports": [

@@ -12,7 +12,7 @@ from kubernetes.client import ApiException
 from lockgate.operator import reconcile
 from lockgate.operator.job import Job, OperatorContext
 from lockgate.operator.naming import GROUP, PLURAL, VERSION
-from lockgate.runtime.coordination.etcd import EtcdUnavailableError
+from lockgate.runtime.coordination.etcd import EtcdAccessError, EtcdUnavailableError
 
 RESOURCE = (GROUP, VERSION, PLURAL)
 
@@ -36,6 +36,9 @@ async def _guarded(
     except (EtcdUnavailableError, ApiException) as error:
         count.labels(handler, "retry").inc()
         raise kopf.TemporaryError(f"{type(error).__name__}: {error}", delay=5) from error
+    except EtcdAccessError as error:  # the operator's etcd user: fixed by an admin, then retried
+        count.labels(handler, "retry").inc()
+        raise kopf.TemporaryError(f"{type(error).__name__}: {error}", delay=60) from error
     except kopf.TemporaryError:
         count.labels(handler, "retry").inc()
         raise

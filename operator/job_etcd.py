@@ -4,6 +4,7 @@ contract (`lockgate.runtime.coordination`), nothing of its internals."""
 from __future__ import annotations
 
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
+from lockgate.runtime.coordination.job_identity import JobIdentity, grant, revoke
 from lockgate.runtime.coordination.job_status import read_status
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import CompletedCheckpoint, JobStatus, SavepointResult, decode
@@ -51,6 +52,13 @@ class JobEtcd:
             # Withdrawn, so that the next driver does not serve it (and stop) when it starts.
             await etcd.delete(keys.savepoint_request(request_id))
             raise
+
+    async def grant_identity(self, keys: JobKeys, password: str) -> None:
+        """The job's own etcd user, with `password`, reaching only the job's keys."""
+        await grant(self._etcd, JobIdentity(keys), password)
+
+    async def revoke_identity(self, keys: JobKeys) -> None:
+        await revoke(self._etcd, JobIdentity(keys))
 
     async def forget(self, keys: JobKeys) -> None:
         """Remove every key of the job (its checkpoints' files are not touched)."""

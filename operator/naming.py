@@ -35,6 +35,11 @@ class JobNames:
         return f"{self.name}-lockgate-snapshot-key"
 
     @property
+    def etcd_credentials(self) -> str:
+        """The Secret with the password of the job's own etcd user, new each launch."""
+        return f"{self.name}-lockgate-etcd"
+
+    @property
     def service(self) -> str:
         """The driver's headless Service: executors reach the driver by this name."""
         return f"{self.name}-driver"

@@ -4,6 +4,7 @@ executor pods (nothing more: least privilege)."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import yaml
@@ -12,6 +13,7 @@ from lockgate.operator.driver_pod import (
     CONTAINER_SECURITY,
     DRIVER_CONTAINER,
     DRIVER_PORT,
+    ETCD_PASSWORD_KEY,
     EXECUTOR_CONTAINER,
     EXECUTOR_TEMPLATE_FILE,
     MANIFEST_FILE,
@@ -88,6 +90,20 @@ def snapshot_key_secret(names: JobNames) -> dict[str, Any]:
         "metadata": _metadata(names, names.snapshot_key, "driver"),
         "type": "Opaque",
         "stringData": {SNAPSHOT_KEY_FILE: new_key_text()},
+    }
+
+
+def etcd_credentials_secret(names: JobNames, password: str) -> dict[str, Any]:
+    """The password of the job's own etcd user for one launch; only the driver
+    reads it (its executors get it with their tasks, over Spark's authenticated,
+    encrypted RPC)."""
+    encoded = base64.b64encode(password.encode()).decode()
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _metadata(names, names.etcd_credentials, "driver"),
+        "type": "Opaque",
+        "data": {ETCD_PASSWORD_KEY: encoded},
     }
 
 

@@ -173,6 +173,8 @@ async def on_delete(job: Job) -> None:
         # Gone before its keys are: a driver still shutting down would write its status again.
         await remove_driver(job, launch, stopped_with_savepoint=saved)
     await job.context.etcd.forget(job.keys)
+    if job.context.cluster.etcd_job_users:
+        await job.context.etcd.revoke_identity(job.keys)
     if spec is not None and spec.deletion.checkpoints == "delete":
         storage = storage_layout(job.names, spec, job.context.cluster)
         await asyncio.to_thread(_delete_checkpoints, storage.checkpoints, job.names.name)

@@ -21,7 +21,9 @@ import kopf
 from lockgate.operator.conditions import now_iso, set_condition
 from lockgate.operator.driver_pod import Launch, driver_pod
 from lockgate.operator.job import Job
-from lockgate.operator.owned import owned_objects, snapshot_key_secret
+from lockgate.operator.owned import etcd_credentials_secret, owned_objects, snapshot_key_secret
+from lockgate.operator.spec import StreamingJobSpec
+from lockgate.runtime.coordination.job_identity import new_password
 from lockgate.runtime.coordination.records import SavepointResult
 from lockgate.runtime.keygroups import default_max_parallelism
 
@@ -155,6 +157,19 @@ async def _stop_driver(job: Job, plan: Plan) -> Plan:
     return after
 
 
+async def _new_etcd_password(job: Job, spec: StreamingJobSpec) -> None:
+    """Each launch reaches etcd as the job's own user with a password new for it:
+    drivers and tasks of earlier launches can no longer authenticate. The Secret
+    comes first: a step retried after a crash between the two sets both again."""
+    if job.context.cluster.etcd_user_of(job.names, spec) is None:
+        return
+    password = new_password()
+    secret = etcd_credentials_secret(job.names, password)
+    kopf.adopt(secret, owner=job.body)
+    await job.context.kube.apply(secret)
+    await job.context.etcd.grant_identity(job.keys, password)
+
+
 async def _start_driver(job: Job, plan: Plan) -> None:
     spec, names, kube = job.spec, job.names, job.context.kube
     launch = Launch(int(plan["launch"]), max_parallelism(job), plan["restore"], plan.get("savepoint"))
@@ -168,6 +183,9 @@ async def _start_driver(job: Job, plan: Plan) -> None:
     await kube.create(key)  # False from the second launch on: the job keeps its first key
     for obj in objects:
         await kube.apply(obj)
+    if await kube.pod(names.namespace, pod["metadata"]["name"]) is None:
+        # Not for a resumed step whose pod exists: it runs with the password it has.
+        await _new_etcd_password(job, spec)
     await kube.create(pod)  # False when a resumed step created it already
     _observe_duration(job, plan)
     await job.record(

@@ -15,6 +15,7 @@ from typing import Any
 
 from lockgate.runtime.cli.etcd_options import RUN_FILE, WORK_DIR
 from lockgate.runtime.coordination.etcd import EtcdConfig
+from lockgate.runtime.coordination.etcd_options import add_security, config_of
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.driver import add_job_options, drive, settings_from
 from lockgate.runtime.driver.options import OptionError
@@ -26,7 +27,9 @@ from lockgate.runtime.spark import BarrierStage, spark_session
 def register(commands: Any) -> None:
     command = commands.add_parser("run", help="run a job locally on Spark")
     add_job_options(command)
-    command.add_argument("--etcd", help="etcd endpoints (default: start an embedded etcd)")
+    etcd = command.add_argument_group("etcd")
+    etcd.add_argument("--etcd", help="etcd endpoints (default: start an embedded etcd)")
+    add_security(etcd)  # TLS and the job's etcd user, for an etcd of the team's own
     command.add_argument(
         "--master",
         help="Spark master (default: local[P]); e.g. local-cluster[2,1,1024] for executors in their own JVMs",
@@ -37,7 +40,7 @@ def register(commands: Any) -> None:
 @contextlib.contextmanager
 def _etcd(arguments: argparse.Namespace) -> Iterator[EtcdConfig]:
     if arguments.etcd:
-        yield EtcdConfig.from_url(arguments.etcd)
+        yield config_of(arguments.etcd, arguments)
         return
     server = EtcdServer(WORK_DIR.resolve() / "etcd")
     server.start()
@@ -66,8 +69,10 @@ def run_command(arguments: argparse.Namespace) -> int:
     sys.path.insert(0, os.getcwd())
     settings = settings_from(arguments, WORK_DIR, fresh_by_default=True)
     _check_slots(arguments.master, settings.parallelism)
+    if arguments.etcd_user and not arguments.etcd:
+        raise OptionError("--etcd-user goes with --etcd: the embedded etcd has no users")
     # Before etcd or Spark start; an embedded etcd is not started just to record a refusal.
-    preflight(settings, EtcdConfig.from_url(arguments.etcd) if arguments.etcd else None)
+    preflight(settings, config_of(arguments.etcd, arguments) if arguments.etcd else None)
     keys, p = settings.keys, settings.parallelism
     WORK_DIR.mkdir(exist_ok=True)
     with _etcd(arguments) as etcd_config:

@@ -24,6 +24,7 @@ NON_DEFAULT: dict[str, Any] = {
         "bundled": {"enabled": False},
         "endpoints": ["https://etcd-0.etcd:2379", "https://etcd-1.etcd:2379"],
         "tls": {"secretName": "etcd-client"},
+        "auth": {"user": "root", "passwordSecret": "etcd-root"},
     },
     "monitoring": {
         "podMonitors": True,

@@ -77,6 +77,7 @@ def test_by_default_one_operator_watches_every_namespace_with_its_own_etcd() -> 
     assert not options.allow_privileged_pods, "jobs get restricted pods unless the admin says otherwise"
     assert not options.allow_custom_storage_roots
     assert options.etcd_tls_secret is None
+    assert options.etcd_user is None, "the bundled etcd has no auth: the operator warns that jobs share it"
     statefulset = find(objects, "StatefulSet")[0]
     assert statefulset["spec"]["serviceName"] == "lockgate-etcd"
     assert find(objects, "ClusterRole")
@@ -100,6 +101,10 @@ def test_external_etcd_with_tls_and_named_namespaces() -> None:
         "/etc/lockgate-etcd-tls/tls.key",
     )
     assert options.etcd_tls_secret == "etcd-client", "drivers and executors mount it too"
+    assert options.etcd_user == "root", "etcd auth: each job gets a user of its own"
+    operator = find(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
+    password = {"secretKeyRef": {"name": "etcd-root", "key": "password"}}
+    assert {"name": "LOCKGATE_ETCD_PASSWORD", "valueFrom": password} in operator["env"]
     assert options.peering == "lockgate", "two replicas: kopf peering, one active"
     assert options.checkpoint_storage == "s3://b/lockgate"
     assert options.allow_privileged_pods
@@ -154,6 +159,11 @@ def test_the_operator_holds_what_it_grants_its_drivers(values: dict[str, Any] | 
 def test_bad_values_are_refused_naming_the_key(values: dict[str, Any], culprit: str) -> None:
     with pytest.raises(helm.HelmValuesError, match=culprit):
         helm.Chart.load(CHART).validate_schema(values)
+
+
+def test_an_etcd_user_needs_its_password_secret() -> None:
+    with pytest.raises(helm.HelmRenderError, match=r"etcd\.auth\.passwordSecret is required"):
+        render({"etcd": {"auth": {"user": "root"}}})
 
 
 def test_external_etcd_needs_endpoints() -> None:

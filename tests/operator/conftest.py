@@ -44,6 +44,7 @@ class Operator:
     url: str
     etcd_config: EtcdConfig
     storage: str
+    etcd_job_users: bool = False  # as the operator started with --etcd-user (etcd auth on)
     task: asyncio.Task[None] | None = None
     context: OperatorContext | None = None
     stop_flag: asyncio.Event = field(default_factory=asyncio.Event)
@@ -62,7 +63,7 @@ class Operator:
         self.context = context = OperatorContext(
             Kube(self.api()),
             JobEtcd(self.etcd_config),
-            Cluster(endpoints, self.storage),
+            Cluster(endpoints, self.storage, etcd_job_users=self.etcd_job_users),
             driver_exit_timeout_s=10,
         )
         register(registry, context, observe_every_s=0.3)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
@@ -10,21 +11,30 @@ from collections import Counter
 from pathlib import Path
 
 from lockgate.runtime import read_committed
+from lockgate.runtime.coordination.etcd import Etcd
+from lockgate.runtime.coordination.etcd_server import EtcdServer
+from lockgate.runtime.coordination.job_identity import JobIdentity, grant, new_password
+from lockgate.runtime.coordination.keys import JobKeys
 
+from tests.etcd_auth import enable_auth
 from tests.runtime.engine.test_local_engine import _write_lines
 
 LOCKGATE = str(Path(sys.executable).parent / "lockgate")
 REPO = Path(__file__).resolve().parents[3]
 
 
-def _lockgate(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _lockgate(cwd: Path, *args: str, password: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if password is not None:
+        env["LOCKGATE_ETCD_PASSWORD"] = password
     return subprocess.run(
         [LOCKGATE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=240, check=False
     )
 
 
-def _word_count(tmp_path: Path, out: str, *flags: str) -> subprocess.CompletedProcess[str]:
+def _word_count(
+    tmp_path: Path, out: str, *flags: str, password: str | None = None
+) -> subprocess.CompletedProcess[str]:
     return _lockgate(
         tmp_path,
         "run",
@@ -39,6 +49,7 @@ def _word_count(tmp_path: Path, out: str, *flags: str) -> subprocess.CompletedPr
         "--arg",
         f"output=file://{tmp_path}/{out}",
         *flags,
+        password=password,
     )
 
 
@@ -60,6 +71,44 @@ def test_bounded_word_count_at_parallelism_3_is_exact(tmp_path: Path) -> None:
     assert (tmp_path / ".lockgate" / "etcd").is_dir()
     assert list((tmp_path / ".lockgate" / "checkpoints" / "configurable").glob("chk-*/_metadata"))
     assert not (tmp_path / ".lockgate" / "run.json").exists(), "the run's record is removed at its end"
+
+
+def test_a_job_runs_exactly_as_its_own_etcd_user_and_writes_no_key_outside_its_own(tmp_path: Path) -> None:
+    """Driver, coordinator, tasks and sinks all stay within the job's role: a key
+    touched outside `/lockgate/<ns>/<job>/` would fail the run with EtcdAccessError."""
+    words = _write_lines(tmp_path / "lines", partitions=3, lines=200)
+    server = EtcdServer(tmp_path / "etcd")
+    server.start()
+    try:
+        root = asyncio.run(enable_auth(server))
+        identity, password = JobIdentity(JobKeys("team-a", "wc")), new_password()
+
+        async def granted() -> None:
+            async with Etcd(root) as etcd:
+                await grant(etcd, identity, password)
+
+        asyncio.run(granted())
+        job = ("--namespace", "team-a", "--job-id", "wc", "--etcd", server.endpoint)
+        result = _word_count(tmp_path, "out", *job, "--etcd-user", identity.name, password=password)
+        assert result.returncode == 0, result.stderr[-3000:]
+        _assert_exact(f"file://{tmp_path}/out", words)
+
+        async def every_key() -> list[bytes]:
+            async with Etcd(root) as etcd:
+                return [key for key, _ in await etcd.get_prefix(b"/")]
+
+        assert {key.startswith(b"/lockgate/team-a/wc/") for key in asyncio.run(every_key())} == {True}
+    finally:
+        server.stop()
+
+
+def test_an_etcd_user_without_its_password_or_without_an_etcd_is_named(tmp_path: Path) -> None:
+    no_password = _word_count(tmp_path, "out", "--etcd", "http://127.0.0.1:1", "--etcd-user", "me")
+    assert "--etcd-user me needs its password in $LOCKGATE_ETCD_PASSWORD" in no_password.stderr
+    no_etcd = _word_count(tmp_path, "out", "--etcd-user", "me", password="pw")
+    assert "lockgate run: --etcd-user goes with --etcd: the embedded etcd has no users" in no_etcd.stderr
+    assert (no_password.returncode, no_etcd.returncode) == (1, 2)
+    assert not (tmp_path / ".lockgate" / "etcd").exists(), "refused before etcd starts"
 
 
 def test_a_job_that_does_not_resolve_is_named(tmp_path: Path) -> None:

@@ -92,10 +92,13 @@ class Launch:
     max_parallelism: int
     restore: Restore
     savepoint: str | None = None  # with restore == "savepoint"
+    import_unsigned: bool = False  # the savepoint is spec.job.importUnsignedSavepoint, vouched for
 
     def __post_init__(self) -> None:
         if (self.restore == "savepoint") != (self.savepoint is not None):
             raise ValueError("a savepoint path goes with restore='savepoint', and only with it")
+        if self.import_unsigned and self.restore != "savepoint":
+            raise ValueError("importing an unsigned savepoint goes with restore='savepoint'")
 
 
 @dataclass(frozen=True)
@@ -269,6 +272,7 @@ def driver_arguments(names: JobNames, spec: StreamingJobSpec, launch: Launch, cl
         flags += ["--allow-non-restored-state"]
     if launch.restore == "savepoint":
         flags += ["--from-savepoint", str(launch.savepoint)]
+        flags += ["--import-unsigned-savepoint"] if launch.import_unsigned else []
     elif launch.restore == "empty":
         flags += ["--fresh"]
     return flags

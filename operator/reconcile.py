@@ -19,6 +19,7 @@ from lockgate.operator.transition import (
     Plan,
     ask_savepoint,
     carry_out,
+    import_plan,
     max_parallelism,
     record_savepoint,
     remove_driver,
@@ -75,6 +76,9 @@ async def on_create(job: Job) -> None:
     if spec.state == "suspended":
         await job.record(phase="Suspended", maxParallelism=max_parallelism(job))
         return
+    if spec.job.import_unsigned_savepoint is not None:
+        await carry_out(job, import_plan(job, spec.job.import_unsigned_savepoint, "starting"))
+        return
     await carry_out(
         job, {"step": "starting", "reason": "created", "launch": job.next_launch, "restore": "latest"}
     )
@@ -82,6 +86,7 @@ async def on_create(job: Job) -> None:
 
 def _needs_restart(old: StreamingJobSpec, new: StreamingJobSpec) -> bool:
     """Whether the running driver must be replaced to apply `new`."""
+    imported = new.job.import_unsigned_savepoint
     applied_live = old.model_copy(
         update={
             "savepoints": new.savepoints,
@@ -89,6 +94,8 @@ def _needs_restart(old: StreamingJobSpec, new: StreamingJobSpec) -> bool:
             "state": new.state,
             "restart_nonce": new.restart_nonce,
             "restart_strategy": new.restart_strategy,  # the operator's own restarts read it live
+            # Read at a launch; a new value is carried out by on_change, a removed one needs nothing.
+            "job": old.job.model_copy(update={"import_unsigned_savepoint": imported}),
         }
     )
     return applied_live != new
@@ -137,7 +144,10 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
         plan = {"step": "starting", "reason": "resume", "launch": job.next_launch, "restore": restore}
         await carry_out(job, {**plan, "savepoint": suspended_with} if restore == "savepoint" else plan)
         return
-    if running is None or _needs_restart(running, new):
+    imported = new.job.import_unsigned_savepoint
+    if imported is not None and (running is None or running.job.import_unsigned_savepoint != imported):
+        await carry_out(job, import_plan(job, imported, "stopping"))
+    elif running is None or _needs_restart(running, new):
         await carry_out(job, _upgrade_plan(job, new, "upgrade"))
     elif new.restart_nonce != running.restart_nonce:
         await carry_out(job, restart_plan(job, "restart"))

@@ -6,7 +6,9 @@ gone, under a launch number fixed in the record, so there are never two.
 A plan (the record) has: `step` (savepoint → stopping → starting, or
 suspended at the end of a suspension), `reason`, `launch` (the next driver's
 number), `restore` (savepoint | latest | empty), `savepoint` (path),
-`request` (the savepoint request's id), `suspend` (stop and stay stopped).
+`request` (the savepoint request's id), `suspend` (stop and stay stopped),
+`import` (the savepoint is `spec.job.importUnsignedSavepoint`: restored although
+the job's key did not sign it; the running driver is stopped without one).
 """
 
 from __future__ import annotations
@@ -57,6 +59,12 @@ async def carry_out(job: Job, plan: Plan) -> None:
 def _observe_duration(job: Job, plan: Plan) -> None:
     """Counted before the step that clears `status.upgrade` is written."""
     job.context.metrics.upgrade_seconds.labels(plan["reason"]).observe(time.time() - plan["startedAt"])
+
+
+def import_plan(job: Job, path: str, step: str) -> Plan:
+    """Restore `path`, which the job's key did not sign (`spec.job.importUnsignedSavepoint`)."""
+    plan = {"reason": "import", "launch": job.next_launch, "restore": "savepoint", "savepoint": path}
+    return {**plan, "step": step, "import": True, "generation": job.generation}
 
 
 def restart_plan(job: Job, reason: str) -> Plan:
@@ -151,7 +159,8 @@ async def _stop_driver(job: Job, plan: Plan) -> Plan:
     launch = int(job.status.get("launch", 0))
     if launch:
         # A savepoint in the plan was taken with stop: the driver is on its way out.
-        await remove_driver(job, launch, stopped_with_savepoint=plan.get("restore") == "savepoint")
+        stopped = plan.get("restore") == "savepoint" and not plan.get("import")
+        await remove_driver(job, launch, stopped_with_savepoint=stopped)
     after = {**plan, "step": "suspended" if plan.get("suspend") else "starting"}
     await job.record(upgrade=after)
     return after
@@ -172,7 +181,13 @@ async def _new_etcd_password(job: Job, spec: StreamingJobSpec) -> None:
 
 async def _start_driver(job: Job, plan: Plan) -> None:
     spec, names, kube = job.spec, job.names, job.context.kube
-    launch = Launch(int(plan["launch"]), max_parallelism(job), plan["restore"], plan.get("savepoint"))
+    launch = Launch(
+        int(plan["launch"]),
+        max_parallelism(job),
+        plan["restore"],
+        plan.get("savepoint"),
+        import_unsigned=bool(plan.get("import")),
+    )
     pod = driver_pod(names, spec, launch, job.context.cluster)
     objects = owned_objects(
         names, job.raw_spec, job.context.cluster, own_service_account=spec.service_account_name is None

@@ -262,8 +262,10 @@ def _set_in(document: dict[str, Any], path: str) -> Any:
     return document
 
 
-def _apply_manifest(arguments: argparse.Namespace, sources: dict[str, str]) -> dict[str, str]:
-    """When JOB is a manifest: its values for the options no flag set; its args."""
+def _apply_manifest(arguments: argparse.Namespace, sources: dict[str, str], local: bool) -> dict[str, str]:
+    """When JOB is a manifest: its values for the options no flag set; its args.
+    `local`: `lockgate run`; a driver the operator launched restores only what the
+    operator's flags say (its manifest names the import on every launch)."""
     if not is_manifest(arguments.job):
         return {}
     manifest = load_manifest(Path(arguments.job))
@@ -274,16 +276,21 @@ def _apply_manifest(arguments: argparse.Namespace, sources: dict[str, str]) -> d
         if getattr(arguments, name) is None and value is not None:
             setattr(arguments, name, value)
             sources[name] = field
+    imported = manifest.spec.job.import_unsigned_savepoint
+    if local and imported is not None and arguments.from_savepoint is None and not arguments.fresh:
+        # The savepoint the manifest vouches for, as the operator's first launch restores it.
+        arguments.from_savepoint, arguments.import_unsigned_savepoint = imported, True
+        sources["from_savepoint"] = "spec.job.importUnsignedSavepoint"
     return dict(manifest.spec.args)
 
 
-def _resolve(arguments: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]:
+def _resolve(arguments: argparse.Namespace, local: bool) -> tuple[dict[str, str], dict[str, str]]:
     """Flags, then the manifest, then the defaults: the job's args, and where each
     option's value came from (a flag, a manifest field, the default)."""
     sources = {
         name: "--" + name.replace("_", "-") for name, value in vars(arguments).items() if value is not None
     }
-    args = _apply_manifest(arguments, sources)
+    args = _apply_manifest(arguments, sources, local)
     for name, default in DEFAULTS.items():
         if getattr(arguments, name) is None:
             setattr(arguments, name, default)
@@ -345,7 +352,7 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
         check_liveness_timeout(arguments.exchange_timeout, "--exchange-timeout")
     except ValueError as error:
         raise OptionError(str(error)) from None
-    args, sources = _resolve(arguments)
+    args, sources = _resolve(arguments, local=fresh_by_default)
     _check_together(arguments, sources)
     keys = JobKeys(arguments.namespace, arguments.job_id or default_job_name(arguments.job))
     p = arguments.parallelism

@@ -83,6 +83,9 @@ class JobSection(_Object):
     allow_non_restored_state: bool = False
     """Restore a snapshot although some of its state belongs to no vertex of the job
     (that state is dropped), as Flink's `allowNonRestoredState`."""
+    import_unsigned_savepoint: StorageUrl | None = None
+    """A snapshot to restore although the job's key did not sign it (one from before
+    snapshot signing, or another job's): the one snapshot its author vouches for."""
 
     @field_validator("entrypoint")
     @classmethod

@@ -40,6 +40,21 @@ def _apply_defaults(schema: dict[str, Any], value: Any) -> Any:
     return result
 
 
+class _RefusingDuplicates(yaml.SafeLoader):
+    """YAML takes the last of two equal keys silently; an API server may refuse them."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        keys = [self.construct_object(key, deep=deep) for key, _ in node.value]
+        duplicates = {key for key in keys if keys.count(key) > 1}
+        assert not duplicates, f"line {node.start_mark.line + 1}: {sorted(duplicates)} given twice"
+        return super().construct_mapping(node, deep=deep)
+
+
+def test_the_crd_names_no_field_twice() -> None:
+    """Failed before the fix: allowNonRestoredState was given twice."""
+    yaml.load((REPO / "crds" / "streamingjob.yaml").read_text(), Loader=_RefusingDuplicates)
+
+
 def test_the_crd_is_a_valid_kubernetes_object() -> None:
     kubernetes_validate.validate(CRD, KUBERNETES, strict=True)
     version = CRD["spec"]["versions"][0]

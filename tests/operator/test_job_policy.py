@@ -160,6 +160,7 @@ def test_state_stays_in_the_namespaces_directory_of_the_storage_root() -> None:
     mine = "s3://bucket/lockgate/team-a"
     _check({"checkpointing": {"storage": "s3://bucket/lockgate"}})  # checkpoints go to <storage>/team-a/sums
     _check({"checkpointing": {"storage": f"{mine}/fast"}, "savepoints": {"dir": f"{mine}/savepoints/"}})
+    _check({"job": {**SPEC["job"], "importUnsignedSavepoint": f"{mine}/_savepoints/sums/savepoint-3"}})
     refused = [
         ({"savepoints": {"dir": "s3://bucket/lockgate/team-b/_savepoints/sums"}}, "spec.savepoints.dir"),
         ({"savepoints": {"dir": "s3://other-bucket/x"}}, "spec.savepoints.dir"),
@@ -169,6 +170,10 @@ def test_state_stays_in_the_namespaces_directory_of_the_storage_root() -> None:
         ({"savepoints": {"dir": f"{mine}//x"}}, "spec.savepoints.dir"),
         ({"checkpointing": {"storage": "s3://bucket/lockgate/team-b"}}, "spec.checkpointing.storage"),
         ({"checkpointing": {"storage": "s3://bucket"}}, "spec.checkpointing.storage"),
+        (
+            {"job": {**SPEC["job"], "importUnsignedSavepoint": "s3://bucket/lockgate/team-b/sp-1"}},
+            "spec.job.importUnsignedSavepoint",
+        ),
     ]
     for change, field in refused:
         with pytest.raises(SpecError, match="--allow-custom-storage-roots") as error:

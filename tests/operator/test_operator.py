@@ -320,6 +320,51 @@ async def test_other_upgrade_modes_take_no_savepoint(
     assert _conf(pod, "spark.executor.instances") == "3"
 
 
+def _imports(args: list[str]) -> str | None:
+    """The savepoint a driver restores although its job's key did not sign it."""
+    return args[args.index("--from-savepoint") + 1] if "--import-unsigned-savepoint" in args else None
+
+
+async def test_a_savepoint_from_before_signing_is_imported_once_then_the_job_goes_on_signed(
+    kubectl: Kubectl, job_name: str, etcd: Etcd, tmp_path: Path
+) -> None:
+    """An upgrade from a Lockgate that did not sign snapshots: the job names the
+    savepoint it vouches for, and only that one is restored unsigned."""
+    old = f"file://{tmp_path}/checkpoints/{NAMESPACE}/_savepoints/{job_name}/savepoint-old"
+    await kubectl.apply(job_name, {**SPEC, "job": {**SPEC["job"], "importUnsignedSavepoint": old}})
+    assert _imports(_driver_args(await _launched(kubectl, job_name, 1))) == old
+    driver = StandInDriver(kubectl, etcd, JobKeys(NAMESPACE, job_name))
+    async with driver.running():
+        await kubectl.patch_spec(job_name, {"replicas": 3})  # an ordinary rescale after the import
+        rescaled = _driver_args(await _launched(kubectl, job_name, 2))
+    assert "--from-savepoint" in rescaled
+    assert _imports(rescaled) is None, "its own, signed savepoint"
+    other = f"{old}-2"
+    await kubectl.patch_spec(job_name, {"job": {**SPEC["job"], "importUnsignedSavepoint": other}})
+    imported = _driver_args(await _launched(kubectl, job_name, 3))
+    assert _imports(imported) == other, "a new value is imported at once"
+    assert len(driver.requests) == 1, "no savepoint is taken to be thrown away"
+    await kubectl.patch_spec(job_name, {"job": {"importUnsignedSavepoint": None}})  # removed: no restart
+    await eventually(
+        lambda: (
+            kubectl.status(job_name).get("observedGeneration")
+            == kubectl.job(job_name)["metadata"]["generation"]
+        ),
+        "the change is observed",
+    )
+    assert kubectl.status(job_name)["launch"] == 3
+
+
+async def test_an_import_from_another_namespaces_directory_is_refused(
+    kubectl: Kubectl, job_name: str
+) -> None:
+    theirs = "file:///elsewhere/other-team/savepoint-1"
+    await kubectl.apply(job_name, {**SPEC, "job": {**SPEC["job"], "importUnsignedSavepoint": theirs}})
+    await _degraded(kubectl, job_name)
+    assert not kubectl.exists(PODS, f"{job_name}-driver-1")
+    assert "spec.job.importUnsignedSavepoint" in kubectl.status(job_name)["message"]
+
+
 async def test_a_restart_nonce_restarts_from_the_latest_checkpoint(kubectl: Kubectl, job_name: str) -> None:
     await _created(kubectl, job_name)
     await kubectl.patch_spec(job_name, {"restartNonce": 1})

@@ -3,16 +3,18 @@ fits the job (each state claimed by a vertex, the same max parallelism) and exis
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
+from lockgate.runtime.driver import add_job_options, settings_from
 from lockgate.runtime.driver.preflight import preflight
 from lockgate.runtime.engine.restore_check import MaxParallelismMismatchError, NonRestoredStateError
 from lockgate.runtime.snapshot.local import LocalSubtask, snapshot_vertex
 from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError
 from lockgate.runtime.state.operator_state import OperatorStateStore
 
-from tests.runtime.cli.refusals import ARGS, WORD_COUNT, settings
+from tests.runtime.cli.refusals import ARGS, WORD_COUNT, manifest, settings
 from tests.runtime.cli.test_run import _lockgate
 
 
@@ -79,3 +81,22 @@ def test_lockgate_run_refuses_it_with_exit_2_before_starting_etcd(tmp_path: Path
     assert "'numbers' (operator state)" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / ".lockgate" / "etcd").exists()
+
+
+def test_a_manifests_import_is_restored_by_lockgate_run_and_never_by_a_launched_driver(
+    tmp_path: Path,
+) -> None:
+    """`spec.job.importUnsignedSavepoint` in a local run acts as `--from-savepoint
+    PATH --import-unsigned-savepoint`. A driver the operator launched reads the same
+    manifest on every launch: it restores only what the operator's flags name, or
+    a relaunch would rewind the job to the imported savepoint."""
+    savepoint = _savepoint(tmp_path, "lines")
+    job = manifest(tmp_path, {"job": {"entrypoint": WORD_COUNT, "importUnsignedSavepoint": savepoint}})
+    local = settings(tmp_path, job, *ARGS, "-p", "1", "--max-parallelism", "1")
+    assert (local.from_savepoint, local.trust.savepoint) == (savepoint, savepoint)
+    preflight(local, None)  # unsigned, and restored: vouched for
+    parser = argparse.ArgumentParser(prog="lockgate driver")
+    add_job_options(parser)
+    arguments = parser.parse_args([job, *ARGS, "-p", "1", "--max-parallelism", "1"])
+    launched = settings_from(arguments, tmp_path, fresh_by_default=False)
+    assert (launched.from_savepoint, launched.trust.savepoint) == (None, None)

@@ -1,6 +1,6 @@
 """Checkpoint storage over fsspec, and checksummed files in it.
 
-Layout (DESIGN.md):
+Layout (docs/architecture.md, Snapshots):
 
     <root>/<job-id>/chk-<n>/_metadata           written last; its presence = complete
     <root>/<job-id>/chk-<n>/<vertex>/<subtask>…  per-subtask state files

@@ -13,7 +13,8 @@
 /lockgate/<namespace>/<job>/savepoints/results/<id>     {status, path, error}
 /lockgate/<namespace>/<job>/status                      lease-bound heartbeat of the running job,
                                                         then its outcome, kept (JobStatus)
-/lockgate/<namespace>/<job>/sources/drained/<subtask>   a bounded source subtask reached its end
+/lockgate/<namespace>/<job>/sources/drained/<vertex>/<subtask>
+                                                        a bounded source subtask reached its end
 /lockgate/<namespace>/<job>/tasks/progress/<subtask>    records read and written, every second
 """
 
@@ -130,10 +131,6 @@ class JobKeys:
 
     def savepoint_request(self, request_id: str) -> bytes:
         return self._key(f"savepoints/requests/{check_name('savepoint request id', request_id)}")
-
-    @property
-    def savepoint_results(self) -> bytes:
-        return self._key("savepoints/results/")
 
     def savepoint_result(self, request_id: str) -> bytes:
         return self._key(f"savepoints/results/{check_name('savepoint request id', request_id)}")

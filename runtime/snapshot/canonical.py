@@ -169,9 +169,6 @@ class CanonicalSnapshotStrategy(KeyedSnapshotStrategy):
     def notify_complete(self, checkpoint_id: int) -> None:
         pass
 
-    def notify_aborted(self, checkpoint_id: int) -> None:
-        pass
-
 
 def read_index(
     storage: CheckpointStorage, path: str, size: int, index_sha256: str | None = None

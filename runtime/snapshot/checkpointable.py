@@ -36,9 +36,6 @@ class CheckpointableKeyedStateBackend(KeyedStateBackend):
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         self.checkpoint_strategy.notify_complete(checkpoint_id)
 
-    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
-        self.checkpoint_strategy.notify_aborted(checkpoint_id)
-
     def restore(self, storage: CheckpointStorage, snapshot_dir: str, handles: list[KeyedStateHandle]) -> None:
         """Load the key groups this backend owns from `handles`, of any old parallelism."""
         natives = [h for h in handles if isinstance(h, NativeKeyedHandle)]

@@ -35,7 +35,3 @@ class KeyedSnapshotStrategy(ABC):
     @abstractmethod
     def notify_complete(self, checkpoint_id: int) -> None:
         """Checkpoint `checkpoint_id` completed (and subsumes every older one)."""
-
-    @abstractmethod
-    def notify_aborted(self, checkpoint_id: int) -> None:
-        """Checkpoint `checkpoint_id` will never complete."""

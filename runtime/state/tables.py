@@ -12,7 +12,7 @@ then read per key group as `(rest, data)` byte pairs (the asynchronous part):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any, Final, Protocol
 
 from lockgate.runtime.state.codecs import Codec
@@ -96,11 +96,3 @@ class FrozenTable(Protocol):
     def entries(self, key_group: int) -> Iterator[tuple[bytes, bytes]]: ...
 
     def release(self) -> None: ...
-
-
-class SnapshotSource(Protocol):
-    """What a backend exposes to the canonical snapshot writer and reader."""
-
-    def freeze(self) -> dict[str, FrozenTable]: ...
-
-    def load(self, state: str, key_group: int, entries: Iterable[tuple[bytes, bytes]]) -> None: ...

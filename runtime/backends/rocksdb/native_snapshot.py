@@ -140,10 +140,6 @@ class NativeSnapshotStrategy(KeyedSnapshotStrategy):
             for older in [n for n in self._in_flight if n < checkpoint_id]:
                 del self._in_flight[older]
 
-    def notify_aborted(self, checkpoint_id: int) -> None:
-        with self._lock:
-            self._in_flight.pop(checkpoint_id, None)
-
     def seed(self, handle: NativeKeyedHandle, snapshot_dir: str) -> None:
         """After restoring from `handle` as base, its SST files need no new upload."""
         confirmed = {

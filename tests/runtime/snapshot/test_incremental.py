@@ -81,8 +81,7 @@ def _uncompleted_checkpoint(
 
 
 def test_aborted_checkpoint_uploads_are_not_reused(storage: CheckpointStorage, tmp_path: Path) -> None:
-    backend, _ = _uncompleted_checkpoint(storage, tmp_path)
-    backend.notify_checkpoint_aborted(1)  # checkpoint 1 never completes; its files may be deleted
+    backend, _ = _uncompleted_checkpoint(storage, tmp_path)  # checkpoint 1 never completes
     before = _uploaded(storage)
     meta = _checkpoint(storage, LocalSubtask(backend), 2)
     assert not {posixpath.basename(p) for p in _shared_refs(meta)} & before

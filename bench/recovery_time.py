@@ -37,7 +37,7 @@ from lockgate.runtime.coordination.records import CompletedCheckpoint, decode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from examples.chaos import python_task_workers  # noqa: E402
+from tests.process_tree import python_task_workers  # noqa: E402
 
 LOCKGATE = str(Path(sys.executable).parent / "lockgate")
 KEYS = JobKeys("default", "state")

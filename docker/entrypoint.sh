@@ -3,7 +3,7 @@
 # argument `executor` and describes the executor in their environment; that
 # runs Spark's Kubernetes executor backend from the pyspark installation.
 # Anything else is a command to run as given: `lockgate operator ...`, the
-# driver (`python -m lockgate.runtime.spark.submit ...`), a shell.
+# driver (`python -m lockgate.runtime.driver.submit ...`), a shell.
 set -euo pipefail
 
 if [[ "${1:-}" != "executor" ]]; then

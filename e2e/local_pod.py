@@ -28,7 +28,7 @@ from tests.operator.operator_process import free_port
 SCRATCH = "/tmp"  # the container's writable scratch space
 REPOSITORY = Path(__file__).resolve().parent.parent  # on PYTHONPATH as the image's /opt/lockgate/jobs is
 ENTRYPOINT = REPOSITORY / "docker" / "entrypoint.sh"
-DRIVER_COMMAND = ["python", "-m", "lockgate.runtime.spark.submit"]
+DRIVER_COMMAND = ["python", "-m", "lockgate.runtime.driver.submit"]
 IN_CLUSTER_API_SERVER = "k8s://https://kubernetes.default.svc"
 # The image's environment (Dockerfile), for this checkout and this Python.
 IMAGE_ENV = {

@@ -105,7 +105,8 @@ def test_a_driver_pod_keeps_the_kubernetes_master_at_the_emulated_api_server(tmp
         *("--", "/etc/lockgate/job.yaml", "--metrics-port", "9249", "--task-metrics-ports", "9250"),
         *("--work-dir", "/tmp/lockgate"),
     ]
-    container = {"name": "driver", "command": ["python", "-m", "lockgate.runtime.spark.submit"], "args": args}
+    command = ["python", "-m", "lockgate.runtime.driver.submit"]
+    container = {"name": "driver", "command": command, "args": args}
     mounts = {"/etc/lockgate": tmp_path / "job"}
     pod = local_pod(_pod(container), {}, "127.0.0.2", mounts=mounts, scratch=tmp_path / "tmp", node=NODE)
     assert pod.metrics_port is not None

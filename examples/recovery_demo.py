@@ -31,8 +31,8 @@ from lockgate.runtime import read_committed
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from examples.chaos import python_task_workers  # noqa: E402 - after the path that makes it importable
 from examples.sums import check  # noqa: E402
+from tests.process_tree import python_task_workers  # noqa: E402 - after the path that makes it importable
 
 LOCKGATE = str(Path(sys.executable).parent / "lockgate")
 COUNT, KEYS, RATE = 60_000, 50, 3000

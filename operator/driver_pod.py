@@ -298,7 +298,7 @@ def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster:
         "name": DRIVER_CONTAINER,
         "image": image_of(spec),
         "imagePullPolicy": spec.image_pull_policy,
-        "command": ["python", "-m", "lockgate.runtime.spark.submit"],
+        "command": ["python", "-m", "lockgate.runtime.driver.submit"],
         "args": [*spark_options, "--", *driver_arguments(names, spec, launch, cluster)],
         "env": [
             *own.get("env", []),

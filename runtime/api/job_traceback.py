@@ -7,14 +7,16 @@ import importlib
 import traceback
 from pathlib import Path
 
-import lockgate.runtime
-
-# The runtime's own files, by the path it was imported from and by the real one
-# (an editable install links them), and the import machinery's.
+# The runtime's own files (this file is in runtime/api/), by the path it was
+# imported from and by the real one (an editable install links them), and the
+# import machinery's.
+_FILES = (Path(__file__), Path(importlib.__file__ or "importlib"))
 _NOT_THE_JOBS = (
     "<frozen importlib",
-    *{f"{Path(m.__file__).parent}/" for m in (lockgate.runtime, importlib) if m.__file__},
-    *{f"{Path(m.__file__).resolve().parent}/" for m in (lockgate.runtime, importlib) if m.__file__},
+    f"{_FILES[0].parents[1]}/",
+    f"{_FILES[0].resolve().parents[1]}/",
+    f"{_FILES[1].parent}/",
+    f"{_FILES[1].resolve().parent}/",
 )
 
 

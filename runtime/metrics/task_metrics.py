@@ -7,10 +7,11 @@ a histogram as they happen, once per checkpoint.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol
 
+from lockgate.runtime.api.connectors import Backlog
 from lockgate.runtime.coordination.keys import JobKeys
-from lockgate.runtime.engine.task import Task
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -19,8 +20,55 @@ LABELS = ["job_namespace", "job_id", "vertex", "subtask"]
 ALIGNMENT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0)
 
 
+class _Counter(Protocol):
+    @property
+    def count(self) -> int: ...
+
+
+class _Vertex(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class _Chain(Protocol):
+    @property
+    def head(self) -> _Vertex: ...
+
+    @property
+    def backlog(self) -> Backlog | None: ...
+
+
+class _Config(Protocol):
+    @property
+    def index(self) -> int: ...
+
+
+class ObservedTask(Protocol):
+    """What the metrics read of a task (the engine's `Task`): a view, so the
+    engine, which serves its tasks' metrics, is the one that imports the other."""
+
+    alignment_listener: Callable[[str, float], None]
+
+    @property
+    def config(self) -> _Config: ...
+
+    @property
+    def records_in(self) -> Mapping[str, _Counter]: ...
+
+    @property
+    def records_out(self) -> Mapping[str, _Counter]: ...
+
+    @property
+    def state_bytes(self) -> Mapping[str, int]: ...
+
+    @property
+    def chains(self) -> Sequence[_Chain]: ...
+
+    def backpressured_s(self) -> Mapping[str, float]: ...
+
+
 class TaskCollector(Collector):
-    def __init__(self, task: Task, keys: JobKeys) -> None:
+    def __init__(self, task: ObservedTask, keys: JobKeys) -> None:
         self._task = task
         self._job = [keys.namespace, keys.job]
         self._subtask = str(task.config.index)
@@ -74,7 +122,7 @@ class TaskCollector(Collector):
         yield from (records, size)
 
 
-def task_registry(task: Task, keys: JobKeys) -> CollectorRegistry:
+def task_registry(task: ObservedTask, keys: JobKeys) -> CollectorRegistry:
     """A registry of this task alone (a reused Python worker must not carry an
     earlier task's series)."""
     registry = CollectorRegistry()

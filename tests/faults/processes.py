@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from lockgate.runtime.spark.submit import driver_file
+from lockgate.runtime.driver.submit import driver_file
 
-from examples.chaos import descendants, executor_jvms, python_task_workers
+from tests.process_tree import descendants, executor_jvms, python_task_workers
 
 Target = Literal["worker", "executor", "driver"]
 

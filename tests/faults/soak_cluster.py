@@ -111,7 +111,7 @@ class SoakCluster:
 
     def _command(self, name: str) -> list[str]:
         o = self.options
-        command = [sys.executable, "-m", "lockgate.runtime.spark.submit", "--master", o.master, "--"]
+        command = [sys.executable, "-m", "lockgate.runtime.driver.submit", "--master", o.master, "--"]
         command += ["tests.faults.soak_job:running_sum", "--etcd", self.etcd_server.endpoint]
         command += ["--namespace", JOB.namespace, "--job-id", JOB.job, "-p", str(o.parallelism)]
         command += ["--checkpoint-interval", str(o.checkpoint_interval_s)]

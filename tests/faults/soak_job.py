@@ -14,7 +14,7 @@ from __future__ import annotations
 from lockgate.runtime import FileSink, LogSource, StreamEnvironment
 
 import tests.faults.faulty_fs  # noqa: F401 - registers faulty:// in this process
-from examples.sums import RunningSum
+from tests.jobs.functions import RunningSum
 
 
 def running_sum(env: StreamEnvironment) -> None:

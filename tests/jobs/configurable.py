@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from lockgate.runtime import FileSink, GeneratorSource, LogSource, StreamEnvironment
 
-from examples.wordcount import CountWords
 from tests.jobs import counting
+from tests.jobs.functions import CountWords
 
 
 def word_count(env: StreamEnvironment) -> None:

@@ -18,8 +18,7 @@ from lockgate.runtime import (
     SubtaskContext,
 )
 
-from examples.sums import RunningSum
-from examples.wordcount import CountWords
+from tests.jobs.functions import CountWords, RunningSum
 
 
 def word_count(env: StreamEnvironment, source: Source, out: str) -> None:

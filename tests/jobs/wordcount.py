@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lockgate.runtime import FileSink, LogSource, StreamEnvironment
 
-from examples.wordcount import CountWords
+from tests.jobs.functions import CountWords
 
 
 def build(env: StreamEnvironment) -> None:

@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 
 from lockgate.runtime import read_committed
@@ -17,6 +16,7 @@ from lockgate.runtime.coordination.job_identity import JobIdentity, grant, new_p
 from lockgate.runtime.coordination.keys import JobKeys
 
 from tests.etcd_auth import enable_auth
+from tests.exactness import assert_word_counts_exact
 from tests.runtime.engine.test_local_engine import _write_lines
 
 LOCKGATE = str(Path(sys.executable).parent / "lockgate")
@@ -54,10 +54,7 @@ def _word_count(
 
 
 def _assert_exact(url: str, words: list[str]) -> None:
-    expected = Counter(words)
-    assert Counter((r["word"], r["count"]) for r in read_committed(url)) == Counter(
-        (w, k) for w, n in expected.items() for k in range(1, n + 1)
-    )
+    assert_word_counts_exact(read_committed(url), words)
 
 
 def test_bounded_word_count_at_parallelism_3_is_exact(tmp_path: Path) -> None:

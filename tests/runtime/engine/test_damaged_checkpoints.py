@@ -11,7 +11,6 @@ written again, so exactly those the skipped checkpoint committed appear twice.
 from __future__ import annotations
 
 import secrets
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,7 @@ from lockgate.runtime.engine.thread_stage import ThreadStage
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError
 
+from tests.exactness import assert_running_sums_exact
 from tests.runtime.snapshot.test_corruption import flip_byte
 
 COUNT = 12_000
@@ -99,14 +99,7 @@ class Driver:
 
     def assert_output_written_again_after(self, duplicated: set[int]) -> None:
         output = read_committed(f"file://{self.out}")
-        counts = Counter(r["n"] for r in output)
-        assert set(counts) == set(range(COUNT)), "nothing lost"
-        assert {n for n, c in counts.items() if c != 1} == duplicated
-        assert set(counts.values()) <= {1, 2}
-        finals: dict[int, int] = {}
-        for record in output:
-            finals[record["key"]] = max(finals.get(record["key"], 0), record["sum"])
-        assert finals == {k: sum(range(k, COUNT, KEYS)) for k in range(KEYS)}, "state restored, not lost"
+        assert_running_sums_exact(output, COUNT, KEYS, written_twice=frozenset(duplicated))
 
 
 def _private_file(checkpoint: CompletedCheckpoint) -> str:

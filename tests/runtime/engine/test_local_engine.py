@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from lockgate.runtime import GeneratorSource, LogSource, StreamEnvironment, read_committed
 
+from tests.exactness import assert_running_sums_exact, assert_word_counts_exact
 from tests.jobs.counting import InFlight, SlowSink, running_sum, slow_sink_sum, word_count
 from tests.runtime.engine.harness import Run, run_job
 
@@ -40,10 +41,7 @@ async def test_word_count_is_exact(etcd_config, keys, tmp_path: Path, parallelis
     await run_job(etcd_config, keys, tmp_path, env.graph(), Run(parallelism, backend, exchange))
 
     output = read_committed(f"file://{tmp_path}/out")
-    expected = Counter(words)
-    assert Counter((r["word"], r["count"]) for r in output) == Counter(
-        (w, k) for w, n in expected.items() for k in range(1, n + 1)
-    )
+    assert_word_counts_exact(output, words)
 
 
 @pytest.mark.parametrize("parallelism", [1, 2, 3])
@@ -53,11 +51,7 @@ async def test_keyed_running_sum_is_exact(etcd_config, keys, tmp_path: Path, par
     await run_job(etcd_config, keys, tmp_path, env.graph(), Run(parallelism, exchange="tcp"))
 
     output = read_committed(f"file://{tmp_path}/out")
-    assert sorted(r["n"] for r in output) == list(range(5000))
-    finals = {}
-    for record in output:
-        finals[record["key"]] = max(finals.get(record["key"], 0), record["sum"])
-    assert finals == {k: sum(n for n in range(5000) if n % 37 == k) for k in range(37)}
+    assert_running_sums_exact(output, 5000, 37)
 
 
 @pytest.mark.parametrize("exchange", ["memory", "tcp"])

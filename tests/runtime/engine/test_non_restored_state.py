@@ -25,6 +25,7 @@ from lockgate.runtime.snapshot.handles import OperatorStateHandle
 from lockgate.runtime.snapshot.metadata import CheckpointMetadata, SubtaskState, VertexState
 from lockgate.runtime.snapshot.storage import CheckpointStorage, FileRef
 
+from tests.exactness import final_sums
 from tests.jobs.counting import running_sum
 
 COUNT = 3000
@@ -81,10 +82,7 @@ class Runs:
     def output(self) -> tuple[Counter[int], dict[int, int]]:
         """How often each record was written, and each key's final sum."""
         records = read_committed(f"file://{self.out}")
-        finals: dict[int, int] = {}
-        for r in records:
-            finals[r["key"]] = max(finals.get(r["key"], 0), r["sum"])
-        return Counter(r["n"] for r in records), finals
+        return Counter(r["n"] for r in records), final_sums(records)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from lockgate.runtime import GeneratorSource, StreamEnvironment, read_committed
 
+from tests.exactness import assert_running_sums_exact
 from tests.jobs.counting import FailOnce, failing_running_sum
 from tests.runtime.engine.harness import Run, run_job
 
@@ -33,8 +34,4 @@ async def test_failure_then_restart_from_checkpoint_is_exactly_once(
     assert restored_from > 0
 
     output = read_committed(f"file://{tmp_path}/out")
-    assert sorted(r["n"] for r in output) == list(range(COUNT)), "nothing lost, nothing twice"
-    finals: dict[int, int] = {}
-    for record in output:
-        finals[record["key"]] = max(finals.get(record["key"], 0), record["sum"])
-    assert finals == {k: sum(range(k, COUNT, 41)) for k in range(41)}
+    assert_running_sums_exact(output, COUNT, 41)

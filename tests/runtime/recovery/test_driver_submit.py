@@ -1,4 +1,4 @@
-"""The driver as the operator starts it: `python -m lockgate.runtime.spark.submit
+"""The driver as the operator starts it: `python -m lockgate.runtime.driver.submit
 [spark-submit options] -- JOB --etcd URL [driver options]`, a
 shared etcd, storage URLs given. Stop it with a savepoint through etcd, resume
 at P = 3 from that savepoint; the status in etcd tells how each run ended, and
@@ -19,6 +19,7 @@ from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.leadership import Leadership
 from lockgate.runtime.coordination.records import CoordinatorRecord, JobStatus, decode
 
+from tests.exactness import assert_running_sums_exact
 from tests.runtime.recovery.lockgate_process import (
     committed_count,
     environment,
@@ -35,7 +36,7 @@ def _command(tmp_path: Path, etcd: str, job: JobKeys, parallelism: int, *flags: 
     command = [
         sys.executable,
         "-m",
-        "lockgate.runtime.spark.submit",
+        "lockgate.runtime.driver.submit",
         "--master",
         f"local[{parallelism}]",
         "--",
@@ -100,11 +101,7 @@ def test_submitted_driver_stops_with_a_savepoint_and_resumes_at_3(
     assert (finished.state, finished.parallelism, finished.savepoint) == ("finished", 3, None)
 
     output = read_committed(out)
-    assert sorted(r["n"] for r in output) == list(range(COUNT)), "nothing lost, nothing twice"
-    finals: dict[int, int] = {}
-    for record in output:
-        finals[record["key"]] = max(finals.get(record["key"], 0), record["sum"])
-    assert finals == {k: sum(range(k, COUNT, KEYS)) for k in range(KEYS)}, "keyed state intact at P = 3"
+    assert_running_sums_exact(output, COUNT, KEYS)
 
 
 def _killed_drivers_lease(etcd: str, job: JobKeys, ttl_s: int) -> str:

@@ -18,7 +18,8 @@ from lockgate.runtime.coordination.job_status import read_status
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import Trigger, decode
 
-from examples.chaos import executor_jvms, python_task_workers
+from tests.exactness import assert_running_sums_exact
+from tests.process_tree import executor_jvms, python_task_workers
 from tests.runtime.recovery.lockgate_process import committed_count, finish, run_record, start, wait_for
 
 COUNT, KEYS = 50_000, 31
@@ -117,8 +118,4 @@ def test_killed_workers_and_executors_lose_nothing_and_duplicate_nothing(tmp_pat
 
     assert "4 restart(s)" in stdout
     output = read_committed(out)
-    assert sorted(r["n"] for r in output) == list(range(COUNT)), "nothing lost, nothing twice"
-    finals: dict[int, int] = {}
-    for record in output:
-        finals[record["key"]] = max(finals.get(record["key"], 0), record["sum"])
-    assert finals == {k: sum(range(k, COUNT, KEYS)) for k in range(KEYS)}
+    assert_running_sums_exact(output, COUNT, KEYS)

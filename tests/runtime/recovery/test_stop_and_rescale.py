@@ -7,6 +7,7 @@ from pathlib import Path
 
 from lockgate.runtime import read_committed
 
+from tests.exactness import assert_running_sums_exact
 from tests.runtime.recovery.lockgate_process import committed_count, finish, run, run_record, start, wait_for
 
 COUNT, KEYS = 24_000, 29
@@ -62,10 +63,4 @@ def test_stop_resume_at_3_stop_finish_at_1_is_exactly_once(tmp_path: Path) -> No
     assert f"restored from {second}" in last.stdout
 
     output = read_committed(f"file://{tmp_path}/out")
-    assert sorted(r["n"] for r in output) == list(range(COUNT)), "nothing lost, nothing twice"
-    finals: dict[int, int] = {}
-    for record in output:
-        finals[record["key"]] = max(finals.get(record["key"], 0), record["sum"])
-    assert finals == {k: sum(range(k, COUNT, KEYS)) for k in range(KEYS)}, (
-        "keyed state intact across rescales"
-    )
+    assert_running_sums_exact(output, COUNT, KEYS)

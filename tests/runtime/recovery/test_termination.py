@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from examples.chaos import descendants
+from tests.process_tree import descendants
 from tests.runtime.recovery.lockgate_process import committed_count, run_record, start, wait_for
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import secrets
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from lockgate.runtime.snapshot.metadata import read_metadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.spark import BarrierStage
 
+from tests.exactness import assert_running_sums_exact, assert_word_counts_exact
 from tests.runtime.engine.test_local_engine import _write_lines
 
 M = 32
@@ -65,10 +65,7 @@ async def test_word_count_on_spark_is_exact(
     await run_once(spec, BarrierStage(spark), storage, CheckpointConfig(interval_s=0.2, timeout_s=60))
 
     output = read_committed(f"file://{tmp_path}/out")
-    expected = Counter(words)
-    assert Counter((r["word"], r["count"]) for r in output) == Counter(
-        (w, k) for w, n in expected.items() for k in range(1, n + 1)
-    )
+    assert_word_counts_exact(output, words)
 
 
 async def test_a_failing_coordinator_cancels_the_spark_stage(
@@ -109,11 +106,7 @@ async def test_keyed_running_sum_on_spark_is_exact(
     await run_once(spec, BarrierStage(spark), storage, CheckpointConfig(interval_s=0.2, timeout_s=60))
 
     output = read_committed(f"file://{tmp_path}/out")
-    assert sorted(r["n"] for r in output) == list(range(count)), "nothing lost, nothing twice"
-    finals: dict[int, int] = {}
-    for record in output:
-        finals[record["key"]] = max(finals.get(record["key"], 0), record["sum"])
-    assert finals == {k: sum(range(k, count, key_count)) for k in range(key_count)}
+    assert_running_sums_exact(output, count, key_count)
 
 
 async def test_a_savepoint_of_another_max_parallelism_is_refused_before_launch(

@@ -1,5 +1,5 @@
-"""Finding Spark's processes under a `lockgate run`, to kill them: the demo's and
-the fault-injection tests' chaos monkey."""
+"""Finding Spark's processes under a `lockgate run`, to kill them: the
+fault-injection tests' chaos monkey, which the recovery demo borrows."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`python -m lockgate.runtime.spark.submit [spark-submit options] -- JOB [driver options]`:
+"""`python -m lockgate.runtime.driver.submit [spark-submit options] -- JOB [driver options]`:
 spark-submit with Lockgate's driver as the application.
 
 spark-submit takes a Python application only as a file path, and the
@@ -14,7 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
-import lockgate.runtime.driver.__main__ as driver_main
+import lockgate.runtime.driver.__main__ as driver_main  # the application spark-submit runs
 
 
 def driver_file() -> str:
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     arguments = sys.argv[1:] if argv is None else argv
     if "--" not in arguments:
         raise SystemExit(
-            "usage: python -m lockgate.runtime.spark.submit [spark-submit options] -- JOB [driver options]"
+            "usage: python -m lockgate.runtime.driver.submit [spark-submit options] -- JOB [driver options]"
         )
     split = arguments.index("--")
     command = submit_command(arguments[:split], arguments[split + 1 :])

@@ -1,0 +1,33 @@
+"""The keyed functions the tests' jobs run: the tests' own, so an example can
+change without changing what a test checks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from lockgate.runtime import Context, KeyedProcessFunction, RuntimeContext, ValueStateDescriptor
+
+
+class CountWords(KeyedProcessFunction):
+    """Each word with how many times it was seen so far."""
+
+    def open(self, ctx: RuntimeContext) -> None:
+        self.count = ctx.state(ValueStateDescriptor("count", default=0))
+
+    def process(self, value: Any, ctx: Context) -> Iterator[dict[str, Any]]:
+        n = self.count.value() + 1
+        self.count.update(n)
+        yield {"word": ctx.current_key, "count": n}
+
+
+class RunningSum(KeyedProcessFunction):
+    """Each record with the sum of its key's `n` so far."""
+
+    def open(self, ctx: RuntimeContext) -> None:
+        self.total = ctx.state(ValueStateDescriptor("total", default=0))
+
+    def process(self, value: Any, ctx: Context) -> Iterator[dict[str, Any]]:
+        total = self.total.value() + value["n"]
+        self.total.update(total)
+        yield {"key": ctx.current_key, "n": value["n"], "sum": total}

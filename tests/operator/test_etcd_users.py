@@ -6,7 +6,7 @@ server."""
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,27 +14,13 @@ import kmock
 import pytest
 import pytest_asyncio
 from lockgate.runtime.coordination.etcd import Etcd, EtcdAccessError, EtcdConfig
-from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.coordination.keys import JobKeys
 
-from tests.etcd_auth import as_user, enable_auth
+from tests.etcd_auth import as_user
 from tests.operator.cluster_helpers import JOBS, NAMESPACE, SPEC, Kubectl, StandInDriver
 from tests.operator.conftest import Operator
 from tests.operator.test_operator import PODS, SECRETS, _launched
 from tests.polling import eventually
-
-
-@pytest.fixture
-def auth_etcd(tmp_path: Path) -> Iterator[EtcdServer]:
-    server = EtcdServer(tmp_path / "etcd")
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest_asyncio.fixture
-async def root_config(auth_etcd: EtcdServer) -> EtcdConfig:
-    return await enable_auth(auth_etcd)
 
 
 @pytest_asyncio.fixture

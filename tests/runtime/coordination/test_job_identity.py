@@ -4,7 +4,7 @@ with authentication on."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,22 +22,14 @@ from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.coordination.job_identity import JobIdentity, grant, new_password, revoke
 from lockgate.runtime.coordination.keys import JobKeys
 
-from tests.etcd_auth import as_user, enable_auth
+from tests.etcd_auth import as_user
 
 A, B = JobKeys("team-a", "orders"), JobKeys("team-b", "orders")
 
 
-@pytest.fixture
-def auth_etcd(tmp_path: Path) -> Iterator[EtcdServer]:
-    server = EtcdServer(tmp_path / "etcd")
-    server.start()
-    yield server
-    server.stop()
-
-
 @pytest_asyncio.fixture
-async def root(auth_etcd: EtcdServer) -> AsyncIterator[Etcd]:
-    async with Etcd(await enable_auth(auth_etcd)) as etcd:
+async def root(root_config: EtcdConfig) -> AsyncIterator[Etcd]:
+    async with Etcd(root_config) as etcd:
         yield etcd
 
 

@@ -16,10 +16,7 @@ from e2e.emulated import EmulatedCluster
 from e2e.kubectl import Kubectl
 from e2e.platform import Platform
 from e2e.word_count_job import WordCountJob
-from tests.runtime.coordination.conftest import etcd_config, etcd_server
 from tests.s3_server import S3Endpoint, s3_endpoint
-
-__all__ = ["etcd_config", "etcd_server"]
 
 
 @pytest.fixture

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import kmock
 import pytest
+import pytest_asyncio
 from lockgate.runtime import AggregateFunction
 from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
@@ -14,6 +16,8 @@ from lockgate.runtime.clock import Clock, ManualClock
 from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.spark import local_session
+
+from tests.kube_emulator import emulated_api_server
 
 BACKENDS = ("heap", "rocksdb")
 
@@ -97,3 +101,10 @@ def spark() -> Iterator[Any]:
     session = local_session(3, "lockgate-tests")
     yield session
     session.stop()
+
+
+@pytest_asyncio.fixture
+async def cluster() -> AsyncIterator[tuple[kmock.KubernetesEmulator, str]]:
+    """The emulated Kubernetes API server (the one stand-in) and its URL."""
+    async with emulated_api_server() as served:
+        yield served

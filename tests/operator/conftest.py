@@ -25,17 +25,6 @@ from lockgate.operator.job_etcd import JobEtcd
 from lockgate.operator.kube import Kube
 from lockgate.runtime.coordination.etcd import EtcdConfig
 
-from tests.kube_emulator import emulated_api_server
-from tests.runtime.coordination.conftest import etcd, etcd_config, etcd_server
-
-__all__ = ["etcd", "etcd_config", "etcd_server"]
-
-
-@pytest_asyncio.fixture
-async def cluster() -> AsyncIterator[tuple[kmock.KubernetesEmulator, str]]:
-    async with emulated_api_server() as served:
-        yield served
-
 
 @dataclass
 class Operator:

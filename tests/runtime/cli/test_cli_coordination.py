@@ -12,7 +12,7 @@ from lockgate.runtime.coordination.etcd_server import EtcdServer, free_port
 from lockgate.runtime.coordination.restore_point import resolve_restore_point
 
 from tests.polling import eventually_true
-from tests.runtime.coordination.conftest import Job
+from tests.runtime.coordination.running_job import Job
 from tests.runtime.snapshot.test_corruption import flip_byte
 
 LOCKGATE = str(Path(sys.executable).parent / "lockgate")

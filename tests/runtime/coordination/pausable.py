@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from lockgate.runtime.coordination.coordinator import CheckpointConfig, CheckpointCoordinator
 from lockgate.runtime.coordination.etcd import Etcd
 
-from tests.runtime.coordination.conftest import Job
+from tests.runtime.coordination.running_job import Job
 
 T = TypeVar("T")
 

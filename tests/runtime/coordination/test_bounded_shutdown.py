@@ -16,7 +16,7 @@ from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.coordination.keys import JobKeys
 
-from tests.runtime.coordination.conftest import Job
+from tests.runtime.coordination.running_job import Job
 
 # Shutdown's clean-up steps (the coordinator's loops, then its lease) each wait
 # at most CANCEL_WAIT_S; beyond that and a margin, it hung.

@@ -16,7 +16,7 @@ from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex
 from lockgate.runtime.snapshot.metadata import read_metadata
 
 from tests.polling import eventually, eventually_true
-from tests.runtime.coordination.conftest import COUNT, Job
+from tests.runtime.coordination.running_job import COUNT, Job
 
 MANUAL = CheckpointConfig(interval_s=None, timeout_s=30)
 

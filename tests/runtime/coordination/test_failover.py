@@ -18,7 +18,7 @@ from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.coordination.keys import JobKeys
 
 from tests.polling import eventually
-from tests.runtime.coordination.conftest import Job
+from tests.runtime.coordination.running_job import Job
 
 MANUAL = CheckpointConfig(interval_s=None, timeout_s=60)
 

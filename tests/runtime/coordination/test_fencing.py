@@ -12,8 +12,8 @@ from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger, 
 from lockgate.runtime.coordination.restore_point import resolve_restore_point
 
 from tests.polling import eventually, eventually_true
-from tests.runtime.coordination.conftest import Job
 from tests.runtime.coordination.pausable import PausableCoordinator
+from tests.runtime.coordination.running_job import Job
 from tests.runtime.coordination.test_failover import _wait_until_deleted
 
 MANUAL = CheckpointConfig(interval_s=None, timeout_s=60)

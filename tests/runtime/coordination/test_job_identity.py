@@ -114,14 +114,14 @@ async def test_an_operator_without_etcds_root_role_is_told_what_to_grant(root: E
 
 
 async def test_a_job_authenticates_again_when_etcd_forgets_its_token(
-    root: Etcd, auth_etcd: EtcdServer
+    root: Etcd, own_etcd: EtcdServer
 ) -> None:
     """etcd keeps simple tokens in memory: a restart (or a leader change) forgets
     them, and the gRPC channel reconnects underneath with the old one."""
     config = await _job_config(root, A)
     async with Etcd(config) as etcd:
         await etcd.put(A.status, b"before")
-        auth_etcd.restart()
+        own_etcd.restart()
         await etcd.put(A.status, b"after")  # before the fix: UnauthenticatedError, invalid auth token
         assert await etcd.get(A.status) == b"after"
 

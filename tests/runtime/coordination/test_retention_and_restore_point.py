@@ -18,7 +18,7 @@ from lockgate.runtime.coordination.restore_point import resolve_relaunch_point, 
 from lockgate.runtime.snapshot.retention import referenced_shared_files
 from lockgate.runtime.snapshot.storage import SnapshotCorruptError
 
-from tests.runtime.coordination.conftest import Job
+from tests.runtime.coordination.running_job import Job
 from tests.runtime.snapshot.test_corruption import flip_byte
 
 COUNT = ValueStateDescriptor("count", default=0)

@@ -14,7 +14,7 @@ from lockgate.runtime.snapshot.metadata import read_metadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 from tests.polling import eventually
-from tests.runtime.coordination.conftest import Job
+from tests.runtime.coordination.running_job import Job
 
 MANUAL = CheckpointConfig(interval_s=None, timeout_s=30)
 

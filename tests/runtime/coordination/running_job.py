@@ -1,15 +1,12 @@
-"""A real etcd for the coordination tests, and subtasks that answer its triggers."""
+"""A coordinator and subtasks that answer its triggers, against a real etcd and
+real storage: what the coordination tests run."""
 
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-import pytest_asyncio
 from lockgate.runtime import ValueStateDescriptor, key_group, key_group_range
 from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
 from lockgate.runtime.coordination.coordinator import (
@@ -18,8 +15,7 @@ from lockgate.runtime.coordination.coordinator import (
     CheckpointListener,
     JobPlan,
 )
-from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
-from lockgate.runtime.coordination.etcd_server import EtcdServer
+from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.participant import CheckpointParticipant
 from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger, decode
@@ -28,40 +24,6 @@ from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.snapshot.subtask import SnapshotTarget, snapshot_subtask
 
 COUNT = ValueStateDescriptor("count", default=0)
-
-
-@pytest.fixture(scope="session")
-def etcd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
-    server = EtcdServer(tmp_path_factory.mktemp("etcd") / "data")
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def own_etcd(tmp_path: Path) -> Iterator[EtcdServer]:
-    """An etcd of the test's own, to pause, kill or restart."""
-    server = EtcdServer(tmp_path / "etcd")
-    server.start()
-    yield server
-    server.resume()
-    server.stop()
-
-
-@pytest.fixture
-def etcd_config(etcd_server: EtcdServer) -> EtcdConfig:
-    return EtcdConfig((etcd_server.endpoint,))
-
-
-@pytest_asyncio.fixture
-async def etcd(etcd_config: EtcdConfig) -> AsyncIterator[Etcd]:
-    async with Etcd(etcd_config) as client:
-        yield client
-
-
-@pytest.fixture
-def keys() -> JobKeys:
-    return JobKeys("test", f"job-{uuid.uuid4().hex[:8]}")
 
 
 @dataclass
@@ -183,11 +145,3 @@ class Job:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-
-
-@pytest_asyncio.fixture
-async def job(etcd: Etcd, keys: JobKeys, tmp_path: Path) -> AsyncIterator[Job]:
-    running = Job(etcd, keys, tmp_path, JobPlan({"source": 2, "count": 2}, 16))
-    await running.start_subtasks()
-    yield running
-    await running.stop()

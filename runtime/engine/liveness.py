@@ -88,6 +88,14 @@ def configure_socket(sock: socket.socket, liveness: Liveness) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, math.ceil(2000 * liveness.timeout_s))
 
 
+def _send_all(sock: socket.socket, buffers: list[bytes]) -> None:
+    """`sendall` of several buffers with one system call in the common case."""
+    total = sum(len(b) for b in buffers)
+    sent = sock.sendmsg(buffers)
+    if sent < total:  # a signal, or a socket buffer that took part: the rest as one
+        sock.sendall(b"".join(buffers)[sent:])
+
+
 class Link:
     """One end of an exchange connection: serialized writes, reads that note the
     time, and a place in the ticker until the connection ends.
@@ -113,35 +121,38 @@ class Link:
         self._failure: ChannelSilentError | None = None
         _TICKER.add(self)
 
-    def send(self, data: bytes) -> None:
+    def send(self, *parts: bytes) -> None:
+        """One message made of `parts`, and its MAC, handed to the socket as they
+        are (a frame's header and payload are not joined into a new buffer)."""
         with self._writing:
-            wire = self._sealer.seal(data)
+            buffers = [*parts, self._sealer.mac(*parts)]
             if self._unsent:
-                wire, self._unsent = self._unsent + wire, b""
+                buffers.insert(0, self._unsent)
+                self._unsent = b""
             try:
-                self._sock.sendall(wire)
+                _send_all(self._sock, buffers)
             except OSError as error:
                 self._raise_failure(error)
             self._wrote = True
 
-    def read_exactly(self, size: int) -> bytes | None:
+    def read_exactly(self, size: int) -> memoryview | None:
         """`size` bytes, or None if the peer closed the connection first; raises
-        `ChannelSilentError` once the peer was silent for the timeout."""
-        chunks: list[bytes] = []
-        missing = size
-        while missing:
+        `ChannelSilentError` once the peer was silent for the timeout. Read into
+        one buffer (a large frame arrives in many pieces: no join copies them)."""
+        buffer = memoryview(bytearray(size))
+        received = 0
+        while received < size:
             try:
-                chunk = self._sock.recv(missing)
+                count = self._sock.recv_into(buffer[received:], size - received)
             except OSError as error:
                 self._raise_failure(error)
-            if not chunk:
+            if not count:
                 if self._failure is not None:
                     raise self._failure
                 return None
             self._heard = time.monotonic()
-            chunks.append(chunk)
-            missing -= len(chunk)
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            received += count
+        return buffer
 
     def _raise_failure(self, error: OSError) -> NoReturn:
         """The silence that made the socket fail, if it was that; else `error`."""

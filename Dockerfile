@@ -2,7 +2,7 @@
 # One image for the operator, the Spark drivers and their executors: Python,
 # a Java 17 runtime, pyspark and lockgate with its object-store extras (s3, gcs). What changes least comes first, so
 # a code change rebuilds only the last layers: system packages, the user,
-# the dependencies (read from pyproject.toml), then the code.
+# the dependencies (pinned with their hashes in requirements.lock), then the code.
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
@@ -23,12 +23,10 @@ ENV SPARK_HOME=/opt/lockgate/venv/lib/python3.11/site-packages/pyspark \
     SPARK_CONF_DIR=/opt/lockgate/spark-conf
 
 WORKDIR /opt/lockgate/src
-COPY pyproject.toml ./
-RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
-print('\n'.join(p['dependencies'] + p['optional-dependencies']['s3'] + p['optional-dependencies']['gcs']))" \
-      > /tmp/requirements.txt \
- && pip install --no-cache-dir --requirement /tmp/requirements.txt \
- && rm /tmp/requirements.txt \
+# Exactly the versions and files of requirements.lock (scripts/lock.sh makes it
+# from pyproject.toml): a file whose SHA-256 differs is refused.
+COPY requirements.lock ./
+RUN pip install --no-cache-dir --require-hashes --no-deps --requirement requirements.lock \
  && mkdir -p "$SPARK_CONF_DIR"
 
 COPY docker/entrypoint.sh /opt/lockgate/entrypoint.sh

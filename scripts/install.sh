@@ -27,7 +27,10 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
 # "strict" editable mode links the mapped folders (runtime/ -> lockgate/runtime)
 # into a static tree, which mypy and import-linter can follow.
-.venv/bin/python -m pip install -q --disable-pip-version-check \
+# The image's versions (requirements.lock) hold here too: tests run what ships.
+mkdir -p .cache
+grep -oE '^[A-Za-z0-9_.-]+==[^ ]+' requirements.lock > .cache/constraints.txt
+.venv/bin/python -m pip install -q --disable-pip-version-check --constraint .cache/constraints.txt \
     -e '.[dev]' --config-settings editable_mode=strict
 # moto's S3 server, the S3 endpoint of the end-to-end tests: a service of its
 # own, in a virtualenv of its own (moto pins libraries Lockgate's own need newer).

@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 from dockerfile_parse import DockerfileParser
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,29 +48,60 @@ def test_everything_copied_exists_and_is_not_ignored(dockerfile: DockerfileParse
             assert source.split("/")[0] not in ignored, f"COPY {source}: excluded by .dockerignore"
 
 
-def test_dependencies_are_installed_before_the_code_is_copied(dockerfile: DockerfileParser) -> None:
+def test_dependencies_are_installed_from_the_lock_before_the_code_is_copied(
+    dockerfile: DockerfileParser,
+) -> None:
     steps = [
         (i["instruction"], i["value"]) for i in dockerfile.structure if i["instruction"] in ("COPY", "RUN")
     ]
     first_code = next(n for n, (kind, value) in enumerate(steps) if kind == "COPY" and "runtime" in value)
-    dependencies = next(n for n, (kind, value) in enumerate(steps) if "requirements.txt" in value)
+    dependencies = next(
+        n for n, (kind, value) in enumerate(steps) if "requirements.lock" in value and kind == "RUN"
+    )
     assert dependencies < first_code
-    assert steps[dependencies - 1] == ("COPY", "pyproject.toml ./"), "only pyproject.toml before them"
-    assert "'dependencies'" in steps[dependencies][1], "the dependency list comes from pyproject.toml"
+    assert steps[dependencies - 1] == ("COPY", "requirements.lock ./"), "only the lock before them"
+    install = steps[dependencies][1]
+    assert "--require-hashes" in install, "a file whose hash differs from the lock's is refused"
+    assert "--no-deps" in install, "nothing beyond the lock"
 
 
-def test_the_image_installs_the_object_store_extras(dockerfile: DockerfileParser) -> None:
-    (step,) = [value for value in _instructions(dockerfile, "RUN") if "requirements.txt" in value]
-    listing = re.search(r'python -c "(.*?)"', step, re.DOTALL)
-    assert listing is not None, step
-    printed = subprocess.run(
-        [sys.executable, "-c", listing[1].replace("\\\n", "")],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    assert {"s3fs>=2024.2", "gcsfs>=2024.2", "pyspark>=3.5"} <= set(printed), printed
+def _pins() -> dict[str, tuple[Version, list[str]]]:
+    """name -> (version, hashes) of every package in requirements.lock."""
+    pins: dict[str, tuple[Version, list[str]]] = {}
+    text = (REPO / "requirements.lock").read_text()
+    for block in re.split(r"\n(?=[A-Za-z0-9])", text):
+        match = re.match(r"([A-Za-z0-9_.-]+)==(\S+)", block)
+        if match is not None:
+            pins[canonicalize_name(match[1])] = (
+                Version(match[2]),
+                re.findall(r"--hash=sha256:([0-9a-f]{64})", block),
+            )
+    return pins
+
+
+def test_the_lock_pins_every_package_the_image_needs_with_its_hashes() -> None:
+    """What pyproject.toml asks for (and the s3 and gcs extras the image has) is
+    what requirements.lock pins: change one, run scripts/lock.sh."""
+    pins = _pins()
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    wanted = [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["s3"]]
+    wanted += [Requirement(r) for r in project["optional-dependencies"]["gcs"]]
+    for requirement in wanted:
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"{requirement} is not in requirements.lock: run scripts/lock.sh"
+        version, _ = pins[name]
+        assert requirement.specifier.contains(version, prereleases=True), (
+            f"requirements.lock pins {name} {version}, outside {requirement}: run scripts/lock.sh"
+        )
+    for name, (_, hashes) in pins.items():
+        assert hashes, f"{name} has no --hash in requirements.lock"
+    assert {"pyspark", "s3fs", "gcsfs", "kopf", "rocksdict"} <= set(pins)
+
+
+def test_the_development_environment_holds_to_the_locks_versions() -> None:
+    install = (REPO / "scripts" / "install.sh").read_text()
+    assert "requirements.lock" in install
+    assert "--constraint .cache/constraints.txt" in install
 
 
 def test_the_entrypoint_and_commands_it_names_exist(dockerfile: DockerfileParser) -> None:

@@ -88,14 +88,6 @@ def configure_socket(sock: socket.socket, liveness: Liveness) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, math.ceil(2000 * liveness.timeout_s))
 
 
-def _send_all(sock: socket.socket, buffers: list[bytes]) -> None:
-    """`sendall` of several buffers with one system call in the common case."""
-    total = sum(len(b) for b in buffers)
-    sent = sock.sendmsg(buffers)
-    if sent < total:  # a signal, or a socket buffer that took part: the rest as one
-        sock.sendall(b"".join(buffers)[sent:])
-
-
 class Link:
     """One end of an exchange connection: serialized writes, reads that note the
     time, and a place in the ticker until the connection ends.
@@ -121,38 +113,35 @@ class Link:
         self._failure: ChannelSilentError | None = None
         _TICKER.add(self)
 
-    def send(self, *parts: bytes) -> None:
-        """One message made of `parts`, and its MAC, handed to the socket as they
-        are (a frame's header and payload are not joined into a new buffer)."""
+    def send(self, data: bytes) -> None:
         with self._writing:
-            buffers = [*parts, self._sealer.mac(*parts)]
+            wire = self._sealer.seal(data)
             if self._unsent:
-                buffers.insert(0, self._unsent)
-                self._unsent = b""
+                wire, self._unsent = self._unsent + wire, b""
             try:
-                _send_all(self._sock, buffers)
+                self._sock.sendall(wire)
             except OSError as error:
                 self._raise_failure(error)
             self._wrote = True
 
-    def read_exactly(self, size: int) -> memoryview | None:
+    def read_exactly(self, size: int) -> bytes | None:
         """`size` bytes, or None if the peer closed the connection first; raises
-        `ChannelSilentError` once the peer was silent for the timeout. Read into
-        one buffer (a large frame arrives in many pieces: no join copies them)."""
-        buffer = memoryview(bytearray(size))
-        received = 0
-        while received < size:
+        `ChannelSilentError` once the peer was silent for the timeout."""
+        chunks: list[bytes] = []
+        missing = size
+        while missing:
             try:
-                count = self._sock.recv_into(buffer[received:], size - received)
+                chunk = self._sock.recv(missing)
             except OSError as error:
                 self._raise_failure(error)
-            if not count:
+            if not chunk:
                 if self._failure is not None:
                     raise self._failure
                 return None
             self._heard = time.monotonic()
-            received += count
-        return buffer
+            chunks.append(chunk)
+            missing -= len(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def _raise_failure(self, error: OSError) -> NoReturn:
         """The silence that made the socket fail, if it was that; else `error`."""

@@ -72,7 +72,7 @@ class RemoteInputChannel:
         self.capacity = capacity
         self._wakeup = wakeup
         self._liveness = liveness
-        self._frames: collections.deque[bytes | memoryview] = collections.deque()
+        self._frames: collections.deque[bytes] = collections.deque()
         self._link: Link | None = None
         self._opener: Opener | None = None
         self._ended = False
@@ -242,7 +242,7 @@ class RemoteOutputChannel:
             if self._credits == 0:
                 self._wait_for_credit()
             self._credits -= 1
-        self._link.send(_U32.pack(len(payload)), payload)
+        self._link.send(_U32.pack(len(payload)) + payload)
 
     def _wait_for_credit(self) -> None:
         """Blocked by backpressure: the receiver has every frame it granted room for."""

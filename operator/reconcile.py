@@ -11,7 +11,6 @@ from typing import Any
 import kopf
 from lockgate.operator.conditions import iso_time, set_condition
 from lockgate.operator.driver_pod import storage_layout
-from lockgate.operator.driver_restarts import decide
 from lockgate.operator.job import Job
 from lockgate.operator.job_policy import check_job, check_service_account
 from lockgate.operator.spec import SpecError, StreamingJobSpec, parse_spec
@@ -26,6 +25,7 @@ from lockgate.operator.transition import (
     restart_plan,
 )
 from lockgate.runtime.coordination.records import JobStatus
+from lockgate.runtime.engine.restart import RestartHistory, decide
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 
@@ -256,14 +256,23 @@ def _said_by(status: JobStatus | None, driver: str) -> bool:
     return status is not None and status.driver == driver
 
 
+def restart_history(status: dict[str, Any]) -> RestartHistory:
+    """The failures the job's restart strategy counts, kept in status on the wall
+    clock. A status written before the failure times were kept for every strategy
+    has only the count: each counts as a failure long ago."""
+    if "driverFailureTimes" not in status:
+        return RestartHistory((0.0,) * int(status.get("driverRestarts", 0)))
+    return RestartHistory(tuple(float(t) for t in status["driverFailureTimes"]))
+
+
 async def _driver_lost(job: Job, pod_phase: str | None, cause: str | None) -> None:
     restarts = int(job.status.get("driverRestarts", 0))
     why = f"driver {'gone' if pod_phase is None else 'failed'}" + (f": {cause}" if cause else "")
     restart_at = float(job.status.get("restartAt") or 0)
     if not restart_at:  # a new loss: restart after the strategy's delay, or give up
         now = time.time()
-        decision = decide(job.spec.restart_strategy, restarts, job.status.get("driverFailureTimes", []), now)
-        if decision.give_up:
+        decision = decide(job.spec.restart_strategy.strategy(), restart_history(job.status), now)
+        if decision.delay_s is None:
             conditions = set_condition(
                 job.status.get("conditions"), "Ready", true=False, reason="Failed", message=why
             )
@@ -275,7 +284,7 @@ async def _driver_lost(job: Job, pod_phase: str | None, cause: str | None) -> No
             phase="Restarting",
             restartAt=now + decision.delay_s,
             message=why,
-            driverFailureTimes=list(decision.failure_times) or None,
+            driverFailureTimes=list(decision.history.failures),
         )
         return
     if time.time() < restart_at:

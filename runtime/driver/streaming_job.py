@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from lockgate.runtime.coordination.keys import check_name
 from lockgate.runtime.driver.durations import DURATION_PATTERN, parse_duration
 from lockgate.runtime.driver.spec_errors import SpecError, describe
+from lockgate.runtime.engine.restart import RestartKind, RestartStrategy, restart_strategy
 from lockgate.runtime.keygroups import UPPER_BOUND_MAX_PARALLELISM
 from lockgate.runtime.storage_url import check_storage_url
 from pydantic import (
@@ -38,7 +39,7 @@ KIND = "StreamingJob"
 INT32 = 2**31 - 1
 _ENTRYPOINT = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")
 
-RestartType = Literal["none", "fixed-delay", "exponential-backoff", "failure-rate"]
+RestartType = RestartKind  # the runtime's one list of strategies
 UpgradeMode = Literal["savepoint", "last-state", "stateless"]
 DesiredState = Literal["running", "suspended"]
 
@@ -125,6 +126,16 @@ class RestartStrategySpec(_Object):
     delay_s: Duration | None = Field(None, alias="delay")
     max_delay_s: Duration | None = Field(None, alias="maxDelay")
     failure_interval_s: PositiveDuration | None = Field(None, alias="failureInterval")
+
+    def strategy(self) -> RestartStrategy:
+        """The strategy these settings give, with the defaults for what is not set."""
+        return restart_strategy(
+            self.type,
+            attempts=self.attempts,
+            delay_s=self.delay_s,
+            max_delay_s=self.max_delay_s,
+            interval_s=self.failure_interval_s,
+        )
 
 
 class Resources(_Object):

@@ -29,7 +29,7 @@ from lockgate.runtime.coordination.restore_point import (
 from lockgate.runtime.coordination.unusable import UnusableCheckpoints
 from lockgate.runtime.engine.job_spec import JobSpec, new_launch_secret
 from lockgate.runtime.engine.plan import job_plan
-from lockgate.runtime.engine.restart import NoRestart, RestartStrategy
+from lockgate.runtime.engine.restart import RestartHistory, RestartStrategy, decide, restart_strategy
 from lockgate.runtime.engine.restore_check import (
     MaxParallelismMismatchError,
     NonRestoredStateError,
@@ -143,6 +143,7 @@ class JobMaster:
     ) -> RunResult:
         """`coordinating` is awaited each time a launch holds the job's coordinator,
         before its tasks start (the driver's status heartbeat begins there)."""
+        history = RestartHistory()
         while True:
             self._restored = None
             try:
@@ -151,7 +152,8 @@ class JobMaster:
                 set_aside = await self._set_aside_damaged_restore(failure, from_savepoint)
                 if isinstance(failure, PERMANENT_FAILURES) and not set_aside:
                     raise
-                delay = strategy.next_delay(time.monotonic())
+                decision = decide(strategy, history, time.monotonic())
+                history, delay = decision.history, decision.delay_s
                 if delay is None:
                     raise JobGaveUpError(
                         f"gave up after {self.restarts} restart(s) ({strategy.describe()}); "
@@ -266,7 +268,7 @@ async def run_once(
     """One launch, no restarts."""
     master = JobMaster(spec, stage, storage, config, savepoint_dir=savepoint_dir)
     return await master.run(
-        NoRestart(), from_savepoint=from_savepoint, earlier_checkpoints=earlier_checkpoints
+        restart_strategy("none"), from_savepoint=from_savepoint, earlier_checkpoints=earlier_checkpoints
     )
 
 

@@ -1,119 +1,92 @@
-"""Restart strategies: after a failure, how long to wait before relaunching the
-tasks from the latest checkpoint, or that it is time to give up (Flink's four)."""
+"""Restart strategies: after a failure, how long to wait before relaunching from
+the latest checkpoint, or that it is time to give up — Flink's four, as one pure
+function, `decide(strategy, history, now)`.
+
+The job master decides for its tasks (on the monotonic clock, the history in
+memory) and the operator for a lost driver (on the wall clock, the history in
+the StreamingJob's status, so that it outlives the operator): the same rules.
+
+- fixed-delay: `attempts` restarts in the job's life, `delay` apart.
+- exponential-backoff: delays from `delay`, doubling, capped at `maxDelay`;
+  `attempts` restarts at most (none given: forever). After `reset_after_s`
+  without a failure the backoff starts over (Flink's resetBackoffThreshold).
+- failure-rate: a restart after `delay` unless more than `attempts` failures
+  fall within `failureInterval`; a failure exactly `failureInterval` ago is
+  still inside it (Flink's rule: it leaves only once more time has passed).
+- none: never restart.
+"""
 
 from __future__ import annotations
 
-import collections
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, cast, get_args
+
+RestartKind = Literal["none", "fixed-delay", "exponential-backoff", "failure-rate"]
+STRATEGIES: tuple[str, ...] = get_args(RestartKind)
 
 
-class RestartStrategy(Protocol):
-    def next_delay(self, now: float) -> float | None:
-        """Called at each failure (time `now`, monotonic seconds): the delay before
-        the next attempt, or None to give up."""
-        ...
+@dataclass(frozen=True)
+class RestartStrategy:
+    """A strategy's settings, complete (`restart_strategy` fills in the defaults)."""
 
-    def describe(self) -> str: ...
-
-
-@dataclass
-class NoRestart:
-    def next_delay(self, now: float) -> float | None:
-        return None
+    kind: RestartKind
+    attempts: int | None
+    delay_s: float
+    max_delay_s: float
+    interval_s: float
+    multiplier: float = 2.0
+    reset_after_s: float = 3600.0
 
     def describe(self) -> str:
+        if self.kind == "fixed-delay":
+            return f"fixed delay: {self.attempts} restarts, {self.delay_s:g} s apart"
+        if self.kind == "exponential-backoff":
+            limit = "" if self.attempts is None else f", {self.attempts} restarts"
+            return f"exponential backoff from {self.delay_s:g} s to {self.max_delay_s:g} s{limit}"
+        if self.kind == "failure-rate":
+            return f"failure rate: at most {self.attempts} failures in {self.interval_s:g} s"
         return "no restarts"
 
 
-@dataclass
-class FixedDelay:
-    attempts: int
-    delay_s: float
-    _used: int = field(default=0, init=False)
+@dataclass(frozen=True)
+class RestartHistory:
+    """The failures that count for the next decision, oldest first."""
 
-    def __post_init__(self) -> None:
-        if self.attempts < 0 or self.delay_s < 0:
-            raise ValueError(
-                f"fixed-delay needs attempts >= 0 and delay >= 0, got {self.attempts}, {self.delay_s}"
-            )
-
-    def next_delay(self, now: float) -> float | None:
-        if self._used >= self.attempts:
-            return None
-        self._used += 1
-        return self.delay_s
-
-    def describe(self) -> str:
-        return f"fixed delay: {self.attempts} restarts, {self.delay_s} s apart"
+    failures: tuple[float, ...] = ()
 
 
-@dataclass
-class ExponentialBackoff:
-    """Delays grow by `multiplier` up to `max_delay_s`; after `reset_after_s` without
-    a failure they start over. `attempts` None: restart forever."""
+@dataclass(frozen=True)
+class RestartDecision:
+    delay_s: float | None  # None: give up
+    history: RestartHistory = field(default_factory=RestartHistory)  # what to keep for the next one
 
-    initial_s: float = 1.0
-    max_delay_s: float = 60.0
-    multiplier: float = 2.0
-    reset_after_s: float = 3600.0
-    attempts: int | None = None
-    _next: float = field(default=0.0, init=False)
-    _last_failure: float | None = field(default=None, init=False)
-    _used: int = field(default=0, init=False)
-
-    def __post_init__(self) -> None:
-        if self.initial_s <= 0 or self.max_delay_s < self.initial_s or self.multiplier < 1:
-            raise ValueError(
-                "exponential-backoff needs 0 < initial <= max delay and multiplier >= 1, got "
-                f"{self.initial_s}, {self.max_delay_s}, {self.multiplier}"
-            )
-        self._next = self.initial_s
-
-    def next_delay(self, now: float) -> float | None:
-        if self._last_failure is not None and now - self._last_failure >= self.reset_after_s:
-            self._next, self._used = self.initial_s, 0
-        self._last_failure = now
-        if self.attempts is not None and self._used >= self.attempts:
-            return None
-        self._used += 1
-        delay = self._next
-        self._next = min(self._next * self.multiplier, self.max_delay_s)
-        return delay
-
-    def describe(self) -> str:
-        return f"exponential backoff from {self.initial_s} s to {self.max_delay_s} s"
+    @property
+    def give_up(self) -> bool:
+        return self.delay_s is None
 
 
-@dataclass
-class FailureRate:
-    """Restart after `delay_s` unless more than `max_failures` happened within `interval_s`."""
-
-    max_failures: int
-    interval_s: float
-    delay_s: float
-    _failures: collections.deque[float] = field(default_factory=collections.deque, init=False)
-
-    def __post_init__(self) -> None:
-        if self.max_failures < 1 or self.interval_s <= 0 or self.delay_s < 0:
-            raise ValueError(
-                "failure-rate needs max failures >= 1, interval > 0 and delay >= 0, got "
-                f"{self.max_failures}, {self.interval_s}, {self.delay_s}"
-            )
-
-    def next_delay(self, now: float) -> float | None:
-        self._failures.append(now)
-        while self._failures and now - self._failures[0] > self.interval_s:
-            self._failures.popleft()
-        if len(self._failures) > self.max_failures:
-            return None
-        return self.delay_s
-
-    def describe(self) -> str:
-        return f"failure rate: at most {self.max_failures} failures in {self.interval_s} s"
-
-
-STRATEGIES = ("none", "fixed-delay", "exponential-backoff", "failure-rate")
+def decide(strategy: RestartStrategy, history: RestartHistory, now: float) -> RestartDecision:
+    """The decision for a failure at `now` (seconds on the caller's clock, the
+    clock `history` was kept on)."""
+    failures = history.failures
+    if strategy.kind == "none":
+        return RestartDecision(None, history)
+    if strategy.kind == "failure-rate":
+        recent = (*(t for t in failures if now - t <= strategy.interval_s), now)
+        assert strategy.attempts is not None
+        too_many = len(recent) > strategy.attempts
+        return RestartDecision(None if too_many else strategy.delay_s, RestartHistory(recent))
+    if strategy.kind == "exponential-backoff":
+        if failures and now - failures[-1] >= strategy.reset_after_s:
+            failures = ()  # quiet for long enough: start over
+        if strategy.attempts is not None and len(failures) >= strategy.attempts:
+            return RestartDecision(None, RestartHistory(failures))
+        delay = min(strategy.delay_s * strategy.multiplier ** len(failures), strategy.max_delay_s)
+        return RestartDecision(delay, RestartHistory((*failures, now)))
+    assert strategy.attempts is not None  # fixed-delay
+    if len(failures) >= strategy.attempts:
+        return RestartDecision(None, history)
+    return RestartDecision(strategy.delay_s, RestartHistory((*failures, now)))
 
 
 def restart_strategy(
@@ -124,21 +97,23 @@ def restart_strategy(
     max_delay_s: float | None = None,
     interval_s: float | None = None,
 ) -> RestartStrategy:
-    """A strategy from its name and options (the CLI's and the manifest's), with
-    Flink's defaults for what is not given."""
-    if kind == "none":
-        return NoRestart()
+    """A strategy from its name and options (the CLI's and the StreamingJob's),
+    with the defaults for what is not given; raises ValueError naming a bad one."""
+    if kind not in STRATEGIES:
+        raise ValueError(f"restart strategy {kind!r} is not one of {', '.join(STRATEGIES)}")
+    delay = 1.0 if delay_s is None else delay_s
+    if delay < 0 or (attempts is not None and attempts < 0):
+        raise ValueError(f"{kind} needs attempts >= 0 and delay >= 0, got {attempts}, {delay}")
     if kind == "fixed-delay":
-        return FixedDelay(3 if attempts is None else attempts, 1.0 if delay_s is None else delay_s)
-    if kind == "exponential-backoff":
-        initial = 1.0 if delay_s is None else delay_s
-        return ExponentialBackoff(
-            initial, max(initial, 60.0 if max_delay_s is None else max_delay_s), attempts=attempts
-        )
-    if kind == "failure-rate":
-        return FailureRate(
-            1 if attempts is None else attempts,
-            60.0 if interval_s is None else interval_s,
-            1.0 if delay_s is None else delay_s,
-        )
-    raise ValueError(f"restart strategy {kind!r} is not one of {', '.join(STRATEGIES)}")
+        attempts = 3 if attempts is None else attempts
+    elif kind == "failure-rate":
+        attempts = 1 if attempts is None else attempts
+        if attempts < 1:
+            raise ValueError(f"failure-rate needs at least 1 failure per interval, got {attempts}")
+    cap = 60.0 if max_delay_s is None else max_delay_s
+    if kind == "exponential-backoff" and delay <= 0:
+        raise ValueError(f"exponential-backoff needs a first delay > 0, got {delay}")
+    window = 60.0 if interval_s is None else interval_s
+    if window <= 0:
+        raise ValueError(f"failure-rate needs an interval > 0, got {window}")
+    return RestartStrategy(cast(RestartKind, kind), attempts, delay, max(delay, cap), window)

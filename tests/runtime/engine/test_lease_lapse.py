@@ -15,7 +15,7 @@ from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.leadership import LEASE_TTL_S
 from lockgate.runtime.engine.job_master import JobMaster
 from lockgate.runtime.engine.job_spec import JobSpec
-from lockgate.runtime.engine.restart import FixedDelay
+from lockgate.runtime.engine.restart import restart_strategy
 from lockgate.runtime.engine.thread_stage import ThreadStage
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.snapshot.storage import CheckpointStorage
@@ -43,7 +43,7 @@ async def test_a_lease_lapsed_in_an_etcd_outage_relaunches_and_loses_nothing(
     )
     storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
     master = JobMaster(spec, ThreadStage(), storage, CheckpointConfig(interval_s=0.2, timeout_s=60))
-    run = asyncio.create_task(master.run(FixedDelay(attempts=3, delay_s=0.5)))
+    run = asyncio.create_task(master.run(restart_strategy("fixed-delay", attempts=3, delay_s=0.5)))
     async with Etcd(etcd_config) as etcd:
         await eventually_true(lambda: _checkpointed(etcd, keys), "a checkpoint completed", 60)
     # The fault itself: etcd silent for longer than the coordinator's lease.

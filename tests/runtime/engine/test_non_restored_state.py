@@ -17,7 +17,7 @@ from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.engine.job_master import JobMaster
 from lockgate.runtime.engine.job_spec import JobSpec
-from lockgate.runtime.engine.restart import FixedDelay
+from lockgate.runtime.engine.restart import restart_strategy
 from lockgate.runtime.engine.restore_check import unclaimed_state
 from lockgate.runtime.engine.thread_stage import ThreadStage
 from lockgate.runtime.engine.vertex_state import StateConfig
@@ -72,7 +72,9 @@ class Runs:
     async def run(self, source_name: str, stage: CountingStage, **options: object) -> None:
         from_savepoint = options.pop("from_savepoint", None)
         master = JobMaster(self.spec(source_name), stage, self.storage, CONFIG, **options)  # type: ignore[arg-type]
-        await master.run(FixedDelay(attempts=2, delay_s=0), from_savepoint=from_savepoint)  # type: ignore[arg-type]
+        await master.run(
+            restart_strategy("fixed-delay", attempts=2, delay_s=0), from_savepoint=from_savepoint
+        )  # type: ignore[arg-type]
 
     async def latest(self) -> str:
         async with Etcd(self.etcd_config) as etcd:

@@ -15,7 +15,7 @@ from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
 from lockgate.runtime.engine.job_master import JobMaster, RunResult
 from lockgate.runtime.engine.job_spec import JobSpec
-from lockgate.runtime.engine.restart import NoRestart
+from lockgate.runtime.engine.restart import restart_strategy
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.metrics.job_metrics import JobMetrics
 from lockgate.runtime.metrics.serving import MetricsServer, PortRange, serve
@@ -63,7 +63,7 @@ class MeteredJob:
         master = JobMaster(
             spec, BarrierStage(spark), storage, config, savepoint_dir=savepoints, listener=metrics
         )
-        return cls(keys, asyncio.create_task(master.run(NoRestart())), driver, task_ports)
+        return cls(keys, asyncio.create_task(master.run(restart_strategy("none"))), driver, task_ports)
 
     def task_port_numbers(self) -> range:
         return range(self.task_ports.first, self.task_ports.last + 1)

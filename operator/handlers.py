@@ -10,6 +10,7 @@ from typing import Any
 import kopf
 from kubernetes.client import ApiException
 from lockgate.operator import reconcile
+from lockgate.operator.errors import RefusedError, RetryLaterError
 from lockgate.operator.job import Job, OperatorContext
 from lockgate.operator.naming import GROUP, PLURAL, VERSION
 from lockgate.runtime.coordination.etcd import EtcdAccessError, EtcdUnavailableError
@@ -36,6 +37,12 @@ async def _guarded(
     except (EtcdUnavailableError, ApiException) as error:
         count.labels(handler, "retry").inc()
         raise kopf.TemporaryError(f"{type(error).__name__}: {error}", delay=5) from error
+    except RetryLaterError as error:
+        count.labels(handler, "retry").inc()
+        raise kopf.TemporaryError(str(error), delay=error.delay_s) from error
+    except RefusedError as error:
+        count.labels(handler, "permanent").inc()
+        raise kopf.PermanentError(str(error)) from error
     except EtcdAccessError as error:  # the operator's etcd user: fixed by an admin, then retried
         count.labels(handler, "retry").inc()
         raise kopf.TemporaryError(f"{type(error).__name__}: {error}", delay=60) from error

@@ -76,6 +76,18 @@ class Job:
     def next_launch(self) -> int:
         return int(self.status.get("launch", 0)) + 1
 
+    def adopt(self, obj: dict[str, Any]) -> None:
+        """Make the job the owner of `obj`: it goes with the job."""
+        kopf.adopt(obj, owner=self.body)
+
+    def warn(self, reason: str, message: str) -> None:
+        """A Warning Event on the job (what `kubectl describe sj` shows)."""
+        kopf.warn(self.body, reason=reason, message=message)
+
+    def inform(self, reason: str, message: str) -> None:
+        """A Normal Event on the job."""
+        kopf.info(self.body, reason=reason, message=message)
+
     async def record(self, **fields: Any) -> None:
         """Write `fields` into the job's status at once (None removes a field); fields
         that already hold those values are not written again."""

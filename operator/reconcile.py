@@ -8,22 +8,25 @@ import json
 import time
 from typing import Any
 
-import kopf
 from lockgate.operator.conditions import iso_time, set_condition
 from lockgate.operator.driver_pod import storage_layout
+from lockgate.operator.errors import RefusedError, RetryLaterError
 from lockgate.operator.job import Job
 from lockgate.operator.job_policy import check_job, check_service_account
 from lockgate.operator.spec import SpecError, StreamingJobSpec, parse_spec
 from lockgate.operator.transition import (
-    Plan,
     ask_savepoint,
     carry_out,
     import_plan,
     max_parallelism,
     record_savepoint,
+    recorded_plan,
     remove_driver,
     restart_plan,
+    start_plan,
+    upgrade_plan,
 )
+from lockgate.operator.upgrade_plan import Step
 from lockgate.runtime.coordination.records import JobStatus
 from lockgate.runtime.engine.restart import RestartHistory, decide
 from lockgate.runtime.snapshot.storage import CheckpointStorage
@@ -36,7 +39,7 @@ async def _degraded(job: Job, error: SpecError) -> None:
         job.status.get("conditions"), "Degraded", true=True, reason="InvalidSpec", message=message
     )
     await job.record(conditions=conditions, message=message)
-    kopf.warn(job.body, reason="InvalidSpec", message=message)
+    job.warn("InvalidSpec", message)
 
 
 async def _checked_spec(job: Job) -> StreamingJobSpec:
@@ -59,7 +62,7 @@ async def _checked_spec(job: Job) -> StreamingJobSpec:
             check_service_account(spec, namespace, annotations, job.context.policy)
     except SpecError as error:
         await _degraded(job, error)
-        raise kopf.PermanentError(str(error)) from error
+        raise RefusedError(str(error)) from error
     if any(
         c.get("type") == "Degraded" and c.get("status") == "True" for c in job.status.get("conditions", [])
     ):
@@ -69,19 +72,18 @@ async def _checked_spec(job: Job) -> StreamingJobSpec:
 
 
 async def on_create(job: Job) -> None:
-    if "upgrade" in job.status:  # an operator restarted before the first launch completed
-        await carry_out(job, job.status["upgrade"])
+    recorded = recorded_plan(job)
+    if recorded is not None:  # an operator restarted before the first launch completed
+        await carry_out(job, recorded)
         return
     spec = await _checked_spec(job)
     if spec.state == "suspended":
         await job.record(phase="Suspended", maxParallelism=max_parallelism(job))
         return
     if spec.job.import_unsigned_savepoint is not None:
-        await carry_out(job, import_plan(job, spec.job.import_unsigned_savepoint, "starting"))
+        await carry_out(job, import_plan(job, spec.job.import_unsigned_savepoint, Step.STARTING))
         return
-    await carry_out(
-        job, {"step": "starting", "reason": "created", "launch": job.next_launch, "restore": "latest"}
-    )
+    await carry_out(job, start_plan(job, "created"))
 
 
 def _needs_restart(old: StreamingJobSpec, new: StreamingJobSpec) -> bool:
@@ -101,18 +103,6 @@ def _needs_restart(old: StreamingJobSpec, new: StreamingJobSpec) -> bool:
     return applied_live != new
 
 
-def _upgrade_plan(job: Job, spec: StreamingJobSpec, reason: str, *, suspend: bool = False) -> Plan:
-    plan: Plan = {
-        "reason": reason,
-        "launch": job.next_launch,
-        "suspend": suspend,
-        "generation": job.generation,
-    }
-    if spec.upgrade_mode == "savepoint":
-        return {**plan, "step": "savepoint", "request": f"{reason}-g{job.generation}-l{plan['launch']}"}
-    return {**plan, "step": "stopping", "restore": "latest" if spec.upgrade_mode == "last-state" else "empty"}
-
-
 def _parsed(spec: dict[str, Any]) -> StreamingJobSpec | None:
     try:
         return parse_spec(spec)
@@ -122,10 +112,10 @@ def _parsed(spec: dict[str, Any]) -> StreamingJobSpec | None:
 
 async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
     """A spec change: suspend, resume, upgrade, restart, savepoint — or nothing to restart."""
-    if "upgrade" in job.status:  # resume the step an earlier operator recorded
-        plan = job.status["upgrade"]
-        await carry_out(job, plan)
-        if plan.get("generation") == job.generation:  # that was this very change
+    recorded = recorded_plan(job)
+    if recorded is not None:  # resume the step an earlier operator recorded
+        await carry_out(job, recorded)
+        if recorded.generation == job.generation:  # that was this very change
             await job.record(observedGeneration=job.generation)
             return
     new = await _checked_spec(job)
@@ -136,19 +126,20 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
     running = _parsed(json.loads(reconciled)) if reconciled else old
     if new.state == "suspended":
         if job.status.get("phase") != "Suspended":
-            await carry_out(job, _upgrade_plan(job, new, "suspend", suspend=True))
+            await carry_out(job, upgrade_plan(job, new, "suspend", suspend=True))
         return
     if job.status.get("phase") == "Suspended":
         suspended_with = job.status.get("suspendedWith")
-        restore = "savepoint" if suspended_with not in (None, "latest") else "latest"
-        plan = {"step": "starting", "reason": "resume", "launch": job.next_launch, "restore": restore}
-        await carry_out(job, {**plan, "savepoint": suspended_with} if restore == "savepoint" else plan)
+        if suspended_with in (None, "latest"):
+            await carry_out(job, start_plan(job, "resume"))
+        else:
+            await carry_out(job, start_plan(job, "resume", "savepoint", str(suspended_with)))
         return
     imported = new.job.import_unsigned_savepoint
     if imported is not None and (running is None or running.job.import_unsigned_savepoint != imported):
-        await carry_out(job, import_plan(job, imported, "stopping"))
+        await carry_out(job, import_plan(job, imported, Step.STOPPING))
     elif running is None or _needs_restart(running, new):
-        await carry_out(job, _upgrade_plan(job, new, "upgrade"))
+        await carry_out(job, upgrade_plan(job, new, "upgrade"))
     elif new.restart_nonce != running.restart_nonce:
         await carry_out(job, restart_plan(job, "restart"))
     if old is not None and new.savepoints.trigger_nonce not in (None, old.savepoints.trigger_nonce):
@@ -161,9 +152,9 @@ async def savepoint_now(job: Job) -> None:
     nonce = job.spec.savepoints.trigger_nonce
     result = await ask_savepoint(job, f"nonce-{nonce}", stop=False)
     if result is None:
-        raise kopf.TemporaryError(f"no savepoint for trigger nonce {nonce} yet", delay=30)
+        raise RetryLaterError(f"no savepoint for trigger nonce {nonce} yet", delay_s=30)
     if result.status != "completed" or result.path is None:
-        kopf.warn(job.body, reason="SavepointFailed", message=f"trigger nonce {nonce}: {result.error}")
+        job.warn("SavepointFailed", f"trigger nonce {nonce}: {result.error}")
         return
     await record_savepoint(job, result.path, f"trigger nonce {nonce}")
 
@@ -195,13 +186,11 @@ async def _final_savepoint(job: Job, launch: int) -> bool:
     """Whether the driver stopped with a final savepoint."""
     running = await job.context.etcd.status(job.keys)
     if running is None or running.state != "running":
-        kopf.warn(
-            job.body, reason="SavepointSkipped", message="deleted while not running: no final savepoint"
-        )
+        job.warn("SavepointSkipped", "deleted while not running: no final savepoint")
         return False
     result = await ask_savepoint(job, f"delete-l{launch}", stop=True)
     if result is None:
-        kopf.warn(job.body, reason="SavepointTimedOut", message="no final savepoint; deleting anyway")
+        job.warn("SavepointTimedOut", "no final savepoint; deleting anyway")
         return False
     if result.status == "completed" and result.path is not None:
         await record_savepoint(job, result.path, "deletion")
@@ -278,7 +267,7 @@ async def _driver_lost(job: Job, pod_phase: str | None, cause: str | None) -> No
             )
             message = f"{why}; gave up after {restarts} restart(s)"
             await job.record(phase="Failed", message=message, conditions=conditions)
-            kopf.warn(job.body, reason="JobFailed", message=message)
+            job.warn("JobFailed", message)
             return
         await job.record(
             phase="Restarting",
@@ -290,5 +279,5 @@ async def _driver_lost(job: Job, pod_phase: str | None, cause: str | None) -> No
     if time.time() < restart_at:
         return
     await job.record(driverRestarts=restarts + 1, restartAt=None)
-    kopf.info(job.body, reason="Restart", message=f"{why}; restart {restarts + 1} from the latest checkpoint")
+    job.inform("Restart", f"{why}; restart {restarts + 1} from the latest checkpoint")
     await carry_out(job, restart_plan(job, "driver-lost"))

@@ -1,14 +1,8 @@
-"""Checkpoint-stop-modify-restore, step by step. Each step is written to
-`status.upgrade` before it is taken, so an operator restarted mid-way resumes
-at the recorded step; the new driver is created only once the old one is
-gone, under a launch number fixed in the record, so there are never two.
-
-A plan (the record) has: `step` (savepoint → stopping → starting, or
-suspended at the end of a suspension), `reason`, `launch` (the next driver's
-number), `restore` (savepoint | latest | empty), `savepoint` (path),
-`request` (the savepoint request's id), `suspend` (stop and stay stopped),
-`import` (the savepoint is `spec.job.importUnsignedSavepoint`: restored although
-the job's key did not sign it; the running driver is stopped without one).
+"""Checkpoint-stop-modify-restore, step by step (the plan: `upgrade_plan.py`).
+Each step is written to `status.upgrade` before it is taken, so an operator
+restarted mid-way resumes at the recorded step; the new driver is created only
+once the old one is gone, under the launch number fixed in the plan, so there
+are never two.
 """
 
 from __future__ import annotations
@@ -17,20 +11,19 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any
 
-import kopf
 from lockgate.operator.conditions import now_iso, set_condition
 from lockgate.operator.driver_pod import Launch, driver_pod
+from lockgate.operator.errors import RetryLaterError
 from lockgate.operator.job import Job
 from lockgate.operator.owned import etcd_credentials_secret, owned_objects, snapshot_key_secret
 from lockgate.operator.spec import StreamingJobSpec
+from lockgate.operator.upgrade_plan import Restore, Step, UpgradePlan
 from lockgate.runtime.coordination.job_identity import new_password
 from lockgate.runtime.coordination.records import SavepointResult
 from lockgate.runtime.keygroups import default_max_parallelism
 
 log = logging.getLogger(__name__)
-Plan = dict[str, Any]
 
 
 def max_parallelism(job: Job) -> int:
@@ -40,63 +33,92 @@ def max_parallelism(job: Job) -> int:
     return int(recorded or spec.max_parallelism or default_max_parallelism(spec.replicas))
 
 
-async def carry_out(job: Job, plan: Plan) -> None:
+async def carry_out(job: Job, plan: UpgradePlan) -> None:
     """Take `plan` from its recorded step to its end."""
-    phase = "Suspending" if plan.get("suspend") else "Upgrading" if job.status.get("launch") else "Deploying"
-    plan = {"startedAt": time.time(), **plan}  # kept across resumes: durations count the whole change
-    await job.record(upgrade=plan, phase=phase)
-    if plan["step"] == "savepoint":
+    phase = "Suspending" if plan.suspend else "Upgrading" if job.status.get("launch") else "Deploying"
+    if plan.started_at is None:  # kept across resumes: durations count the whole change
+        plan = plan.at(plan.step, started_at=time.time())
+    await job.record(upgrade=plan.for_status(), phase=phase)
+    if plan.step is Step.SAVEPOINT:
         plan = await _take_savepoint(job, plan)
-    if plan["step"] == "stopping":
+    if plan.step is Step.STOPPING:
         plan = await _stop_driver(job, plan)
-    if plan["step"] == "starting":
+    if plan.step is Step.STARTING:
         await _start_driver(job, plan)
-    elif plan["step"] == "suspended":
+    elif plan.step is Step.SUSPENDED:
         _observe_duration(job, plan)
-        await job.record(upgrade=None, phase="Suspended", suspendedWith=plan.get("savepoint") or "latest")
+        await job.record(upgrade=None, phase="Suspended", suspendedWith=plan.savepoint or "latest")
 
 
-def _observe_duration(job: Job, plan: Plan) -> None:
+def recorded_plan(job: Job) -> UpgradePlan | None:
+    """The plan an earlier handler (or operator) recorded and did not finish."""
+    stored = job.status.get("upgrade")
+    return None if stored is None else UpgradePlan.from_status(stored)
+
+
+def _observe_duration(job: Job, plan: UpgradePlan) -> None:
     """Counted before the step that clears `status.upgrade` is written."""
-    job.context.metrics.upgrade_seconds.labels(plan["reason"]).observe(time.time() - plan["startedAt"])
+    started = plan.started_at if plan.started_at is not None else time.time()
+    job.context.metrics.upgrade_seconds.labels(plan.reason).observe(time.time() - started)
 
 
-def import_plan(job: Job, path: str, step: str) -> Plan:
+def start_plan(
+    job: Job, reason: str, restore: Restore = "latest", savepoint: str | None = None
+) -> UpgradePlan:
+    """Start a driver with nothing running to stop (a new job, a resumed one)."""
+    return UpgradePlan(Step.STARTING, reason, job.next_launch, restore, savepoint)
+
+
+def import_plan(job: Job, path: str, step: Step) -> UpgradePlan:
     """Restore `path`, which the job's key did not sign (`spec.job.importUnsignedSavepoint`)."""
-    plan = {"reason": "import", "launch": job.next_launch, "restore": "savepoint", "savepoint": path}
-    return {**plan, "step": step, "import": True, "generation": job.generation}
+    return UpgradePlan(
+        step, "import", job.next_launch, "savepoint", path, generation=job.generation, imported=True
+    )
 
 
-def restart_plan(job: Job, reason: str) -> Plan:
+def restart_plan(job: Job, reason: str) -> UpgradePlan:
     """Replace the driver, restoring the job's latest completed checkpoint."""
-    return {"step": "stopping", "reason": reason, "launch": job.next_launch, "restore": "latest"}
+    return UpgradePlan(Step.STOPPING, reason, job.next_launch, "latest")
 
 
-async def _fall_back(job: Job, plan: Plan, reason: str, why: str) -> Plan:
+def upgrade_plan(job: Job, spec: StreamingJobSpec, reason: str, *, suspend: bool = False) -> UpgradePlan:
+    """Apply a changed spec (or suspend) as the job's upgrade mode says."""
+    launch, generation = job.next_launch, job.generation
+    if spec.upgrade_mode == "savepoint":
+        request = f"{reason}-g{generation}-l{launch}"
+        return UpgradePlan(
+            Step.SAVEPOINT, reason, launch, request=request, suspend=suspend, generation=generation
+        )
+    restore: Restore = "latest" if spec.upgrade_mode == "last-state" else "empty"
+    return UpgradePlan(Step.STOPPING, reason, launch, restore, suspend=suspend, generation=generation)
+
+
+async def _fall_back(job: Job, plan: UpgradePlan, reason: str, why: str) -> UpgradePlan:
     """No savepoint to carry state over: the latest completed checkpoint will."""
-    fallback = {**plan, "step": "stopping", "restore": "latest"}
-    kopf.warn(job.body, reason=reason, message=f"{why}; restoring the latest checkpoint instead")
-    await job.record(upgrade=fallback, message=f"{why}; restoring the latest checkpoint instead")
+    fallback = plan.at(Step.STOPPING, restore="latest")
+    job.warn(reason, f"{why}; restoring the latest checkpoint instead")
+    await job.record(upgrade=fallback.for_status(), message=f"{why}; restoring the latest checkpoint instead")
     return fallback
 
 
-async def _take_savepoint(job: Job, plan: Plan) -> Plan:
+async def _take_savepoint(job: Job, plan: UpgradePlan) -> UpgradePlan:
     spec, etcd = job.spec, job.context.etcd
+    assert plan.request is not None, "a savepoint step names its request"
     # Resumed after the driver answered (and stopped): take that answer.
-    result = await etcd.savepoint_result(job.keys, plan["request"])
+    result = await etcd.savepoint_result(job.keys, plan.request)
     running = await etcd.status(job.keys)
     if result is None and (running is None or running.state != "running"):
         return await _fall_back(job, plan, "SavepointSkipped", "the job is not running to take a savepoint")
-    result = result or await ask_savepoint(job, plan["request"], stop=True)
+    result = result or await ask_savepoint(job, plan.request, stop=True)
     if result is None:
         return await _fall_back(
             job, plan, "SavepointTimedOut", f"no savepoint within {spec.savepoints.timeout_s:g} s"
         )
     if result.status != "completed" or result.path is None:
         return await _fall_back(job, plan, "SavepointFailed", f"savepoint failed ({result.error})")
-    await record_savepoint(job, result.path, plan["reason"])
-    after = {**plan, "step": "stopping", "restore": "savepoint", "savepoint": result.path}
-    await job.record(upgrade=after)
+    await record_savepoint(job, result.path, plan.reason)
+    after = plan.at(Step.STOPPING, restore="savepoint", savepoint=result.path)
+    await job.record(upgrade=after.for_status())
     return after
 
 
@@ -122,7 +144,7 @@ async def record_savepoint(job: Job, path: str, reason: str) -> None:
     entry = {"path": path, "time": now_iso(), "reason": reason}
     history = [entry, *job.status.get("savepointHistory", [])][: job.spec.savepoints.history_size]
     await job.record(lastSavepoint=entry, savepointHistory=history)
-    kopf.info(job.body, reason="Savepoint", message=f"savepoint {path} ({reason})")
+    job.inform("Savepoint", f"savepoint {path} ({reason})")
 
 
 async def _await_exit(job: Job, pod_name: str) -> None:
@@ -151,18 +173,18 @@ async def remove_driver(job: Job, launch: int, *, stopped_with_savepoint: bool) 
     deadline = time.monotonic() + job.context.driver_exit_timeout_s
     while await kube.pod(names.namespace, pod_name) is not None:
         if time.monotonic() > deadline:
-            raise kopf.TemporaryError(f"driver pod {pod_name} is still terminating", delay=10)
+            raise RetryLaterError(f"driver pod {pod_name} is still terminating", delay_s=10)
         await asyncio.sleep(1)  # polling the API: pod deletion has no event we could await here
 
 
-async def _stop_driver(job: Job, plan: Plan) -> Plan:
+async def _stop_driver(job: Job, plan: UpgradePlan) -> UpgradePlan:
     launch = int(job.status.get("launch", 0))
     if launch:
         # A savepoint in the plan was taken with stop: the driver is on its way out.
-        stopped = plan.get("restore") == "savepoint" and not plan.get("import")
+        stopped = plan.restore == "savepoint" and not plan.imported
         await remove_driver(job, launch, stopped_with_savepoint=stopped)
-    after = {**plan, "step": "suspended" if plan.get("suspend") else "starting"}
-    await job.record(upgrade=after)
+    after = plan.at(Step.SUSPENDED if plan.suspend else Step.STARTING)
+    await job.record(upgrade=after.for_status())
     return after
 
 
@@ -174,19 +196,15 @@ async def _new_etcd_password(job: Job, spec: StreamingJobSpec) -> None:
         return
     password = new_password()
     secret = etcd_credentials_secret(job.names, password)
-    kopf.adopt(secret, owner=job.body)
+    job.adopt(secret)
     await job.context.kube.apply(secret)
     await job.context.etcd.grant_identity(job.keys, password)
 
 
-async def _start_driver(job: Job, plan: Plan) -> None:
+async def _start_driver(job: Job, plan: UpgradePlan) -> None:
     spec, names, kube = job.spec, job.names, job.context.kube
     launch = Launch(
-        int(plan["launch"]),
-        max_parallelism(job),
-        plan["restore"],
-        plan.get("savepoint"),
-        import_unsigned=bool(plan.get("import")),
+        plan.launch, max_parallelism(job), plan.restore, plan.savepoint, import_unsigned=plan.imported
     )
     pod = driver_pod(names, spec, launch, job.context.cluster)
     objects = owned_objects(
@@ -194,7 +212,7 @@ async def _start_driver(job: Job, plan: Plan) -> None:
     )
     key = snapshot_key_secret(names)
     for obj in [key, *objects, pod]:
-        kopf.adopt(obj, owner=job.body)
+        job.adopt(obj)
     await kube.create(key)  # False from the second launch on: the job keeps its first key
     for obj in objects:
         await kube.apply(obj)

@@ -54,25 +54,21 @@ class JobGraph:
     def sinks(self) -> list[Vertex]:
         return [v for v in self.vertices if v.kind == "sink"]
 
-    def continues_chain(self, vertex: Vertex) -> bool:
-        """True when `vertex` runs in its upstream's chain: a forward edge from a
-        vertex with no other downstream."""
-        edge = vertex.input
-        return (
-            edge is not None and edge.partitioning == "forward" and len(self.downstream(edge.upstream)) == 1
-        )
-
     def chains(self) -> list[list[Vertex]]:
-        """Vertices that run together in one task, passing records by plain calls."""
+        """The chains the engine runs, each on one thread of a task, its vertices
+        passing records by plain calls: a chain starts at a source or after a
+        keyed exchange (its head, first) and holds every vertex reached from it by
+        forward edges, a fan-out's branches too (each record is pushed to one
+        branch after the other, as Flink chains an operator with several chained
+        outputs). Vertices in graph order, so each comes after its input."""
         chains = []
         for head in self.vertices:
-            if self.continues_chain(head):
-                continue
-            chain = [head]
-            while True:
-                following = self.downstream(chain[-1].name)
-                if len(following) != 1 or not self.continues_chain(following[0]):
-                    break
-                chain.append(following[0])
-            chains.append(chain)
+            if head.input is not None and not head.keyed:
+                continue  # it runs in its upstream's chain
+            members, frontier = {head.name}, [head]
+            while frontier:
+                following = [v for v in self.downstream(frontier.pop().name) if not v.keyed]
+                members.update(v.name for v in following)
+                frontier += following
+            chains.append([v for v in self.vertices if v.name in members])
         return chains

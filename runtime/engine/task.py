@@ -7,7 +7,6 @@ channel never waits on itself: bounded channels cannot deadlock.
 
 from __future__ import annotations
 
-import copy
 import logging
 import queue
 import threading
@@ -24,17 +23,8 @@ from lockgate.runtime.engine.alignment import InputGate, Mode
 from lockgate.runtime.engine.channels import InputChannel, OutputChannel, TaskCancelledError
 from lockgate.runtime.engine.control import CheckpointControl, TaskProgress
 from lockgate.runtime.engine.events import Barrier
-from lockgate.runtime.engine.operators import (
-    Counted,
-    FanOut,
-    FilterOperator,
-    FlatMapOperator,
-    KeyedExchange,
-    MapOperator,
-    Output,
-    ProcessOperator,
-    SinkOperator,
-)
+from lockgate.runtime.engine.operator_factories import ChainContext, make_operator
+from lockgate.runtime.engine.operators import Counted, FanOut, KeyedExchange, Output, SinkOperator
 from lockgate.runtime.engine.vertex_state import StateConfig, VertexState
 from lockgate.runtime.snapshot.subtask import PendingSubtaskSnapshot
 
@@ -114,14 +104,17 @@ class Task:
         self.records_out: dict[str, Counted] = {}
         self.state_bytes: dict[str, int] = {}
         self.alignment_listener: AlignmentListener = _ignore_alignment
-        self.chains = [self._chain(head) for head in graph.vertices if _is_head(head)]
+        self._chain_context = ChainContext(
+            config.index, config.parallelism, self.snapshot, lambda name: self.states[name].keyed
+        )
+        self.chains = [self._chain(chain) for chain in graph.chains()]
 
-    def _chain(self, head: Vertex) -> ChainRunner:
-        sinks: list[SinkOperator] = []
+    def _chain(self, chain: list[Vertex]) -> ChainRunner:
+        head, sinks = chain[0], list[SinkOperator]()
         if head.kind != "source":
-            return ChainRunner(self, head, self._output_of(head, sinks), sinks)
+            return ChainRunner(self, chain, self._output_of(head, sinks), sinks)
         output = self.records_out[head.name] = Counted(self._downstream(head, sinks))
-        return ChainRunner(self, head, output, sinks)
+        return ChainRunner(self, chain, output, sinks)
 
     def _downstream(self, vertex: Vertex, sinks: list[SinkOperator]) -> Output:
         outputs: list[Output] = []
@@ -152,21 +145,7 @@ class Task:
             self._sinks[vertex.name] = sink
             return sink
         out = self.records_out[vertex.name] = Counted(self._downstream(vertex, sinks))
-        if vertex.kind == "map":
-            return MapOperator(vertex.operator, out)
-        if vertex.kind == "flat_map":
-            return FlatMapOperator(vertex.operator, out)
-        if vertex.kind == "filter":
-            return FilterOperator(vertex.operator, out)
-        backend = self.states[vertex.name].keyed
-        assert vertex.kind == "process"
-        assert backend is not None
-        context = (self.config.index, self.config.parallelism)
-        # Each subtask gets its own instance: open() stores state handles on it.
-        function = copy.deepcopy(vertex.operator)
-        return ProcessOperator(
-            vertex.name, function, backend=backend, context=context, out=out, snapshot=self.snapshot
-        )
+        return make_operator(vertex, out, self._chain_context)
 
     def _subtask_context(self) -> SubtaskContext:
         keys = self._control.keys
@@ -265,20 +244,16 @@ class Task:
             raise failures[0]
 
 
-def _is_head(vertex: Vertex) -> bool:
-    return vertex.input is None or vertex.keyed
-
-
 class ChainRunner:
     """The loop of one chain: read its source or input gate, push, handle barriers."""
 
-    def __init__(self, task: Task, head: Vertex, output: Output, sinks: list[SinkOperator]) -> None:
+    def __init__(self, task: Task, chain: list[Vertex], output: Output, sinks: list[SinkOperator]) -> None:
         self.task = task
-        self.head = head
+        self.head = head = chain[0]
         self.output = output
         self.sinks = sinks
         self.name = f"{head.name}-{task.config.index}"
-        self.vertices = self._vertices_from(head)
+        self.vertices = [v.name for v in chain]
         self.failure: BaseException | None = None
         self.records_read = 0
         self.backlog: Backlog | None = None  # a source's, refreshed every BACKLOG_INTERVAL_S
@@ -286,14 +261,6 @@ class ChainRunner:
         self._triggers: queue.Queue[Trigger] | None = None
         if head.kind == "source":
             self._triggers = task._control.subscribe_triggers()
-
-    def _vertices_from(self, head: Vertex) -> list[str]:
-        names, frontier = [], [head]
-        while frontier:
-            vertex = frontier.pop()
-            names.append(vertex.name)
-            frontier += [v for v in self.task.graph.downstream(vertex.name) if not v.keyed]
-        return names
 
     def run_guarded(self) -> None:
         try:

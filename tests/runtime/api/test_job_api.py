@@ -41,14 +41,17 @@ def test_wordcount_graph() -> None:
     ]
 
 
-def test_fan_out_breaks_chains_but_loses_no_vertex() -> None:
+def test_a_fan_out_stays_in_its_chain_and_a_keyed_exchange_starts_one() -> None:
+    """The chains the engine runs (one thread each): the test of one definition."""
     env = StreamEnvironment("fan")
     numbers = env.source(_source(), name="numbers").map(lambda r: r["n"], name="n")
     numbers.filter(lambda n: n % 2 == 0, name="even").sink(_sink(), name="evens")
-    numbers.filter(lambda n: n % 2 == 1, name="odd").sink(_sink(), name="odds")
+    odd = numbers.filter(lambda n: n % 2 == 1, name="odd")
+    odd.key_by(lambda n: n % 3).process(CountWords(), name="count").sink(_sink(), name="counts")
     graph = env.graph()
     chains = [[v.name for v in chain] for chain in graph.chains()]
-    assert chains == [["numbers", "n"], ["even", "evens"], ["odd", "odds"]]
+    assert chains == [["numbers", "n", "even", "evens", "odd"], ["count", "counts"]]
+    assert sorted(v for chain in chains for v in chain) == sorted(v.name for v in graph.vertices)
 
 
 def test_names_are_generated_when_not_given() -> None:

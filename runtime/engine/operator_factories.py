@@ -1,0 +1,86 @@
+"""From a vertex of the job graph to the operator that runs it in a chain: one
+registration per kind of vertex (a new kind — a window, say — adds one).
+
+Sinks are not here: a sink's writer takes part in the task's two-phase commit,
+so the task makes it (`task.py`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lockgate.runtime.api.graph import Vertex
+from lockgate.runtime.engine.operators import (
+    FilterOperator,
+    FlatMapOperator,
+    MapOperator,
+    Output,
+    ProcessOperator,
+    SnapshotHook,
+)
+from lockgate.runtime.state.backend import KeyedStateBackend
+
+
+@dataclass(frozen=True)
+class ChainContext:
+    """What an operator of a chain may use of its task, and nothing more."""
+
+    subtask: int
+    parallelism: int
+    snapshot: SnapshotHook  # takes the synchronous part of the vertex's snapshot at a barrier
+    keyed_backend: Callable[[str], KeyedStateBackend | None]  # a keyed vertex's state
+
+
+OperatorFactory = Callable[[Vertex, Output, ChainContext], Output]
+_FACTORIES: dict[str, OperatorFactory] = {}
+
+
+def register(kind: str) -> Callable[[OperatorFactory], OperatorFactory]:
+    def registering(factory: OperatorFactory) -> OperatorFactory:
+        if kind in _FACTORIES:
+            raise ValueError(f"an operator for vertices of kind {kind!r} is registered already")
+        _FACTORIES[kind] = factory
+        return factory
+
+    return registering
+
+
+def make_operator(vertex: Vertex, out: Output, context: ChainContext) -> Output:
+    """The operator of `vertex`, pushing what it produces to `out`."""
+    factory = _FACTORIES.get(vertex.kind)
+    if factory is None:
+        raise ValueError(
+            f"vertex {vertex.name!r} is of kind {vertex.kind!r}, which no operator runs "
+            f"(known: {', '.join(sorted(_FACTORIES))})"
+        )
+    return factory(vertex, out, context)
+
+
+@register("map")
+def _map(vertex: Vertex, out: Output, context: ChainContext) -> Output:
+    return MapOperator(vertex.operator, out)
+
+
+@register("flat_map")
+def _flat_map(vertex: Vertex, out: Output, context: ChainContext) -> Output:
+    return FlatMapOperator(vertex.operator, out)
+
+
+@register("filter")
+def _filter(vertex: Vertex, out: Output, context: ChainContext) -> Output:
+    return FilterOperator(vertex.operator, out)
+
+
+@register("process")
+def _process(vertex: Vertex, out: Output, context: ChainContext) -> Output:
+    backend = context.keyed_backend(vertex.name)
+    if backend is None:
+        raise ValueError(f"vertex {vertex.name!r} processes keyed records but has no keyed state")
+    # Each subtask gets its own instance: open() stores state handles on it.
+    function = copy.deepcopy(vertex.operator)
+    subtask = (context.subtask, context.parallelism)
+    return ProcessOperator(
+        vertex.name, function, backend=backend, context=subtask, out=out, snapshot=context.snapshot
+    )

@@ -23,7 +23,7 @@ from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import CompletedCheckpoint
 from lockgate.runtime.engine.job_master import JobGaveUpError, JobMaster, Stage
 from lockgate.runtime.engine.job_spec import JobSpec
-from lockgate.runtime.engine.restart import FixedDelay, NoRestart, RestartStrategy
+from lockgate.runtime.engine.restart import RestartStrategy, restart_strategy
 from lockgate.runtime.engine.thread_stage import ThreadStage
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError
@@ -68,7 +68,7 @@ class Driver:
         self, stage: Stage, strategy: RestartStrategy | None = None, from_savepoint: str | None = None
     ) -> JobMaster:
         master = JobMaster(self.spec, stage, self.storage, CONFIG)
-        await master.run(strategy or NoRestart(), from_savepoint=from_savepoint)
+        await master.run(strategy or restart_strategy("none"), from_savepoint=from_savepoint)
         return master
 
     async def fail_after_two_checkpoints(self) -> tuple[CompletedCheckpoint, CompletedCheckpoint]:
@@ -166,7 +166,7 @@ async def test_with_every_checkpoint_damaged_the_driver_refuses_to_start_empty(d
 
     stage = WatchedStage()
     with pytest.raises(NoUsableCheckpointError) as raised:
-        await driver.run(stage, FixedDelay(attempts=3, delay_s=0))
+        await driver.run(stage, restart_strategy("fixed-delay", attempts=3, delay_s=0))
 
     assert stage.restored == [], "no task started"
     message = str(raised.value)
@@ -186,7 +186,7 @@ async def test_a_checkpoint_a_task_finds_damaged_is_marked_and_the_relaunch_rest
     duplicated = driver.committed_by(latest)
 
     stage = WatchedStage(damage=True)
-    master = await driver.run(stage, FixedDelay(attempts=3, delay_s=0))
+    master = await driver.run(stage, restart_strategy("fixed-delay", attempts=3, delay_s=0))
 
     assert stage.restored == [latest.path, older.path], "one restart, not a loop on the damaged one"
     assert master.restarts == 1
@@ -215,7 +215,9 @@ async def test_a_named_savepoint_a_task_finds_damaged_ends_the_run(driver: Drive
     _, latest = await driver.fail_after_two_checkpoints()
     stage = WatchedStage(damage=True)
     with pytest.raises(SnapshotCorruptError, match="checksum mismatch \\(found by a task restoring it\\)"):
-        await driver.run(stage, FixedDelay(attempts=3, delay_s=0), from_savepoint=latest.path)
+        await driver.run(
+            stage, restart_strategy("fixed-delay", attempts=3, delay_s=0), from_savepoint=latest.path
+        )
     assert stage.restored == [latest.path], "no fallback from a savepoint the user named"
     assert await driver.unusable() == {}
 
@@ -227,6 +229,8 @@ async def test_a_named_savepoint_the_driver_finds_damaged_ends_the_run_before_an
     flip_byte(_private_file(latest), 5)
     stage = WatchedStage()
     with pytest.raises(SnapshotCorruptError, match=f"{_private_file(latest)}: checksum mismatch$"):
-        await driver.run(stage, FixedDelay(attempts=3, delay_s=0), from_savepoint=latest.path)
+        await driver.run(
+            stage, restart_strategy("fixed-delay", attempts=3, delay_s=0), from_savepoint=latest.path
+        )
     assert stage.restored == []
     assert await driver.unusable() == {}, "a path the user named is not the job's to mark"

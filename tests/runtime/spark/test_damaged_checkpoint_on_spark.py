@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lockgate.runtime.engine.restart import FixedDelay
+from lockgate.runtime.engine.restart import restart_strategy
 from lockgate.runtime.spark import BarrierStage
 
 from tests.runtime.engine.test_damaged_checkpoints import Driver, WatchedStage, driver
@@ -21,7 +21,7 @@ async def test_a_spark_task_finding_its_checkpoint_damaged_moves_the_job_to_the_
     duplicated = driver.committed_by(latest)
 
     stage = WatchedStage(BarrierStage(spark), damage=True)
-    master = await driver.run(stage, FixedDelay(attempts=3, delay_s=0))
+    master = await driver.run(stage, restart_strategy("fixed-delay", attempts=3, delay_s=0))
 
     assert stage.restored == [latest.path, older.path]
     assert master.restarts == 1

@@ -25,7 +25,15 @@ from lockgate.runtime.engine.control import CheckpointControl, TaskProgress
 from lockgate.runtime.engine.events import Barrier
 from lockgate.runtime.engine.operator_factories import ChainContext, make_operator
 from lockgate.runtime.engine.operators import Counted, FanOut, KeyedExchange, Output, SinkOperator
-from lockgate.runtime.engine.vertex_state import StateConfig, VertexState
+from lockgate.runtime.engine.vertex_state import (
+    CommittingVertexState,
+    KeyedVertexState,
+    SourceVertexState,
+    StateConfig,
+    TaskVertexState,
+    vertex_state,
+)
+from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend
 from lockgate.runtime.snapshot.subtask import PendingSubtaskSnapshot
 
 log = logging.getLogger(__name__)
@@ -88,9 +96,8 @@ class Task:
         self._control = control
         self._wiring = wiring
         self._uploads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="snapshot")
-        self.states = {
-            v.name: VertexState.create(v, config.index, config.parallelism, config.state)
-            for v in graph.vertices
+        self.states: dict[str, TaskVertexState] = {
+            v.name: vertex_state(v, config.index, config.parallelism, config.state) for v in graph.vertices
         }
         if restore is not None:
             for state in self.states.values():
@@ -105,7 +112,7 @@ class Task:
         self.state_bytes: dict[str, int] = {}
         self.alignment_listener: AlignmentListener = _ignore_alignment
         self._chain_context = ChainContext(
-            config.index, config.parallelism, self.snapshot, lambda name: self.states[name].keyed
+            config.index, config.parallelism, self.snapshot, self._keyed_backend
         )
         self.chains = [self._chain(chain) for chain in graph.chains()]
 
@@ -138,7 +145,7 @@ class Task:
     def _operator(self, vertex: Vertex, sinks: list[SinkOperator]) -> Output:
         if vertex.kind == "sink":
             writer = vertex.operator.create_writer(self._subtask_context())
-            writer.recover(self.states[vertex.name].restored_committables())
+            writer.recover(self.committing(vertex.name).restored_committables())
             self._committers[vertex.name] = writer
             sink = SinkOperator(vertex.name, writer, self.snapshot)
             sinks.append(sink)
@@ -146,6 +153,21 @@ class Task:
             return sink
         out = self.records_out[vertex.name] = Counted(self._downstream(vertex, sinks))
         return make_operator(vertex, out, self._chain_context)
+
+    def _keyed_backend(self, vertex: str) -> CheckpointableKeyedStateBackend | None:
+        state = self.states[vertex]
+        return state.backend if isinstance(state, KeyedVertexState) else None
+
+    def committing(self, vertex: str) -> CommittingVertexState:
+        """The state of a vertex that commits what it writes outside the job."""
+        state = self.states[vertex]
+        assert isinstance(state, CommittingVertexState), f"{vertex} commits nothing"
+        return state
+
+    def source_state(self, vertex: str) -> SourceVertexState:
+        state = self.states[vertex]
+        assert isinstance(state, SourceVertexState), f"{vertex} is no source"
+        return state
 
     def _subtask_context(self) -> SubtaskContext:
         keys = self._control.keys
@@ -161,7 +183,7 @@ class Task:
         committer = self._committers.get(vertex)
         if committer is not None:
             n = trigger.checkpoint_id
-            state.record_committables(n, committer.pre_commit(n))
+            self.committing(vertex).record_committables(n, committer.pre_commit(n))
         pending = state.snapshot(trigger)
         self._uploads.submit(self._upload, vertex, trigger, pending, drained)
 
@@ -188,10 +210,10 @@ class Task:
         for vertex in chain.vertices:
             committer = self._committers.get(vertex)
             if committer is not None:
-                committer.commit(self.states[vertex].take_committable(completed.checkpoint_id))
+                committer.commit(self.committing(vertex).take_committable(completed.checkpoint_id))
         if completed.kind == "checkpoint":
             for vertex in chain.vertices:
-                keyed = self.states[vertex].keyed
+                keyed = self._keyed_backend(vertex)
                 if keyed is not None:
                     keyed.notify_checkpoint_complete(completed.checkpoint_id)
 
@@ -293,7 +315,7 @@ class ChainRunner:
 
     def _uncommitted(self) -> bool:
         committers = self.task._committers
-        return any(self.task.states[v].uncommitted for v in self.vertices if v in committers)
+        return any(self.task.committing(v).has_uncommitted for v in self.vertices if v in committers)
 
     def _next_trigger(self, wait: bool) -> Trigger | None:
         assert self._triggers is not None
@@ -308,7 +330,7 @@ class ChainRunner:
         the first checkpoint at which every source was drained is the job's final
         one, and its completion ends the sources."""
         config = self.task.config
-        state = self.task.states[self.head.name]
+        state = self.task.source_state(self.head.name)
         reader = self.head.operator.open_reader(self.task._subtask_context(), state.restored_offsets())
         reader.recover(state.restored_committables())
         self.task._committers[self.head.name] = reader

@@ -1,14 +1,10 @@
-"""The state a task keeps for each stateful vertex it hosts, restored and snapshotted.
-
-- a source keeps its partitions' offsets in union list state "offsets";
-- a process vertex keeps keyed state in the configured backend;
-- a sink keeps the committables of checkpoints not yet committed in union list
-  state "committables", so at any new parallelism every writer sees them all.
-"""
+"""The state a task keeps for each vertex it hosts, one type per kind of vertex:
+a source's offsets and side-written committables, a process vertex's keyed
+state, a sink's committables; the rest keep nothing."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,34 +35,18 @@ class StateConfig:
     incremental: bool = True
 
 
-@dataclass
-class VertexState:
-    vertex: Vertex
-    index: int
-    parallelism: int
-    keyed: CheckpointableKeyedStateBackend | None = None
+class TaskVertexState:
+    """What a task keeps for one vertex it hosts: restored at launch, snapshotted at
+    each barrier, closed at the end. A map, flat_map or filter keeps nothing.
+    (A snapshot's own record of a vertex is `snapshot.metadata.VertexState`.)"""
+
+    keyed: CheckpointableKeyedStateBackend | None = None  # what snapshots and restores take
     operator: OperatorStateStore | None = None
-    uncommitted: dict[int, list[Any]] = field(default_factory=dict)
 
-    @staticmethod
-    def create(vertex: Vertex, index: int, parallelism: int, config: StateConfig) -> VertexState:
-        state = VertexState(vertex, index, parallelism)
-        if vertex.kind in ("source", "sink"):
-            state.operator = OperatorStateStore()
-        elif vertex.kind == "process":
-            groups = key_group_range(config.max_parallelism, parallelism, index)
-            if config.backend == "rocksdb":
-                directory = config.local_dir / vertex.name / str(index)
-                state.keyed = RocksDBKeyedStateBackend(
-                    config.max_parallelism, groups, directory, incremental=config.incremental
-                )
-            else:
-                state.keyed = HeapKeyedStateBackend(config.max_parallelism, groups)
-        return state
-
-    @property
-    def stateful(self) -> bool:
-        return self.keyed is not None or self.operator is not None
+    def __init__(self, vertex: Vertex, index: int, parallelism: int) -> None:
+        self.vertex = vertex
+        self.index = index
+        self.parallelism = parallelism
 
     def restore(self, point: RestorePoint) -> None:
         storage = point.storage
@@ -81,37 +61,6 @@ class VertexState:
             operator=self.operator,
         )
 
-    # -- sources ---------------------------------------------------------------------
-
-    def restored_offsets(self) -> dict[str, Any]:
-        assert self.operator is not None
-        return {name: offset for name, offset in self.operator.union_list_state("offsets").get()}
-
-    def record_offsets(self, offsets: dict[str, Any]) -> None:
-        assert self.operator is not None
-        self.operator.union_list_state("offsets").update([[n, o] for n, o in offsets.items()])
-
-    # -- sinks -----------------------------------------------------------------------
-
-    def restored_committables(self) -> list[Any]:
-        assert self.operator is not None
-        return [c for _, c in self.operator.union_list_state("committables").get()]
-
-    def record_committables(self, checkpoint_id: int, committables: list[Any]) -> None:
-        assert self.operator is not None
-        if committables:
-            self.uncommitted[checkpoint_id] = committables
-        self.operator.union_list_state("committables").update(
-            [[n, c] for n, batch in sorted(self.uncommitted.items()) for c in batch]
-        )
-
-    def take_committable(self, completed: int) -> list[Any]:
-        """The committables of checkpoints up to `completed`, now to be committed."""
-        due = [n for n in self.uncommitted if n <= completed]
-        return [c for n in sorted(due) for c in self.uncommitted.pop(n)]
-
-    # -- snapshots -------------------------------------------------------------------
-
     def snapshot(self, trigger: Trigger) -> PendingSubtaskSnapshot:
         """The synchronous part; run `complete()` of the result off the task thread."""
         storage = CheckpointStorage(trigger.target)
@@ -119,5 +68,77 @@ class VertexState:
         return snapshot_subtask(target, trigger.checkpoint_id, trigger.kind, self.keyed, self.operator)
 
     def close(self) -> None:
-        if self.keyed is not None:
-            self.keyed.close()
+        pass
+
+
+class KeyedVertexState(TaskVertexState):
+    """A process vertex: keyed state in the configured backend, for the key groups
+    this subtask owns."""
+
+    def __init__(self, vertex: Vertex, index: int, parallelism: int, config: StateConfig) -> None:
+        super().__init__(vertex, index, parallelism)
+        groups = key_group_range(config.max_parallelism, parallelism, index)
+        self.backend: CheckpointableKeyedStateBackend
+        if config.backend == "rocksdb":
+            directory = config.local_dir / vertex.name / str(index)
+            self.backend = RocksDBKeyedStateBackend(
+                config.max_parallelism, groups, directory, incremental=config.incremental
+            )
+        else:
+            self.backend = HeapKeyedStateBackend(config.max_parallelism, groups)
+        self.keyed = self.backend
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+class CommittingVertexState(TaskVertexState):
+    """A sink: the committables of checkpoints not yet committed, in union list
+    state "committables", so that at any new parallelism every writer sees them all."""
+
+    def __init__(self, vertex: Vertex, index: int, parallelism: int) -> None:
+        super().__init__(vertex, index, parallelism)
+        self.store = OperatorStateStore()
+        self.operator = self.store
+        self._uncommitted: dict[int, list[Any]] = {}
+
+    @property
+    def has_uncommitted(self) -> bool:
+        return bool(self._uncommitted)
+
+    def restored_committables(self) -> list[Any]:
+        return [c for _, c in self.store.union_list_state("committables").get()]
+
+    def record_committables(self, checkpoint_id: int, committables: list[Any]) -> None:
+        if committables:
+            self._uncommitted[checkpoint_id] = committables
+        self.store.union_list_state("committables").update(
+            [[n, c] for n, batch in sorted(self._uncommitted.items()) for c in batch]
+        )
+
+    def take_committable(self, completed: int) -> list[Any]:
+        """The committables of checkpoints up to `completed`, now to be committed."""
+        due = [n for n in self._uncommitted if n <= completed]
+        return [c for n in sorted(due) for c in self._uncommitted.pop(n)]
+
+
+class SourceVertexState(CommittingVertexState):
+    """A source: its partitions' offsets in union list state "offsets", and the
+    committables of what its reader writes on the side (dead letters)."""
+
+    def restored_offsets(self) -> dict[str, Any]:
+        return {name: offset for name, offset in self.store.union_list_state("offsets").get()}
+
+    def record_offsets(self, offsets: dict[str, Any]) -> None:
+        self.store.union_list_state("offsets").update([[n, o] for n, o in offsets.items()])
+
+
+def vertex_state(vertex: Vertex, index: int, parallelism: int, config: StateConfig) -> TaskVertexState:
+    """The state a vertex of `vertex.kind` keeps in subtask `index`."""
+    if vertex.kind == "source":
+        return SourceVertexState(vertex, index, parallelism)
+    if vertex.kind == "sink":
+        return CommittingVertexState(vertex, index, parallelism)
+    if vertex.kind == "process":
+        return KeyedVertexState(vertex, index, parallelism, config)
+    return TaskVertexState(vertex, index, parallelism)

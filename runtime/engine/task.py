@@ -93,8 +93,8 @@ class Task:
         # Set when any chain of the job fails: every chain then stops.
         self.cancelled = cancelled or threading.Event()
         self.config = config
-        self._control = control
-        self._wiring = wiring
+        self.control = control
+        self.wiring = wiring
         self._uploads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="snapshot")
         self.states: dict[str, TaskVertexState] = {
             v.name: vertex_state(v, config.index, config.parallelism, config.state) for v in graph.vertices
@@ -105,7 +105,7 @@ class Task:
         self._sinks: dict[str, SinkOperator] = {}
         # Per vertex that commits what it writes outside the job: sinks' writers, and
         # source readers that write on the side.
-        self._committers: dict[str, Committer] = {}
+        self.committers: dict[str, Committer] = {}
         # Per vertex, for metrics: records into it, records out of it, bytes of its last snapshot.
         self.records_in: dict[str, Counted] = {}
         self.records_out: dict[str, Counted] = {}
@@ -129,7 +129,7 @@ class Task:
             if after.keyed:
                 assert after.input is not None
                 assert after.input.key_fn is not None
-                channels = self._wiring.outputs[after.name]
+                channels = self.wiring.outputs[after.name]
                 m = self.config.state.max_parallelism
                 outputs.append(KeyedExchange(after.input.key_fn, channels, m, self.config.batch_size))
             else:
@@ -144,9 +144,9 @@ class Task:
 
     def _operator(self, vertex: Vertex, sinks: list[SinkOperator]) -> Output:
         if vertex.kind == "sink":
-            writer = vertex.operator.create_writer(self._subtask_context())
+            writer = vertex.operator.create_writer(self.subtask_context())
             writer.recover(self.committing(vertex.name).restored_committables())
-            self._committers[vertex.name] = writer
+            self.committers[vertex.name] = writer
             sink = SinkOperator(vertex.name, writer, self.snapshot)
             sinks.append(sink)
             self._sinks[vertex.name] = sink
@@ -169,10 +169,10 @@ class Task:
         assert isinstance(state, SourceVertexState), f"{vertex} is no source"
         return state
 
-    def _subtask_context(self) -> SubtaskContext:
-        keys = self._control.keys
+    def subtask_context(self) -> SubtaskContext:
+        keys = self.control.keys
         job = JobIdentity(keys.namespace, keys.job)
-        return SubtaskContext(job, self.config.index, self.config.parallelism, self._control.launch)
+        return SubtaskContext(job, self.config.index, self.config.parallelism, self.control.launch)
 
     # -- checkpoints -----------------------------------------------------------------
 
@@ -180,7 +180,7 @@ class Task:
         """Synchronous part on the chain's thread; upload and acknowledgement off it."""
         state = self.states[vertex]
         trigger = barrier.trigger
-        committer = self._committers.get(vertex)
+        committer = self.committers.get(vertex)
         if committer is not None:
             n = trigger.checkpoint_id
             self.committing(vertex).record_committables(n, committer.pre_commit(n))
@@ -192,15 +192,15 @@ class Task:
             state = pending.complete()
         except Exception as error:
             log.exception("snapshot of %s/%s failed", vertex, self.config.index)
-            self._control.decline(vertex, trigger, f"{type(error).__name__}: {error}")
+            self.control.decline(vertex, trigger, f"{type(error).__name__}: {error}")
             return
         self.state_bytes[vertex] = state.size_bytes()
-        self._control.acknowledge(vertex, trigger, state, drained)
+        self.control.acknowledge(vertex, trigger, state, drained)
 
     def backpressured_s(self) -> dict[str, float]:
         """Per vertex feeding a keyed exchange: seconds its sends waited for room downstream."""
         blocked: dict[str, float] = {}
-        for keyed, channels in self._wiring.outputs.items():
+        for keyed, channels in self.wiring.outputs.items():
             edge = self.graph.vertex(keyed).input
             assert edge is not None
             blocked[edge.upstream] = blocked.get(edge.upstream, 0.0) + sum(c.blocked_s for c in channels)
@@ -208,7 +208,7 @@ class Task:
 
     def on_completed(self, chain: ChainRunner, completed: CompletedCheckpoint) -> None:
         for vertex in chain.vertices:
-            committer = self._committers.get(vertex)
+            committer = self.committers.get(vertex)
             if committer is not None:
                 committer.commit(self.committing(vertex).take_committable(completed.checkpoint_id))
         if completed.kind == "checkpoint":
@@ -229,7 +229,7 @@ class Task:
         while True:
             finished = done.wait(PROGRESS_INTERVAL_S)
             try:
-                self._control.report_progress(self.progress())
+                self.control.report_progress(self.progress())
             except Exception:
                 log.warning("could not report progress of task %s", self.config.index, exc_info=True)
             if finished:
@@ -240,7 +240,7 @@ class Task:
         done = threading.Event()
         reporter = threading.Thread(target=self._report_progress, args=(done,), daemon=True, name="progress")
         try:
-            self._wiring.connect()
+            self.wiring.connect()
             threads = [threading.Thread(target=c.run_guarded, name=c.name) for c in self.chains]
             for thread in threads:
                 thread.start()
@@ -259,7 +259,7 @@ class Task:
             self._uploads.shutdown(wait=True)
             for state in self.states.values():
                 state.close()
-            for close in self._wiring.closers:
+            for close in self.wiring.closers:
                 close()
         failures = [c.failure for c in self.chains if c.failure is not None]
         if failures:
@@ -279,10 +279,10 @@ class ChainRunner:
         self.failure: BaseException | None = None
         self.records_read = 0
         self.backlog: Backlog | None = None  # a source's, refreshed every BACKLOG_INTERVAL_S
-        self._completions = task._control.subscribe_completions()
+        self._completions = task.control.subscribe_completions()
         self._triggers: queue.Queue[Trigger] | None = None
         if head.kind == "source":
-            self._triggers = task._control.subscribe_triggers()
+            self._triggers = task.control.subscribe_triggers()
 
     def run_guarded(self) -> None:
         try:
@@ -300,7 +300,7 @@ class ChainRunner:
     def _check_cancelled(self) -> None:
         if self.task.cancelled.is_set():
             raise TaskCancelledError
-        self.task._control.check_launch()
+        self.task.control.check_launch()
 
     def _commit_completed(self) -> bool:
         """Commit what completed checkpoints cover; True if one of them was final."""
@@ -314,7 +314,7 @@ class ChainRunner:
             final = final or completed.final
 
     def _uncommitted(self) -> bool:
-        committers = self.task._committers
+        committers = self.task.committers
         return any(self.task.committing(v).has_uncommitted for v in self.vertices if v in committers)
 
     def _next_trigger(self, wait: bool) -> Trigger | None:
@@ -331,9 +331,9 @@ class ChainRunner:
         one, and its completion ends the sources."""
         config = self.task.config
         state = self.task.source_state(self.head.name)
-        reader = self.head.operator.open_reader(self.task._subtask_context(), state.restored_offsets())
+        reader = self.head.operator.open_reader(self.task.subtask_context(), state.restored_offsets())
         reader.recover(state.restored_committables())
-        self.task._committers[self.head.name] = reader
+        self.task.committers[self.head.name] = reader
         drained = ended = False
         backlog_due = 0.0
         while not ended or self._uncommitted():
@@ -358,7 +358,7 @@ class ChainRunner:
                         self.output.push(held_back)
                         self.output.flush()
                     drained = True
-                    self.task._control.report_drained(self.head.name)
+                    self.task.control.report_drained(self.head.name)
             # Between batches, triggers are checked without waiting: a busy source
             # must not starve checkpoints.
             trigger = self._next_trigger(wait=not records)
@@ -376,8 +376,8 @@ class ChainRunner:
         reader.close()
 
     def _run_gate(self) -> None:
-        gate = InputGate(self.task._wiring.inputs[self.head.name], self.task.config.mode)
-        wakeup = self.task._wiring.wakeups[self.head.name]
+        gate = InputGate(self.task.wiring.inputs[self.head.name], self.task.config.mode)
+        wakeup = self.task.wiring.wakeups[self.head.name]
         ended = False
         while not ended or self._uncommitted():
             self._check_cancelled()

@@ -130,7 +130,7 @@ async def test_a_failed_savepoint_never_touches_an_earlier_one_of_the_same_id(jo
         first = await await_savepoint(job.etcd, job.keys, "upgrade-1", 20)
     finally:
         await first_launch.close()
-    await job.etcd.delete_prefix(job.keys.savepoint_results)  # the job's keys forgotten
+    await job.etcd.delete(job.keys.savepoint_result("upgrade-1"))  # the job's keys forgotten
     job.subtasks[1].decline = "sink cannot pre-commit"
     second_launch = job.coordinator(MANUAL)
     await second_launch.start()

@@ -219,7 +219,7 @@ class JobSettings:
             attempts=a.restart_attempts,
             delay_s=a.restart_delay,
             max_delay_s=a.restart_max_delay,
-            interval_s=a.restart_failure_interval,
+            failure_interval_s=a.restart_failure_interval,
         )
 
 

@@ -129,13 +129,7 @@ class RestartStrategySpec(_Object):
 
     def strategy(self) -> RestartStrategy:
         """The strategy these settings give, with the defaults for what is not set."""
-        return restart_strategy(
-            self.type,
-            attempts=self.attempts,
-            delay_s=self.delay_s,
-            max_delay_s=self.max_delay_s,
-            interval_s=self.failure_interval_s,
-        )
+        return restart_strategy(self.type, **self.model_dump(exclude={"type"}))
 
 
 class Resources(_Object):

@@ -95,7 +95,7 @@ def restart_strategy(
     attempts: int | None = None,
     delay_s: float | None = None,
     max_delay_s: float | None = None,
-    interval_s: float | None = None,
+    failure_interval_s: float | None = None,
 ) -> RestartStrategy:
     """A strategy from its name and options (the CLI's and the StreamingJob's),
     with the defaults for what is not given; raises ValueError naming a bad one."""
@@ -113,7 +113,7 @@ def restart_strategy(
     cap = 60.0 if max_delay_s is None else max_delay_s
     if kind == "exponential-backoff" and delay <= 0:
         raise ValueError(f"exponential-backoff needs a first delay > 0, got {delay}")
-    window = 60.0 if interval_s is None else interval_s
+    window = 60.0 if failure_interval_s is None else failure_interval_s
     if window <= 0:
         raise ValueError(f"failure-rate needs an interval > 0, got {window}")
     return RestartStrategy(cast(RestartKind, kind), attempts, delay, max(delay, cap), window)

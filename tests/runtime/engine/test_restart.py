@@ -51,13 +51,13 @@ def test_exponential_backoff_with_a_limit_gives_up_and_without_one_never_does() 
 
 
 def test_failure_rate_gives_up_only_when_failures_crowd_together() -> None:
-    strategy = restart_strategy("failure-rate", attempts=2, interval_s=10.0, delay_s=0.5)
+    strategy = restart_strategy("failure-rate", attempts=2, failure_interval_s=10.0, delay_s=0.5)
     assert _delays(strategy, [0.0, 20.0, 25.0, 26.0]) == [0.5, 0.5, 0.5, None], "three within 10 s"
 
 
 def test_a_failure_exactly_one_interval_ago_is_still_inside_it() -> None:
     """Flink's edge: a failure leaves the window only once more than the interval passed."""
-    strategy = restart_strategy("failure-rate", attempts=1, interval_s=10.0)
+    strategy = restart_strategy("failure-rate", attempts=1, failure_interval_s=10.0)
     assert decide(strategy, RestartHistory((0.0,)), 10.0).give_up
     kept = decide(strategy, RestartHistory((0.0,)), 10.001)
     assert (kept.give_up, kept.history.failures) == (False, (10.001,)), "the old one left the window"
@@ -81,4 +81,4 @@ def test_strategies_by_name_and_bad_options_are_named() -> None:
     with pytest.raises(ValueError, match="fixed-delay needs attempts >= 0"):
         restart_strategy("fixed-delay", attempts=-1)
     with pytest.raises(ValueError, match="failure-rate needs an interval > 0"):
-        restart_strategy("failure-rate", interval_s=0.0)
+        restart_strategy("failure-rate", failure_interval_s=0.0)

@@ -17,6 +17,8 @@ SLOW = (
     "tests/runtime/engine/test_damaged_checkpoints.py",
     "tests/runtime/engine/test_lease_lapse.py",
     "tests/runtime/engine/test_recovery.py",
+    "tests/test_examples.py",
+    "tests/test_task_leaks.py",
     "e2e/test_executor_pods.py",
     "e2e/test_lifecycle.py",
     "e2e/test_recovery.py",

@@ -1,10 +1,13 @@
 """Every kopf registration of the operator, and nothing else: the work is in
-`reconcile`. Errors: a bad spec is permanent (kopf stops retrying that
-change); etcd or API trouble is temporary, retried after a delay."""
+`reconcile`, which raises the operator's own errors (`errors.py`) and posts
+Events through `Job.events`; this module alone turns them into kopf's. Errors:
+a spec the operator refuses is permanent (kopf stops retrying that change);
+"not yet", etcd or API trouble is temporary, retried after a delay."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
@@ -18,6 +21,19 @@ from lockgate.runtime.coordination.etcd import EtcdAccessError, EtcdUnavailableE
 RESOURCE = (GROUP, VERSION, PLURAL)
 
 
+@dataclass(frozen=True)
+class KopfEvents:
+    """A job's Events, posted by kopf's poster (batched, retried, off the handler's path)."""
+
+    body: kopf.Body
+
+    def warn(self, reason: str, message: str) -> None:
+        kopf.warn(self.body, reason=reason, message=message)
+
+    def inform(self, reason: str, message: str) -> None:
+        kopf.info(self.body, reason=reason, message=message)
+
+
 async def _guarded(
     handler: str, context: OperatorContext, body: kopf.Body, work: Callable[[Job], Awaitable[None]]
 ) -> None:
@@ -29,7 +45,7 @@ async def _guarded(
     lock and the fresh status, an observation could take a driver replaced by
     an upgrade for a lost one and replace it once more."""
     count = context.metrics.reconciles
-    job = Job(body, context)
+    job = Job(body, context, KopfEvents(body))
     try:
         async with context.lock(job.names):
             await job.refresh_status()

@@ -1,11 +1,17 @@
-"""One StreamingJob as the operator's handlers see it, and what they share."""
+"""One StreamingJob as the operator's handlers see it, and what they share.
+
+Events reach Kubernetes through `Events`, which the handler layer provides
+(`handlers.py` posts them with kopf): kopf posts an event only from inside a
+running operator, and the logic must also run without one — in unit tests,
+which record the events they expect instead. Owner references stay here:
+`kopf.adopt` only writes into the object it is given."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import kopf
 from lockgate.operator.driver_pod import Cluster
@@ -14,6 +20,7 @@ from lockgate.operator.job_policy import JobPolicy
 from lockgate.operator.kube import Kube
 from lockgate.operator.metrics import OperatorMetrics
 from lockgate.operator.naming import JobNames
+from lockgate.operator.phase import JobPhase
 from lockgate.operator.spec import StreamingJobSpec, parse_spec
 from lockgate.runtime.coordination.keys import JobKeys
 
@@ -35,10 +42,21 @@ class OperatorContext:
         return self._locks.setdefault(names, asyncio.Lock())
 
 
+class Events(Protocol):
+    """The Events of one job (what `kubectl describe sj` shows)."""
+
+    def warn(self, reason: str, message: str) -> None:
+        """A Warning Event."""
+
+    def inform(self, reason: str, message: str) -> None:
+        """A Normal Event."""
+
+
 @dataclass
 class Job:
-    body: kopf.Body  # the owner of what the job creates, and the subject of its events
+    body: kopf.Body  # the owner of what the job creates
     context: OperatorContext
+    events: Events
     status: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -73,6 +91,12 @@ class Job:
         return parse_spec(self.raw_spec)
 
     @property
+    def phase(self) -> JobPhase | None:
+        """The recorded phase; None before a handler recorded one."""
+        recorded = self.status.get("phase")
+        return None if recorded is None else JobPhase(recorded)
+
+    @property
     def next_launch(self) -> int:
         return int(self.status.get("launch", 0)) + 1
 
@@ -81,18 +105,20 @@ class Job:
         kopf.adopt(obj, owner=self.body)
 
     def warn(self, reason: str, message: str) -> None:
-        """A Warning Event on the job (what `kubectl describe sj` shows)."""
-        kopf.warn(self.body, reason=reason, message=message)
+        """A Warning Event on the job."""
+        self.events.warn(reason, message)
 
     def inform(self, reason: str, message: str) -> None:
         """A Normal Event on the job."""
-        kopf.info(self.body, reason=reason, message=message)
+        self.events.inform(reason, message)
 
-    async def record(self, **fields: Any) -> None:
-        """Write `fields` into the job's status at once (None removes a field); fields
-        that already hold those values are not written again."""
-        if "phase" in fields:
-            self.context.metrics.job_phase(f"{self.names.namespace}/{self.names.name}", fields["phase"])
+    async def record(self, phase: JobPhase | None = None, **fields: Any) -> None:
+        """Write `phase` (unless None) and `fields` into the job's status at once (a
+        field None is removed); fields that already hold those values are not written
+        again."""
+        if phase is not None:
+            self.context.metrics.job_phase(f"{self.names.namespace}/{self.names.name}", phase)
+            fields["phase"] = phase.value
         changed = {name: value for name, value in fields.items() if self.status.get(name) != value}
         if not changed:
             return

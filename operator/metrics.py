@@ -4,19 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lockgate.operator.phase import JobPhase
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-PHASES = (
-    "Pending",
-    "Deploying",
-    "Running",
-    "Upgrading",
-    "Suspending",
-    "Suspended",
-    "Restarting",
-    "Finished",
-    "Failed",
-)
 DURATION_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 
 
@@ -48,13 +38,13 @@ class OperatorMetrics:
             buckets=DURATION_BUCKETS,
             registry=self.registry,
         )
-        self._phases: dict[str, str] = {}
+        self._phases: dict[str, JobPhase] = {}
 
-    def job_phase(self, job: str, phase: str | None) -> None:
+    def job_phase(self, job: str, phase: JobPhase | None) -> None:
         """Count `job` under `phase` (None: the job is gone)."""
         if phase is None:
             self._phases.pop(job, None)
         else:
             self._phases[job] = phase
-        for known in PHASES:
+        for known in JobPhase:
             self.jobs.labels(known).set(sum(1 for p in self._phases.values() if p == known))

@@ -13,6 +13,7 @@ from lockgate.operator.driver_pod import storage_layout
 from lockgate.operator.errors import RefusedError, RetryLaterError
 from lockgate.operator.job import Job
 from lockgate.operator.job_policy import check_job, check_service_account
+from lockgate.operator.phase import JobPhase
 from lockgate.operator.spec import SpecError, StreamingJobSpec, parse_spec
 from lockgate.operator.transition import (
     ask_savepoint,
@@ -78,7 +79,7 @@ async def on_create(job: Job) -> None:
         return
     spec = await _checked_spec(job)
     if spec.state == "suspended":
-        await job.record(phase="Suspended", maxParallelism=max_parallelism(job))
+        await job.record(phase=JobPhase.SUSPENDED, maxParallelism=max_parallelism(job))
         return
     if spec.job.import_unsigned_savepoint is not None:
         await carry_out(job, import_plan(job, spec.job.import_unsigned_savepoint, Step.STARTING))
@@ -125,10 +126,10 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
     reconciled = job.status.get("reconciledSpec")
     running = _parsed(json.loads(reconciled)) if reconciled else old
     if new.state == "suspended":
-        if job.status.get("phase") != "Suspended":
+        if job.phase is not JobPhase.SUSPENDED:
             await carry_out(job, upgrade_plan(job, new, "suspend", suspend=True))
         return
-    if job.status.get("phase") == "Suspended":
+    if job.phase is JobPhase.SUSPENDED:
         suspended_with = job.status.get("suspendedWith")
         if suspended_with in (None, "latest"):
             await carry_out(job, start_plan(job, "resume"))
@@ -207,7 +208,7 @@ def _delete_checkpoints(storage_url: str, job_id: str) -> None:
 
 async def observe(job: Job) -> None:
     """Status from the driver pod and etcd; a lost driver restarted by the job's strategy."""
-    if "upgrade" in job.status or job.status.get("phase") in (None, "Suspended", "Failed", "Finished"):
+    if "upgrade" in job.status or job.phase in (None, JobPhase.SUSPENDED, JobPhase.FAILED, JobPhase.FINISHED):
         return
     names, context = job.names, job.context
     launch = int(job.status.get("launch", 0))
@@ -227,14 +228,14 @@ async def observe(job: Job) -> None:
     # What an earlier driver said (its failure, its lingering heartbeat) is not this one's.
     own = running if _said_by(running, names.driver_pod(launch)) else None
     if own is not None and own.state == "finished" and pod_phase in (None, "Succeeded"):
-        await job.record(phase="Finished")
+        await job.record(phase=JobPhase.FINISHED)
     elif pod_phase in (None, "Failed") or (own is not None and own.state == "failed"):
         cause = own.message if own is not None else None
         await _driver_lost(job, pod_phase, cause)
     elif pod_phase == "Running" and own is not None and own.state == "running":
         conditions = set_condition(job.status.get("conditions"), "Ready", true=True, reason="Running")
         await job.record(
-            phase="Running",
+            phase=JobPhase.RUNNING,
             conditions=conditions,
             restarts=own.restarts + job.status.get("driverRestarts", 0),
         )
@@ -266,11 +267,11 @@ async def _driver_lost(job: Job, pod_phase: str | None, cause: str | None) -> No
                 job.status.get("conditions"), "Ready", true=False, reason="Failed", message=why
             )
             message = f"{why}; gave up after {restarts} restart(s)"
-            await job.record(phase="Failed", message=message, conditions=conditions)
+            await job.record(phase=JobPhase.FAILED, message=message, conditions=conditions)
             job.warn("JobFailed", message)
             return
         await job.record(
-            phase="Restarting",
+            phase=JobPhase.RESTARTING,
             restartAt=now + decision.delay_s,
             message=why,
             driverFailureTimes=list(decision.history.failures),

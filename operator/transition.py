@@ -17,6 +17,7 @@ from lockgate.operator.driver_pod import Launch, driver_pod
 from lockgate.operator.errors import RetryLaterError
 from lockgate.operator.job import Job
 from lockgate.operator.owned import etcd_credentials_secret, owned_objects, snapshot_key_secret
+from lockgate.operator.phase import JobPhase
 from lockgate.operator.spec import StreamingJobSpec
 from lockgate.operator.upgrade_plan import Restore, Step, UpgradePlan
 from lockgate.runtime.coordination.job_identity import new_password
@@ -35,7 +36,13 @@ def max_parallelism(job: Job) -> int:
 
 async def carry_out(job: Job, plan: UpgradePlan) -> None:
     """Take `plan` from its recorded step to its end."""
-    phase = "Suspending" if plan.suspend else "Upgrading" if job.status.get("launch") else "Deploying"
+    phase = (
+        JobPhase.SUSPENDING
+        if plan.suspend
+        else JobPhase.UPGRADING
+        if job.status.get("launch")
+        else JobPhase.DEPLOYING
+    )
     if plan.started_at is None:  # kept across resumes: durations count the whole change
         plan = plan.at(plan.step, started_at=time.time())
     await job.record(upgrade=plan.for_status(), phase=phase)
@@ -47,7 +54,7 @@ async def carry_out(job: Job, plan: UpgradePlan) -> None:
         await _start_driver(job, plan)
     elif plan.step is Step.SUSPENDED:
         _observe_duration(job, plan)
-        await job.record(upgrade=None, phase="Suspended", suspendedWith=plan.savepoint or "latest")
+        await job.record(upgrade=None, phase=JobPhase.SUSPENDED, suspendedWith=plan.savepoint or "latest")
 
 
 def recorded_plan(job: Job) -> UpgradePlan | None:
@@ -223,7 +230,7 @@ async def _start_driver(job: Job, plan: UpgradePlan) -> None:
     _observe_duration(job, plan)
     await job.record(
         upgrade=None,
-        phase="Deploying",
+        phase=JobPhase.DEPLOYING,
         launch=launch.number,
         maxParallelism=launch.max_parallelism,
         replicas=spec.replicas,

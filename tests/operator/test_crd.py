@@ -11,6 +11,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from lockgate.operator.phase import JobPhase
 from lockgate.operator.spec import SpecError, StreamingJobSpec, parse_spec
 from lockgate.runtime.driver.manifest import load_manifest
 from lockgate.runtime.driver.streaming_job import RestartType
@@ -183,3 +184,8 @@ def test_the_operator_requires_an_image() -> None:
 
 def test_the_models_restart_strategies_are_the_runtimes() -> None:
     assert get_args(RestartType) == STRATEGIES
+
+
+def test_the_crds_phases_are_the_operators() -> None:
+    phase = _schema()["properties"]["status"]["properties"]["phase"]
+    assert phase["enum"] == [p.value for p in JobPhase]

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol
 
 import kmock
 from kubernetes import client
@@ -90,21 +90,32 @@ class Kubectl:
         )
 
 
+class Kubelet(Protocol):
+    """What reports a pod's phase: `Kubectl` on the emulated cluster, `FakeKube` in unit tests."""
+
+    async def set_pod_phase(self, name: str, phase: str) -> None: ...
+
+
+def driver_args(pod: dict[str, Any]) -> list[str]:
+    """The arguments a driver pod runs `lockgate.runtime.driver.submit` with."""
+    args: list[str] = pod["spec"]["containers"][0]["args"]
+    return args
+
+
 class StandInDriver:
     """Answers through etcd as a running driver does: heartbeat, savepoints."""
 
     def __init__(
-        self, kubectl: Kubectl, etcd: Etcd, keys: JobKeys, *, answer: bool = True, launch: int = 1
+        self, kubelet: Kubelet, etcd: Etcd, keys: JobKeys, *, answer: bool = True, launch: int = 1
     ) -> None:
-        self.kubectl, self.etcd, self.keys, self.answer = kubectl, etcd, keys, answer
+        self.kubelet, self.etcd, self.keys, self.answer = kubelet, etcd, keys, answer
         self.requests: list[tuple[str, SavepointRequest]] = []
-        driver = f"{keys.job}-driver-{launch}"  # the name the operator gives it
+        self.pod = f"{keys.job}-driver-{launch}"  # the name the operator gives it
         self.heartbeat = StatusHeartbeat(
-            etcd, keys, parallelism=2, restarts=lambda: 0, driver=driver, ttl_s=5
+            etcd, keys, parallelism=2, restarts=lambda: 0, driver=self.pod, ttl_s=5
         )
 
-    async def _serve(self) -> None:
-        _, revision = await self.etcd.get_prefix_at(self.keys.savepoint_requests)
+    async def _serve(self, revision: int) -> None:
         async for event in self.etcd.watch_prefix(self.keys.savepoint_requests, revision + 1):
             if event.deleted:
                 continue
@@ -121,14 +132,15 @@ class StandInDriver:
         if request.stop:
             await self.heartbeat.finish("stopped", savepoint=path)
             # The driver's process exits, and its kubelet reports the pod so.
-            launch = self.kubectl.status(self.keys.job)["launch"]
-            await self.kubectl.set_pod_phase(f"{self.keys.job}-driver-{launch}", "Succeeded")
+            await self.kubelet.set_pod_phase(self.pod, "Succeeded")
         return path
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[StandInDriver]:
         await self.heartbeat.start()
-        serving = asyncio.create_task(self._serve())
+        # Read before the test goes on: a request it makes next is after this revision.
+        _, revision = await self.etcd.get_prefix_at(self.keys.savepoint_requests)
+        serving = asyncio.create_task(self._serve(revision))
         try:
             yield self
         finally:

@@ -14,7 +14,7 @@ from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import CompletedCheckpoint, encode
 
-from tests.operator.cluster_helpers import JOBS, NAMESPACE, SPEC, Kubectl, StandInDriver
+from tests.operator.cluster_helpers import JOBS, NAMESPACE, SPEC, Kubectl, StandInDriver, driver_args
 from tests.operator.conftest import Operator
 from tests.operator.test_crd import KUBERNETES
 from tests.polling import eventually
@@ -27,13 +27,8 @@ ACCOUNTS, ROLES, BINDINGS = (
 )
 
 
-def _driver_args(pod: dict[str, Any]) -> list[str]:
-    args: list[str] = pod["spec"]["containers"][0]["args"]
-    return args
-
-
 def _conf(pod: dict[str, Any], key: str) -> str:
-    args = _driver_args(pod)
+    args = driver_args(pod)
     return next(a.split("=", 1)[1] for a in args if a.startswith(f"{key}="))
 
 
@@ -132,7 +127,7 @@ async def test_scale_takes_a_savepoint_and_restarts_from_it(
     assert request.stop
     pod = kubectl.get(PODS, f"{job_name}-driver-2")
     savepoint = f"file:///savepoints/savepoint-{request_id}"
-    args = _driver_args(pod)
+    args = driver_args(pod)
     assert args[args.index("--from-savepoint") + 1] == savepoint
     assert args[args.index("--parallelism") + 1] == "4"
     assert _conf(pod, "spark.executor.instances") == "4"
@@ -162,7 +157,7 @@ async def test_a_savepoint_that_times_out_falls_back_to_the_latest_checkpoint(
     async with StandInDriver(kubectl, etcd, keys, answer=False).running():
         await kubectl.patch_spec(job_name, {"replicas": 3, "savepoints": {"timeout": "1s"}})
         await _launched(kubectl, job_name, 2)
-    args = _driver_args(kubectl.get(PODS, f"{job_name}-driver-2"))
+    args = driver_args(kubectl.get(PODS, f"{job_name}-driver-2"))
     assert "--from-savepoint" not in args, "restores the latest checkpoint (the driver's default)"
     assert "--fresh" not in args
     assert "no savepoint within 1 s" in kubectl.status(job_name)["message"]
@@ -184,7 +179,7 @@ async def test_an_operator_restarted_mid_upgrade_resumes_it(
         await operator.start()
         await _launched(kubectl, job_name, 2)
     assert len(driver.requests) == 1, "the resumed upgrade reuses the recorded request"
-    args = _driver_args(kubectl.get(PODS, f"{job_name}-driver-2"))
+    args = driver_args(kubectl.get(PODS, f"{job_name}-driver-2"))
     assert args[args.index("--from-savepoint") + 1] == savepoint
     assert not kubectl.exists(PODS, f"{job_name}-driver-1")
     assert not kubectl.exists(PODS, f"{job_name}-driver-3"), "the change is carried out once"
@@ -200,7 +195,7 @@ async def test_suspend_and_resume_go_through_a_savepoint(kubectl: Kubectl, job_n
     ((request_id, _),) = driver.requests
     await kubectl.patch_spec(job_name, {"state": "running"})
     await _launched(kubectl, job_name, 2)
-    args = _driver_args(kubectl.get(PODS, f"{job_name}-driver-2"))
+    args = driver_args(kubectl.get(PODS, f"{job_name}-driver-2"))
     assert args[args.index("--from-savepoint") + 1] == f"file:///savepoints/savepoint-{request_id}"
 
 
@@ -314,7 +309,7 @@ async def test_other_upgrade_modes_take_no_savepoint(
         await kubectl.patch_spec(job_name, {"replicas": 3})
         pod = await _launched(kubectl, job_name, 2)
     assert driver.requests == []
-    args = _driver_args(pod)
+    args = driver_args(pod)
     assert "--from-savepoint" not in args
     assert (flag in args) if flag else ("--fresh" not in args)
     assert _conf(pod, "spark.executor.instances") == "3"
@@ -332,16 +327,16 @@ async def test_a_savepoint_from_before_signing_is_imported_once_then_the_job_goe
     savepoint it vouches for, and only that one is restored unsigned."""
     old = f"file://{tmp_path}/checkpoints/{NAMESPACE}/_savepoints/{job_name}/savepoint-old"
     await kubectl.apply(job_name, {**SPEC, "job": {**SPEC["job"], "importUnsignedSavepoint": old}})
-    assert _imports(_driver_args(await _launched(kubectl, job_name, 1))) == old
+    assert _imports(driver_args(await _launched(kubectl, job_name, 1))) == old
     driver = StandInDriver(kubectl, etcd, JobKeys(NAMESPACE, job_name))
     async with driver.running():
         await kubectl.patch_spec(job_name, {"replicas": 3})  # an ordinary rescale after the import
-        rescaled = _driver_args(await _launched(kubectl, job_name, 2))
+        rescaled = driver_args(await _launched(kubectl, job_name, 2))
     assert "--from-savepoint" in rescaled
     assert _imports(rescaled) is None, "its own, signed savepoint"
     other = f"{old}-2"
     await kubectl.patch_spec(job_name, {"job": {**SPEC["job"], "importUnsignedSavepoint": other}})
-    imported = _driver_args(await _launched(kubectl, job_name, 3))
+    imported = driver_args(await _launched(kubectl, job_name, 3))
     assert _imports(imported) == other, "a new value is imported at once"
     assert len(driver.requests) == 1, "no savepoint is taken to be thrown away"
     await kubectl.patch_spec(job_name, {"job": {"importUnsignedSavepoint": None}})  # removed: no restart
@@ -370,7 +365,7 @@ async def test_a_restart_nonce_restarts_from_the_latest_checkpoint(kubectl: Kube
     await kubectl.patch_spec(job_name, {"restartNonce": 1})
     pod = await _launched(kubectl, job_name, 2)
     assert not kubectl.exists(PODS, f"{job_name}-driver-1")
-    assert "--from-savepoint" not in _driver_args(pod)
+    assert "--from-savepoint" not in driver_args(pod)
     assert _conf(pod, "spark.executor.instances") == "2", "same spec, new driver"
 
 
@@ -385,7 +380,7 @@ async def test_a_lost_driver_is_restarted_then_given_up_on(
         await eventually(lambda: kubectl.status(job_name).get("phase") == "Running", "the job is Running")
         await kubectl.set_pod_phase(f"{job_name}-driver-1", "Failed")
         pod = await _launched(kubectl, job_name, 2)
-    assert "--from-savepoint" not in _driver_args(pod), "restarts from the latest checkpoint"
+    assert "--from-savepoint" not in driver_args(pod), "restarts from the latest checkpoint"
     assert kubectl.status(job_name)["driverRestarts"] == 1
     await kubectl.set_pod_phase(f"{job_name}-driver-2", "Failed")  # and again: the one attempt is used
     await eventually(lambda: kubectl.status(job_name).get("phase") == "Failed", "the job is Failed")

@@ -123,7 +123,8 @@ async def _take_savepoint(job: Job, plan: UpgradePlan) -> UpgradePlan:
         )
     if result.status != "completed" or result.path is None:
         return await _fall_back(job, plan, "SavepointFailed", f"savepoint failed ({result.error})")
-    await record_savepoint(job, result.path, plan.reason)
+    if (job.status.get("lastSavepoint") or {}).get("path") != result.path:  # not if resumed after it
+        await record_savepoint(job, result.path, plan.reason)
     after = plan.at(Step.STOPPING, restore="savepoint", savepoint=result.path)
     await job.record(upgrade=after.for_status())
     return after

@@ -264,6 +264,31 @@ async def test_a_savepoint_answered_while_no_operator_ran_is_taken(
     await reconcile.on_change(job, SPEC)
     assert _restores(under_test.pod(2)) == path
     assert under_test.status()["lastSavepoint"]["path"] == path
+    assert under_test.events.reasons() == ["Savepoint"]
+
+
+async def test_a_savepoint_recorded_before_the_operator_stopped_is_recorded_once(
+    under_test: JobUnderTest, etcd: Etcd
+) -> None:
+    """Stopped after recording the savepoint, before recording the step after it."""
+    await under_test.running()
+    job = await under_test.job({**SPEC, "replicas": 4}, generation=2)
+    plan = upgrade_plan(job, job.spec, "upgrade")
+    assert plan.request is not None
+    path = "file:///savepoints/savepoint-recorded"
+    entry = {"path": path, "time": "2026-01-01T00:00:00Z", "reason": "upgrade"}
+    await under_test.kube.patch_status(
+        NAMESPACE,
+        under_test.name,
+        {"upgrade": plan.for_status(), "lastSavepoint": entry, "savepointHistory": [entry]},
+    )
+    await etcd.put(under_test.keys.savepoint_result(plan.request), encode(SavepointResult("completed", path)))
+    await under_test.kube.set_pod_phase(f"{under_test.name}-driver-1", "Succeeded")
+    await job.refresh_status()
+    await reconcile.on_change(job, SPEC)
+    assert _restores(under_test.pod(2)) == path
+    assert under_test.status()["savepointHistory"] == [entry]
+    assert under_test.events.reasons() == []
     assert await etcd.get_prefix(under_test.keys.savepoint_requests) == [], "nothing asked again"
 
 

@@ -1,4 +1,5 @@
-"""Processing-time clocks; state TTL reads one so tests can move time by hand."""
+"""Clocks: state TTL, the checkpoint coordinator and the in-memory control plane
+read one, so tests can move time by hand instead of waiting for it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ from typing import Protocol
 
 class Clock(Protocol):
     def now_ms(self) -> int:
-        """Milliseconds since the epoch."""
+        """Milliseconds since the epoch: what records carry."""
+        ...
+
+    def monotonic_ms(self) -> int:
+        """Milliseconds on a clock that never goes back: what intervals, deadlines and
+        lease expiries are measured on (a wall clock stepped by NTP would fire them early
+        or late)."""
         ...
 
 
@@ -16,14 +23,20 @@ class SystemClock:
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
 
+    def monotonic_ms(self) -> int:
+        return time.monotonic_ns() // 1_000_000
+
 
 class ManualClock:
-    """A clock that only moves when told to."""
+    """A clock that only moves when told to; both of its readings are the same."""
 
     def __init__(self, start_ms: int = 0) -> None:
         self._now = start_ms
 
     def now_ms(self) -> int:
+        return self._now
+
+    def monotonic_ms(self) -> int:
         return self._now
 
     def advance(self, ms: int) -> None:

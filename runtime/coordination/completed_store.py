@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 from lockgate.runtime.coordination.errors import CoordinatorFencedError
-from lockgate.runtime.coordination.etcd import Etcd, delete_op, delete_prefix_op, put_op
 from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.kv_store import (
+    Compare,
+    KeyValueStore,
+    Operation,
+    delete_op,
+    delete_prefix_op,
+    put_op,
+)
 from lockgate.runtime.coordination.records import CompletedCheckpoint, decode, encode
 from lockgate.runtime.coordination.unusable import UnusableCheckpoints
 from lockgate.runtime.snapshot.retention import delete_unreferenced_shared_files
@@ -24,30 +30,32 @@ log = logging.getLogger(__name__)
 
 
 class CompletedCheckpointStore:
-    def __init__(self, etcd: Etcd, keys: JobKeys, storage: CheckpointStorage, retained: int) -> None:
+    def __init__(
+        self, store: KeyValueStore, keys: JobKeys, storage: CheckpointStorage, retained: int
+    ) -> None:
         if retained < 1:
             raise ValueError(f"at least one completed checkpoint must be retained, got {retained}")
-        self._etcd = etcd
+        self._store = store
         self._keys = keys
         self._storage = storage
         self.retained = retained
-        self.unusable = UnusableCheckpoints(etcd, keys)
+        self.unusable = UnusableCheckpoints(store, keys)
 
     @property
     def keys(self) -> JobKeys:
         return self._keys
 
     async def all(self) -> list[CompletedCheckpoint]:
-        rows = await self._etcd.get_prefix(self._keys.completed)
+        rows = await self._store.get_prefix(self._keys.completed)
         return sorted(
             (decode(CompletedCheckpoint, value) for _, value in rows), key=lambda c: c.checkpoint_id
         )
 
     async def latest_id(self) -> int | None:
-        data = await self._etcd.get(self._keys.latest)
+        data = await self._store.get(self._keys.latest)
         return None if data is None else int(data)
 
-    def completion_ops(self, summary: CompletedCheckpoint, newest: bool) -> list[Any]:
+    def completion_ops(self, summary: CompletedCheckpoint, newest: bool) -> list[Operation]:
         """The writes that complete a checkpoint, for one guarded transaction; `latest`
         moves only to a checkpoint newer than every one completed before (a savepoint
         triggered earlier may complete after a newer checkpoint)."""
@@ -59,18 +67,18 @@ class CompletedCheckpointStore:
             delete_prefix_op(self._keys.acks_of(n)),
         ]
 
-    async def _forget(self, guard: Any, summary: CompletedCheckpoint) -> None:
+    async def _forget(self, guard: Compare, summary: CompletedCheckpoint) -> None:
         """Drop a summary from etcd, only while `guard` (the coordinator leads) holds:
         a deposed coordinator must not decide what its successor may restore."""
         n = summary.checkpoint_id
         # Its mark (if it was found damaged) goes with it.
         forget = [delete_op(self._keys.completed_of(n)), delete_op(self._keys.unusable_of(n))]
-        if not await self._etcd.transaction([guard], forget):
+        if not await self._store.transaction([guard], forget):
             raise CoordinatorFencedError(
                 f"the coordinator was replaced; checkpoint {summary.checkpoint_id} is left to its successor"
             )
 
-    async def discard_old(self, in_flight: set[int], guard: Any) -> list[int]:
+    async def discard_old(self, in_flight: set[int], guard: Compare) -> list[int]:
         """Forget checkpoints beyond the retained ones; delete their files and the
         shared files no retained checkpoint references (never those of checkpoints
         `in_flight`). Each summary is forgotten under `guard` before its files go.
@@ -100,7 +108,7 @@ class CompletedCheckpointStore:
             log.info("retention discarded checkpoints %s and %d shared files", discarded, len(deleted))
         return discarded
 
-    async def discard_all(self, guard: Any) -> list[int]:
+    async def discard_all(self, guard: Compare) -> list[int]:
         """Forget every completed checkpoint and savepoint of the job and delete the
         checkpoints' files, shared ones included (savepoint files are the user's).
         For starting a job over from empty state, under `guard` as `discard_old`."""
@@ -110,8 +118,8 @@ class CompletedCheckpointStore:
             if summary.kind == "checkpoint":
                 directory = self._storage.checkpoint_dir(self._keys.job, summary.checkpoint_id)
                 await asyncio.to_thread(self._storage.delete, directory, True)
-        forget = [delete_op(self._keys.latest), delete_prefix_op(self._keys.unusable)]
-        if not await self._etcd.transaction([guard], forget):
+        forget: list[Operation] = [delete_op(self._keys.latest), delete_prefix_op(self._keys.unusable)]
+        if not await self._store.transaction([guard], forget):
             raise CoordinatorFencedError("the coordinator was replaced while it discarded checkpoints")
         shared = self._storage.shared_dir(self._keys.job)
         if await asyncio.to_thread(self._storage.exists, shared):

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
+from lockgate.runtime.clock import Clock, SystemClock
 from lockgate.runtime.coordination.ack_seal import AckNotSealedError, unseal
 from lockgate.runtime.coordination.cancellation import cancel_and_wait
 from lockgate.runtime.coordination.completed_store import CompletedCheckpointStore
@@ -23,8 +23,15 @@ from lockgate.runtime.coordination.errors import (
     CoordinatorFencedError,
     JobFailedError,
 )
-from lockgate.runtime.coordination.etcd import Etcd, delete_op, delete_prefix_op, put_op, value_is
 from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.kv_store import (
+    KeyValueStore,
+    Operation,
+    delete_op,
+    delete_prefix_op,
+    put_op,
+    value_is,
+)
 from lockgate.runtime.coordination.leadership import LEASE_TTL_S, Leadership
 from lockgate.runtime.coordination.records import (
     Ack,
@@ -108,14 +115,10 @@ class PendingCheckpoint:
     published: bool = False
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class CheckpointCoordinator:
     def __init__(
         self,
-        etcd: Etcd,
+        kv: KeyValueStore,
         keys: JobKeys,
         storage: CheckpointStorage,
         plan: JobPlan,
@@ -126,27 +129,31 @@ class CheckpointCoordinator:
         listener: CheckpointListener | None = None,
         snapshot_key: SnapshotKey | None = None,
         ack_key: bytes | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        # Every interval, deadline and timestamp is read from this clock: with a
+        # ManualClock a test moves time and calls `tick()` instead of waiting.
+        self._clock: Clock = clock or SystemClock()
         self._ack_key = ack_key  # acknowledgements without this run's seal are refused; None: unsealed
-        self._etcd = etcd
+        self._kv = kv
         self._snapshot_key = snapshot_key  # signs every _metadata; None: unsigned (tests of other layers)
         self._listener = listener
         self._keys = keys
         self._storage = storage
         self._plan = plan
         self.config = config
-        self.leadership = Leadership(etcd, keys, lease_ttl_s)
-        self.store = CompletedCheckpointStore(etcd, keys, storage, config.retained)
+        self.leadership = Leadership(kv, keys, lease_ttl_s)
+        self.store = CompletedCheckpointStore(kv, keys, storage, config.retained)
         self.savepoints = SavepointQueue(
-            etcd, keys, self.trigger, self._stop_with, savepoint_dir, guarded=self._guarded
+            kv, keys, self.trigger, self._stop_with, savepoint_dir, guarded=self._guarded
         )
         self.pending: dict[int, PendingCheckpoint] = {}
         self._next_id = 1
         self._last_allocated = 0
         self._latest_completed = 0
         self._consecutive_failures = 0
-        self._last_completion = time.monotonic()
-        self._last_trigger = time.monotonic()
+        self._last_completion = self._monotonic_s()
+        self._last_trigger = self._monotonic_s()
         self._failure: str | None = None
         self.stopped_with: str | None = None
         # A bounded job's final checkpoint completed: nothing more to do.
@@ -178,7 +185,7 @@ class CheckpointCoordinator:
     async def start(self, wait_s: float = 0.0) -> None:
         """Take the job's leadership and pick up from the state etcd holds."""
         await self.leadership.acquire(wait_s)
-        _, revision = await self._etcd.get_prefix_at(self._keys.trigger)
+        _, revision = await self._kv.get_prefix_at(self._keys.trigger)
         # Subtasks watch triggers from here, so none is missed by a task that
         # subscribes after this coordinator's first trigger.
         self.trigger_revision = revision + 1
@@ -187,8 +194,8 @@ class CheckpointCoordinator:
         self._next_id = self._last_allocated + 1
         # Acks of an earlier coordinator belong to checkpoints nobody will complete,
         # and sources restored by this run report being drained anew.
-        _, revision = await self._etcd.get_prefix_at(self._keys.acks)
-        if not await self._etcd.transaction(
+        _, revision = await self._kv.get_prefix_at(self._keys.acks)
+        if not await self._kv.transaction(
             [self.leadership.guard],
             [
                 put_op(self._keys.last_checkpoint_id, str(self._last_allocated).encode()),
@@ -213,24 +220,39 @@ class CheckpointCoordinator:
         lost = asyncio.create_task(self.leadership.lost.wait())
         try:
             while True:
-                if self.leadership.lost.is_set():
-                    raise CoordinatorFencedError("the coordinator lease expired")
-                if self._failure is not None:
-                    raise JobFailedError(self._failure)
-                self._raise_if_crashed()
-                if self.stopped_with is not None:
+                await self.tick()
+                if self.done:
                     return self.stopped_with
-                if self.finished:
-                    return None
-                await self._abort_expired()
-                if self._periodic_due():
-                    self.trigger()
                 self._wake.clear()
                 waiter = asyncio.create_task(self._wake.wait())
                 await asyncio.wait({waiter, lost}, timeout=self._sleep_s(), return_when="FIRST_COMPLETED")
                 waiter.cancel()
         finally:
             lost.cancel()
+
+    @property
+    def done(self) -> bool:
+        """The run is over: stopped with a savepoint, or a bounded job finished."""
+        return self.stopped_with is not None or self.finished
+
+    async def tick(self) -> None:
+        """One round of the coordinator's decisions at its clock's time: raise if the
+        job failed or this coordinator was fenced; abort checkpoints past their
+        deadline; trigger one if the interval, pause and concurrency allow. `run()`
+        ticks whenever something happens or a deadline comes."""
+        if self.leadership.lost.is_set():
+            raise CoordinatorFencedError("the coordinator lease expired")
+        if self._failure is not None:
+            raise JobFailedError(self._failure)
+        self._raise_if_crashed()
+        if self.done:
+            return
+        await self._abort_expired()
+        if self._periodic_due():
+            self.trigger()
+
+    def _monotonic_s(self) -> float:
+        return self._clock.monotonic_ms() / 1000
 
     def _raise_if_crashed(self) -> None:
         """A dead watcher or publisher would leave the job waiting for checkpoints forever."""
@@ -242,9 +264,9 @@ class CheckpointCoordinator:
     async def _highest_id_in_use(self) -> int:
         """Ids are allocated by compare-and-swap on `last-id`; what etcd recorded
         before that key existed counts too."""
-        allocated = await self._etcd.get(self._keys.last_checkpoint_id)
+        allocated = await self._kv.get(self._keys.last_checkpoint_id)
         latest = await self.store.latest_id() or 0
-        trigger = await self._etcd.get(self._keys.trigger)
+        trigger = await self._kv.get(self._keys.trigger)
         last_triggered = decode(Trigger, trigger).checkpoint_id if trigger else 0
         return max(int(allocated or 0), latest, last_triggered)
 
@@ -269,11 +291,11 @@ class CheckpointCoordinator:
             return False
         if len(checkpoints) >= self.config.max_concurrent:
             return False
-        now = time.monotonic()
+        now = self._monotonic_s()
         return now - self._last_completion >= self.config.min_pause_s and now - self._last_trigger >= interval
 
     def _sleep_s(self) -> float:
-        now = time.monotonic()
+        now = self._monotonic_s()
         wakeups = [p.deadline - now for p in self.pending.values()]
         if self.config.interval_s is not None:
             wakeups.append(self._last_trigger + self.config.interval_s - now)
@@ -291,12 +313,12 @@ class CheckpointCoordinator:
         resolves on completion or fails with the reason it was aborted."""
         n = self._next_id
         self._next_id += 1
-        self._last_trigger = time.monotonic()
+        self._last_trigger = self._monotonic_s()
         if target is None:
             target = f"{self._storage.url.rstrip('/')}/{self._keys.job}/chk-{n}"
-        trigger = Trigger(n, self.launch, kind, target, _now_ms(), stop)
+        trigger = Trigger(n, self.launch, kind, target, self._clock.now_ms(), stop)
         done = asyncio.get_running_loop().create_future()
-        self.pending[n] = PendingCheckpoint(trigger, time.monotonic() + self.config.timeout_s, done)
+        self.pending[n] = PendingCheckpoint(trigger, self._monotonic_s() + self.config.timeout_s, done)
         self._unpublished.put_nowait(trigger)
         return done
 
@@ -311,7 +333,7 @@ class CheckpointCoordinator:
             if pending is None:
                 continue  # aborted before it was published
             last = self._keys.last_checkpoint_id
-            if not await self._etcd.transaction(
+            if not await self._kv.transaction(
                 [self.leadership.guard, value_is(last, str(self._last_allocated).encode())],
                 [put_op(self._keys.trigger, encode(trigger)), put_op(last, str(n).encode())],
             ):
@@ -327,7 +349,7 @@ class CheckpointCoordinator:
         return value if self._ack_key is None else unseal(self._ack_key, key, value)
 
     async def _watch_acks(self, start_revision: int) -> None:
-        async for event in self._etcd.watch_prefix(self._keys.acks, start_revision):
+        async for event in self._kv.watch_prefix(self._keys.acks, start_revision):
             if event.deleted:
                 continue
             n, vertex, subtask = JobKeys.parse_ack(event.key, self._keys.acks)
@@ -370,7 +392,7 @@ class CheckpointCoordinator:
         """When every source is drained, checkpoint at once instead of at the next
         interval: that checkpoint is the bounded job's final one."""
         drained: set[tuple[str, int]] = set()
-        async for event in self._etcd.watch_prefix(self._keys.drained, start_revision):
+        async for event in self._kv.watch_prefix(self._keys.drained, start_revision):
             if event.deleted:
                 continue
             vertex, subtask = event.key[len(self._keys.drained) :].decode().rsplit("/", 1)
@@ -410,13 +432,13 @@ class CheckpointCoordinator:
             max_parallelism=self._plan.max_parallelism,
             bytes=metadata.state_bytes,
             trigger_ms=trigger.timestamp_ms,
-            completed_ms=_now_ms(),
+            completed_ms=self._clock.now_ms(),
             final=bool(self._plan.sources) and pending.drained >= self._plan.source_subtasks,
             launch=self.launch,
         )
         n = trigger.checkpoint_id
         newest = n > self._latest_completed
-        if not await self._etcd.transaction(
+        if not await self._kv.transaction(
             [self.leadership.guard], self.store.completion_ops(summary, newest)
         ):
             self.leadership.lost.set()
@@ -428,7 +450,7 @@ class CheckpointCoordinator:
         del self.pending[n]
         self._latest_completed = max(self._latest_completed, n)
         self._consecutive_failures = 0
-        self._last_completion = time.monotonic()
+        self._last_completion = self._monotonic_s()
         log.info("checkpoint %s complete: %s bytes", n, summary.bytes)
         await self._subsume_older_than(n)
         try:
@@ -446,15 +468,15 @@ class CheckpointCoordinator:
 
     # -- failures ------------------------------------------------------------------
 
-    async def _guarded(self, operations: list[Any]) -> bool:
+    async def _guarded(self, operations: list[Operation]) -> bool:
         """Write only while this coordinator leads; a failed guard fences it."""
-        if await self._etcd.transaction([self.leadership.guard], operations):
+        if await self._kv.transaction([self.leadership.guard], operations):
             return True
         self.leadership.lost.set()
         return False
 
     async def _abort_expired(self) -> None:
-        now = time.monotonic()
+        now = self._monotonic_s()
         for n, pending in list(self.pending.items()):
             if pending.status == "pending" and pending.deadline <= now:
                 await self._abort(n, f"timed out after {self.config.timeout_s} s")

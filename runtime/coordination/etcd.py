@@ -22,6 +22,15 @@ import grpc
 from aetcd import rpc
 from lockgate.runtime.coordination.cancellation import bounded, raise_if_cancelling
 from lockgate.runtime.coordination.etcd_tls import connect_tls
+from lockgate.runtime.coordination.kv_store import (
+    Compare,
+    Delete,
+    LeaseNotFoundError,
+    Operation,
+    Put,
+    ValueIs,
+    WatchEvent,
+)
 
 log = logging.getLogger(__name__)
 WATCH_CANCEL_WAIT_S = 1.0
@@ -51,10 +60,6 @@ class EtcdAccessError(PermissionError):
 # authenticates again, as etcd's own Go client does.
 _STALE_TOKEN = "invalid auth token"
 _DENIED = "permission denied"
-
-
-class LeaseNotFoundError(Exception):
-    """A write bound to a lease that etcd no longer has."""
 
 
 class EtcdConfigError(ValueError):
@@ -96,37 +101,9 @@ class EtcdConfig:
         return EtcdConfig(tuple(u.strip() for u in urls.split(",") if u.strip()), **options)
 
 
-def value_is(key: bytes, value: bytes) -> Any:
-    """Transaction guard: `key` holds exactly `value` (it exists)."""
-    return aetcd.transactions.Value(key) == value
-
-
-def key_absent(key: bytes) -> Any:
-    return aetcd.transactions.Version(key) == 0
-
-
-def put_op(key: bytes, value: bytes, lease: int | None = None) -> Any:
-    return aetcd.transactions.Put(key, value, lease=lease)
-
-
-def delete_op(key: bytes) -> Any:
-    return aetcd.transactions.Delete(key)
-
-
-def delete_prefix_op(prefix: bytes) -> Any:
-    return aetcd.transactions.Delete(prefix, range_end=aetcd.utils.prefix_range_end(prefix))
-
-
-@dataclass(frozen=True)
-class WatchEvent:
-    key: bytes
-    value: bytes
-    deleted: bool
-    revision: int
-
-
 class Etcd:
-    """A connection to one of the configured endpoints, failing over between them."""
+    """A connection to one of the configured endpoints, failing over between them:
+    the `KeyValueStore` every process of a job shares."""
 
     def __init__(self, config: EtcdConfig) -> None:
         self.config = config
@@ -289,9 +266,19 @@ class Etcd:
         await self._call("delete_prefix", prefix)
 
     async def transaction(
-        self, compare: Sequence[Any], success: Sequence[Any], failure: Sequence[Any] = ()
+        self, compare: Sequence[Compare], success: Sequence[Operation], failure: Sequence[Operation] = ()
     ) -> bool:
-        succeeded, _ = await self._call("transaction", list(compare), list(success), list(failure))
+        try:
+            succeeded, _ = await self._call(
+                "transaction",
+                [_compare(c) for c in compare],
+                [_operation(o) for o in success],
+                [_operation(o) for o in failure],
+            )
+        except aetcd.exceptions.ClientError as error:
+            if "lease not found" in str(error):
+                raise LeaseNotFoundError(f"a transaction wrote with an ended lease: {error}") from error
+            raise
         return bool(succeeded)
 
     # -- leases --------------------------------------------------------------------
@@ -357,6 +344,21 @@ class Etcd:
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.config.max_backoff_s)
         await self._reconnect(failed)
+
+
+def _compare(guard: Compare) -> Any:
+    if isinstance(guard, ValueIs):
+        return aetcd.transactions.Value(guard.key) == guard.value
+    return aetcd.transactions.Version(guard.key) == 0
+
+
+def _operation(operation: Operation) -> Any:
+    if isinstance(operation, Put):
+        return aetcd.transactions.Put(operation.key, operation.value, lease=operation.lease)
+    if isinstance(operation, Delete):
+        return aetcd.transactions.Delete(operation.key)
+    prefix = operation.prefix
+    return aetcd.transactions.Delete(prefix, range_end=aetcd.utils.prefix_range_end(prefix))
 
 
 async def _auth_rpc(client: aetcd.Client, method: str, request: Any) -> Any:

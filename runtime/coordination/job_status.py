@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable
 
 from lockgate.runtime.coordination.cancellation import cancel_and_wait
-from lockgate.runtime.coordination.etcd import Etcd, EtcdUnavailableError, LeaseNotFoundError
+from lockgate.runtime.coordination.etcd import EtcdUnavailableError
 from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.kv_store import KeyValueStore, LeaseNotFoundError
 from lockgate.runtime.coordination.records import JobState, JobStatus, decode, encode
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ class StatusHeartbeat:
 
     def __init__(
         self,
-        etcd: Etcd,
+        store: KeyValueStore,
         keys: JobKeys,
         parallelism: int,
         restarts: Callable[[], int],
@@ -41,7 +42,7 @@ class StatusHeartbeat:
         driver: str | None = None,
         ttl_s: int = 10,
     ) -> None:
-        self._etcd = etcd
+        self._store = store
         self._keys = keys
         self._status = JobStatus("running", now_ms(), parallelism, driver=driver)
         self._restarts = restarts
@@ -57,16 +58,16 @@ class StatusHeartbeat:
         self._beating = asyncio.create_task(self._keep_beating(), name="status-heartbeat")
 
     async def _beat(self) -> None:
-        if self._lease is None or await self._etcd.refresh_lease(self._lease) <= 0:
-            self._lease = await self._etcd.grant_lease(self._ttl_s)
+        if self._lease is None or await self._store.refresh_lease(self._lease) <= 0:
+            self._lease = await self._store.grant_lease(self._ttl_s)
         status = dataclasses.replace(self._status, at_ms=now_ms(), restarts=self._restarts())
         try:
-            await self._etcd.put(self._keys.status, encode(status), lease=self._lease)
+            await self._store.put(self._keys.status, encode(status), lease=self._lease)
         except LeaseNotFoundError:
             # The lease lapsed after its refresh (this process paused in between, or the
             # put waited out a reconnect): beat under a new one.
-            self._lease = await self._etcd.grant_lease(self._ttl_s)
-            await self._etcd.put(self._keys.status, encode(status), lease=self._lease)
+            self._lease = await self._store.grant_lease(self._ttl_s)
+            await self._store.put(self._keys.status, encode(status), lease=self._lease)
 
     async def _keep_beating(self) -> None:
         while True:
@@ -101,22 +102,22 @@ class StatusHeartbeat:
             savepoint=savepoint,
             message=message,
         )
-        await self._etcd.put(self._keys.status, encode(outcome))
+        await self._store.put(self._keys.status, encode(outcome))
         if self._lease is not None:
             with contextlib.suppress(EtcdUnavailableError):
-                await self._etcd.revoke_lease(self._lease)
+                await self._store.revoke_lease(self._lease)
 
 
 async def record_refusal(
-    etcd: Etcd, keys: JobKeys, parallelism: int, message: str, driver: str | None
+    store: KeyValueStore, keys: JobKeys, parallelism: int, message: str, driver: str | None
 ) -> None:
     """A driver that refused the job before starting it (a job that does not build, a
     savepoint that does not fit): `failed`, with why, kept (no lease)."""
     status = JobStatus("failed", now_ms(), parallelism, message=message, driver=driver)
-    await etcd.put(keys.status, encode(status))
+    await store.put(keys.status, encode(status))
 
 
-async def read_status(etcd: Etcd, keys: JobKeys) -> JobStatus | None:
+async def read_status(store: KeyValueStore, keys: JobKeys) -> JobStatus | None:
     """The job's status; None when no driver ever reported, or a running one was lost."""
-    data = await etcd.get(keys.status)
+    data = await store.get(keys.status)
     return None if data is None else decode(JobStatus, data)

@@ -14,18 +14,18 @@ import socket
 import time
 import uuid
 from dataclasses import replace
-from typing import Any
 
 from lockgate.runtime.coordination.cancellation import bounded
 from lockgate.runtime.coordination.errors import CoordinatorConflictError
-from lockgate.runtime.coordination.etcd import (
-    Etcd,
-    EtcdUnavailableError,
+from lockgate.runtime.coordination.etcd import EtcdUnavailableError
+from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.kv_store import (
+    Compare,
+    KeyValueStore,
     key_absent,
     put_op,
     value_is,
 )
-from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import CoordinatorRecord, decode, encode
 
 log = logging.getLogger(__name__)
@@ -35,10 +35,10 @@ LEASE_TTL_S = 10
 
 
 class Leadership:
-    def __init__(self, etcd: Etcd, keys: JobKeys, ttl_s: int = LEASE_TTL_S) -> None:
+    def __init__(self, store: KeyValueStore, keys: JobKeys, ttl_s: int = LEASE_TTL_S) -> None:
         if ttl_s < 2:
             raise ValueError(f"the coordinator lease TTL must be at least 2 s, got {ttl_s}")
-        self._etcd = etcd
+        self._store = store
         self._keys = keys
         self.ttl_s = ttl_s
         self.record = CoordinatorRecord(
@@ -53,7 +53,7 @@ class Leadership:
         self._keepalive: asyncio.Task[None] | None = None
 
     @property
-    def guard(self) -> Any:
+    def guard(self) -> Compare:
         """Transaction condition: this coordinator still leads."""
         return value_is(self._keys.coordinator, self._encoded)
 
@@ -66,14 +66,14 @@ class Leadership:
         Taking the job allocates the next launch number in the same transaction."""
         deadline = time.monotonic() + wait_s
         while True:
-            current = await self._etcd.get(self._keys.launch)
+            current = await self._store.get(self._keys.launch)
             record = replace(self.record, launch=(0 if current is None else int(current)) + 1)
             encoded = encode(record)
             unchanged = (
                 key_absent(self._keys.launch) if current is None else value_is(self._keys.launch, current)
             )
-            lease = await self._etcd.grant_lease(self.ttl_s)
-            if await self._etcd.transaction(
+            lease = await self._store.grant_lease(self.ttl_s)
+            if await self._store.transaction(
                 [key_absent(self._keys.coordinator), unchanged],
                 [
                     put_op(self._keys.coordinator, encoded, lease),
@@ -83,8 +83,8 @@ class Leadership:
                 self.record, self._encoded, self.lease_id = record, encoded, lease
                 self._keepalive = asyncio.create_task(self._keep_alive(), name="lease-keepalive")
                 return
-            await self._etcd.revoke_lease(lease)
-            if await self._etcd.get(self._keys.coordinator) is None:
+            await self._store.revoke_lease(lease)
+            if await self._store.get(self._keys.coordinator) is None:
                 continue  # another driver took a launch number between our read and write
             remaining = deadline - time.monotonic()
             holder = await self._holder()
@@ -99,19 +99,19 @@ class Leadership:
             await self._wait_for_release(remaining)
 
     async def _holder(self) -> str:
-        data = await self._etcd.get(self._keys.coordinator)
+        data = await self._store.get(self._keys.coordinator)
         if data is None:
             return "an unknown process"
         holder = decode(CoordinatorRecord, data)
         return f"coordinator {holder.coordinator_id} (pid {holder.pid} on {holder.host})"
 
     async def _wait_for_release(self, timeout: float) -> None:
-        _, revision = await self._etcd.get_prefix_at(self._keys.coordinator)
-        if await self._etcd.get(self._keys.coordinator) is None:
+        _, revision = await self._store.get_prefix_at(self._keys.coordinator)
+        if await self._store.get(self._keys.coordinator) is None:
             return
 
         async def deleted() -> None:
-            async for event in self._etcd.watch_prefix(self._keys.coordinator, revision + 1):
+            async for event in self._store.watch_prefix(self._keys.coordinator, revision + 1):
                 if event.deleted and event.key == self._keys.coordinator:
                     return
 
@@ -131,7 +131,7 @@ class Leadership:
             sent = time.monotonic()
             remaining = confirmed_sent + self.ttl_s - sent
             try:
-                ttl = await asyncio.wait_for(self._etcd.refresh_lease(self.lease_id), max(remaining, 0.001))
+                ttl = await asyncio.wait_for(self._store.refresh_lease(self.lease_id), max(remaining, 0.001))
             except (EtcdUnavailableError, TimeoutError):
                 if time.monotonic() - confirmed_sent >= self.ttl_s:
                     log.error(
@@ -156,7 +156,7 @@ class Leadership:
         self.abandon()
         if self.lease_id is not None:
             try:
-                await bounded(self._etcd.revoke_lease(self.lease_id), "revoking the coordinator lease")
+                await bounded(self._store.revoke_lease(self.lease_id), "revoking the coordinator lease")
             except EtcdUnavailableError:
                 log.warning("could not revoke the coordinator lease; it will expire")
             self.lease_id = None

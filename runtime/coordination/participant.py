@@ -11,8 +11,8 @@ import logging
 from collections.abc import AsyncIterator
 
 from lockgate.runtime.coordination.ack_seal import seal
-from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.kv_store import KeyValueStore
 from lockgate.runtime.coordination.records import (
     Ack,
     CompletedCheckpoint,
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 class CheckpointParticipant:
     def __init__(
         self,
-        etcd: Etcd,
+        store: KeyValueStore,
         keys: JobKeys,
         vertex: str,
         subtask: int,
@@ -37,7 +37,7 @@ class CheckpointParticipant:
         ack_key: bytes | None = None,
     ) -> None:
         self._ack_key = ack_key  # seals its acknowledgements (`ack_seal.py`); None: unsealed
-        self._etcd = etcd
+        self._store = store
         self._keys = keys
         self.vertex = vertex
         self.subtask = subtask
@@ -45,13 +45,13 @@ class CheckpointParticipant:
 
     async def start_revision(self) -> int:
         """Watch from here to miss nothing published after this call."""
-        _, revision = await self._etcd.get_prefix_at(self._keys.trigger)
+        _, revision = await self._store.get_prefix_at(self._keys.trigger)
         return revision + 1
 
     async def triggers(self, start_revision: int) -> AsyncIterator[Trigger]:
         """This launch's triggers published from `start_revision` on, each once, in order."""
         last = 0
-        async for event in self._etcd.watch_prefix(self._keys.trigger, start_revision):
+        async for event in self._store.watch_prefix(self._keys.trigger, start_revision):
             if event.deleted or event.key != self._keys.trigger:
                 continue
             trigger = decode(Trigger, event.value)
@@ -68,7 +68,7 @@ class CheckpointParticipant:
     async def completions(self, start_revision: int) -> AsyncIterator[CompletedCheckpoint]:
         """This launch's completed checkpoints, so two-phase-commit sinks can commit
         their epochs (what an earlier launch completed, a restore commits)."""
-        async for event in self._etcd.watch_prefix(self._keys.completed, start_revision):
+        async for event in self._store.watch_prefix(self._keys.completed, start_revision):
             if (
                 not event.deleted
                 and (completed := decode(CompletedCheckpoint, event.value)).launch == self.launch
@@ -83,7 +83,7 @@ class CheckpointParticipant:
 
     async def _put(self, trigger: Trigger, ack: Ack) -> None:
         key, record = self._key(trigger), encode(ack)
-        await self._etcd.put(key, record if self._ack_key is None else seal(self._ack_key, key, record))
+        await self._store.put(key, record if self._ack_key is None else seal(self._ack_key, key, record))
 
     def _key(self, trigger: Trigger) -> bytes:
         return self._keys.ack(trigger.checkpoint_id, self.vertex, self.subtask)

@@ -6,8 +6,8 @@ import asyncio
 import math
 import uuid
 
-from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.kv_store import KeyValueStore
 from lockgate.runtime.coordination.records import (
     SavepointRequest,
     SavepointResult,
@@ -17,7 +17,7 @@ from lockgate.runtime.coordination.records import (
 
 
 async def request_savepoint(
-    etcd: Etcd,
+    etcd: KeyValueStore,
     keys: JobKeys,
     stop: bool = False,
     directory: str | None = None,
@@ -37,7 +37,9 @@ async def request_savepoint(
     return request_id
 
 
-async def await_savepoint(etcd: Etcd, keys: JobKeys, request_id: str, timeout_s: float) -> SavepointResult:
+async def await_savepoint(
+    etcd: KeyValueStore, keys: JobKeys, request_id: str, timeout_s: float
+) -> SavepointResult:
     """The final result of a request; `TimeoutError` if none arrives in time."""
     key = keys.savepoint_result(request_id)
 

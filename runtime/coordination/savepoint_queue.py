@@ -16,12 +16,11 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from lockgate.runtime.coordination.cancellation import cancel_and_wait
 from lockgate.runtime.coordination.errors import CheckpointAbortedError, CoordinatorFencedError
-from lockgate.runtime.coordination.etcd import Etcd, put_op
 from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.kv_store import KeyValueStore, Operation, put_op
 from lockgate.runtime.coordination.records import (
     CompletedCheckpoint,
     SavepointRequest,
@@ -34,14 +33,14 @@ from lockgate.runtime.snapshot.metadata import SnapshotKind
 log = logging.getLogger(__name__)
 
 TriggerFn = Callable[[SnapshotKind, str | None, bool], "asyncio.Future[CompletedCheckpoint]"]
-GuardedWrite = Callable[[list[Any]], Awaitable[bool]]
+GuardedWrite = Callable[[list[Operation]], Awaitable[bool]]
 """Writes the operations only while the coordinator leads; False once it does not."""
 
 
 class SavepointQueue:
     def __init__(
         self,
-        etcd: Etcd,
+        store: KeyValueStore,
         keys: JobKeys,
         trigger: TriggerFn,
         on_stop: Callable[[str], None],
@@ -49,7 +48,7 @@ class SavepointQueue:
         *,
         guarded: GuardedWrite,
     ) -> None:
-        self._etcd = etcd
+        self._store = store
         self._guarded = guarded
         self._keys = keys
         self._trigger = trigger
@@ -58,6 +57,11 @@ class SavepointQueue:
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._seen: set[str] = set()
 
+    @property
+    def received(self) -> frozenset[str]:
+        """The ids of every request this queue has taken in, served or waiting."""
+        return frozenset(self._seen)
+
     def _offer(self, key: bytes) -> None:
         request_id = key[len(self._keys.savepoint_requests) :].decode()
         if request_id not in self._seen:
@@ -65,7 +69,7 @@ class SavepointQueue:
             self._queue.put_nowait(request_id)
 
     async def run(self) -> None:
-        requests, revision = await self._etcd.get_prefix_at(self._keys.savepoint_requests)
+        requests, revision = await self._store.get_prefix_at(self._keys.savepoint_requests)
         for key, _ in requests:
             self._offer(key)
         watcher = asyncio.create_task(self._watch(revision + 1), name="savepoint-requests")
@@ -76,7 +80,7 @@ class SavepointQueue:
             await cancel_and_wait([watcher], "closing the savepoint queue")
 
     async def _watch(self, start_revision: int) -> None:
-        async for event in self._etcd.watch_prefix(self._keys.savepoint_requests, start_revision):
+        async for event in self._store.watch_prefix(self._keys.savepoint_requests, start_revision):
             if not event.deleted:
                 self._offer(event.key)
 
@@ -85,10 +89,10 @@ class SavepointQueue:
             raise CoordinatorFencedError(f"the coordinator was replaced while serving savepoint {request_id}")
 
     async def _serve(self, request_id: str) -> None:
-        existing = await self._etcd.get(self._keys.savepoint_result(request_id))
+        existing = await self._store.get(self._keys.savepoint_result(request_id))
         if existing is not None and decode(SavepointResult, existing).status != "pending":
             return  # served before, by this coordinator or an earlier one
-        data = await self._etcd.get(self._keys.savepoint_request(request_id))
+        data = await self._store.get(self._keys.savepoint_request(request_id))
         if data is None:
             return  # withdrawn
         request = decode(SavepointRequest, data)

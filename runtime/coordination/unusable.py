@@ -18,8 +18,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.kv_store import KeyValueStore
 from lockgate.runtime.coordination.records import decode, encode
 
 
@@ -37,16 +37,16 @@ class UnusableCheckpoint:
 
 
 class UnusableCheckpoints:
-    def __init__(self, etcd: Etcd, keys: JobKeys) -> None:
-        self._etcd = etcd
+    def __init__(self, store: KeyValueStore, keys: JobKeys) -> None:
+        self._store = store
         self._keys = keys
 
     async def mark(self, checkpoint_id: int, path: str, reason: str) -> UnusableCheckpoint:
         mark = UnusableCheckpoint(checkpoint_id, path, reason, int(time.time() * 1000))
-        await self._etcd.put(self._keys.unusable_of(checkpoint_id), encode(mark))
+        await self._store.put(self._keys.unusable_of(checkpoint_id), encode(mark))
         return mark
 
     async def all(self) -> dict[int, UnusableCheckpoint]:
-        rows = await self._etcd.get_prefix(self._keys.unusable)
+        rows = await self._store.get_prefix(self._keys.unusable)
         marks = (decode(UnusableCheckpoint, value) for _, value in rows)
         return {mark.checkpoint_id: mark for mark in marks}

@@ -32,7 +32,7 @@ def job_spec(settings: JobSettings, etcd: EtcdConfig) -> JobSpec:
             settings.max_parallelism,
             incremental=settings.incremental,
         ),
-        etcd=etcd,
+        control_plane=etcd,
         secret=secrets.token_bytes(32),
         args=tuple(settings.args.items()),
         mode=settings.mode,  # type: ignore[arg-type]

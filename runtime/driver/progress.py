@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from lockgate.runtime.coordination.completed_store import CompletedCheckpointStore
-from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.kv_store import KeyValueStore
 
 
 @dataclass
@@ -27,7 +27,7 @@ class Totals:
     last_checkpoint: str = "none yet"
 
 
-async def read_totals(etcd: Etcd, keys: JobKeys, store: CompletedCheckpointStore) -> Totals:
+async def read_totals(etcd: KeyValueStore, keys: JobKeys, store: CompletedCheckpointStore) -> Totals:
     totals = Totals()
     for _, value in await etcd.get_prefix(keys.progress):
         progress = json.loads(value)
@@ -49,7 +49,7 @@ def render(totals: Totals, rate: float, elapsed_s: float) -> str:
 
 
 async def show_progress(
-    etcd: Etcd,
+    etcd: KeyValueStore,
     keys: JobKeys,
     store: CompletedCheckpointStore,
     out: TextIO = sys.stderr,

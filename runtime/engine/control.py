@@ -1,6 +1,7 @@
 """A task's line to the coordinator: triggers and completions in, acknowledgements out.
 
-Task threads are plain threads; etcd is asyncio. This bridge runs the
+Task threads are plain threads; the control plane (etcd, or the in-memory store)
+is asyncio. This bridge runs the
 participants' watches on an event loop in a daemon thread and hands triggers
 and completions to the chain threads through queues.
 
@@ -21,7 +22,7 @@ from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
+from lockgate.runtime.coordination.control_plane import ControlPlane, open_control_plane
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.participant import CheckpointParticipant
 from lockgate.runtime.coordination.records import CompletedCheckpoint, CoordinatorRecord, Trigger, decode
@@ -44,7 +45,7 @@ class LaunchDeposedError(RuntimeError):
 class CheckpointControl:
     def __init__(
         self,
-        etcd_config: EtcdConfig,
+        control_plane: ControlPlane,
         keys: JobKeys,
         subtask: int,
         launch: int,
@@ -52,17 +53,16 @@ class CheckpointControl:
         ack_key: bytes | None = None,
     ) -> None:
         self._ack_key = ack_key
-        self._config = etcd_config
         self.keys = keys
         self._subtask = subtask
         self.launch = launch
         # Why this task's launch was deposed; set once, read by every chain.
         self.deposed: str | None = None
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="etcd")
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="control-plane")
         self._thread.start()
-        self._etcd = Etcd(etcd_config)
-        self._call(self._etcd.connect())
+        self._store = open_control_plane(control_plane)
+        self._call(self._store.connect())
         self._triggers: list[queue.Queue[Trigger]] = []
         self._completions: list[queue.Queue[CompletedCheckpoint]] = []
         self._watches: list[Future[None]] = []
@@ -83,16 +83,16 @@ class CheckpointControl:
 
     def _participant(self, vertex: str) -> CheckpointParticipant:
         return CheckpointParticipant(
-            self._etcd, self.keys, vertex, self._subtask, self.launch, ack_key=self._ack_key
+            self._store, self.keys, vertex, self._subtask, self.launch, ack_key=self._ack_key
         )
 
     async def _watch_coordinator(self) -> None:
         key = self.keys.coordinator
-        rows, revision = await self._etcd.get_prefix_at(key)
+        rows, revision = await self._store.get_prefix_at(key)
         current = dict(rows).get(key)
         if self._depose_unless_ours(current):
             return
-        async for event in self._etcd.watch_prefix(key, revision + 1):
+        async for event in self._store.watch_prefix(key, revision + 1):
             if event.key == key and self._depose_unless_ours(None if event.deleted else event.value):
                 return
 
@@ -138,15 +138,15 @@ class CheckpointControl:
 
     def report_progress(self, progress: TaskProgress) -> None:
         self._call(
-            self._etcd.put(self.keys.progress_of(self._subtask), json.dumps(asdict(progress)).encode())
+            self._store.put(self.keys.progress_of(self._subtask), json.dumps(asdict(progress)).encode())
         )
 
     def report_drained(self, vertex: str) -> None:
-        self._call(self._etcd.put(self.keys.drained_of(vertex, self._subtask), b"1"))
+        self._call(self._store.put(self.keys.drained_of(vertex, self._subtask), b"1"))
 
     def close(self) -> None:
         for watch in self._watches:
             watch.cancel()
-        self._call(self._etcd.close())
+        self._call(self._store.close())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)

@@ -12,13 +12,13 @@ from typing import Literal, Protocol
 
 from lockgate.runtime.api.validation import JobDefinitionError
 from lockgate.runtime.coordination.ack_seal import ack_key
+from lockgate.runtime.coordination.control_plane import open_control_plane
 from lockgate.runtime.coordination.coordinator import (
     CheckpointConfig,
     CheckpointCoordinator,
     CheckpointListener,
 )
 from lockgate.runtime.coordination.errors import CoordinatorConflictError, NoUsableCheckpointError
-from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.restore_point import (
     UNCHECKED,
     RestorePoint,
@@ -177,9 +177,9 @@ class JobMaster:
         graph = self.spec.graph()  # imported and validated here before any task starts
         plan = job_plan(graph, self.spec.parallelism, self.spec.state.max_parallelism)
         secret = new_launch_secret()  # the tasks' and the coordinator's alone: it never goes to etcd
-        async with Etcd(self.spec.etcd) as etcd:
+        async with open_control_plane(self.spec.control_plane) as store:
             coordinator = CheckpointCoordinator(
-                etcd,
+                store,
                 self.spec.keys,
                 self._storage,
                 plan,
@@ -241,8 +241,8 @@ class JobMaster:
         if restored.url == from_savepoint:
             raise SnapshotCorruptError(path, f"{problem} (found by a task restoring it)") from failure
         checkpoint_id = restored.metadata.checkpoint_id
-        async with Etcd(self.spec.etcd) as etcd:
-            await UnusableCheckpoints(etcd, self.spec.keys).mark(
+        async with open_control_plane(self.spec.control_plane) as store:
+            await UnusableCheckpoints(store, self.spec.keys).mark(
                 checkpoint_id, restored.url, f"a task found {SnapshotCorruptError.naming(path)}{problem}"
             )
         log.error(

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from lockgate.runtime.api.entrypoint import build_graph
 from lockgate.runtime.api.graph import JobGraph
-from lockgate.runtime.coordination.etcd import EtcdConfig
+from lockgate.runtime.coordination.control_plane import ControlPlane
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.restore_point import RestorePoint
 from lockgate.runtime.engine.alignment import Mode
@@ -27,7 +27,7 @@ class JobSpec:
     keys: JobKeys
     parallelism: int
     state: StateConfig
-    etcd: EtcdConfig
+    control_plane: ControlPlane
     secret: bytes = field(repr=False)
     args: tuple[tuple[str, str], ...] = ()
     mode: Mode = "exactly-once"

@@ -50,7 +50,9 @@ def run_task(spec: JobSpec, index: int, gather: Gather, *, bind_host: str, adver
         capacity=spec.channel_capacity,
         cancelled=cancelled,
     )
-    control = CheckpointControl(spec.etcd, spec.keys, index, spec.launch, ack_key=ack_key(spec.secret))
+    control = CheckpointControl(
+        spec.control_plane, spec.keys, index, spec.launch, ack_key=ack_key(spec.secret)
+    )
     try:
         try:
             task = Task(

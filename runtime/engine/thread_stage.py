@@ -26,7 +26,7 @@ class ThreadStage:
             spec.graph(),
             [spec.task_config(i) for i in range(spec.parallelism)],
             lambda index: CheckpointControl(
-                spec.etcd, spec.keys, index, spec.launch, ack_key=ack_key(spec.secret)
+                spec.control_plane, spec.keys, index, spec.launch, ack_key=ack_key(spec.secret)
             ),
             spec.restore,
             channel_capacity=spec.channel_capacity,

@@ -115,14 +115,14 @@ async def test_a_stop_nobody_served_in_time_expires_instead_of_stopping_a_later_
         run = asyncio.create_task(coordinator.run())
         await asyncio.wait_for(coordinator.trigger(), 10)
         assert not run.done(), "the launch that started after the request expired keeps running"
-        assert await job.etcd.get(job.keys.savepoint_result("late")) is None
+        assert await job.store.get(job.keys.savepoint_result("late")) is None
     finally:
         run.cancel()
         await coordinator.close()
 
 
 async def _absent(job: Job, key: bytes) -> bool:
-    return await job.etcd.get(key) is None
+    return await job.store.get(key) is None
 
 
 async def test_unreachable_etcd_is_one_clear_line() -> None:

@@ -28,7 +28,8 @@ class PausableCoordinator:
         self._thread.start()
         self._resumed = threading.Event()
         self._resumed.set()
-        self.etcd = Etcd(job.etcd.config)
+        assert isinstance(job.store, Etcd), "pausing a coordinator pauses its etcd connection"
+        self.etcd = Etcd(job.store.config)
 
         async def create() -> CheckpointCoordinator:
             await self.etcd.connect()

@@ -1,5 +1,6 @@
-"""A coordinator and subtasks that answer its triggers, against a real etcd and
-real storage: what the coordination tests run."""
+"""A coordinator and subtasks that answer its triggers, against a control plane
+(a real etcd, or the in-memory store with a clock the test moves) and real
+storage: what the coordination tests run."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ from pathlib import Path
 
 from lockgate.runtime import ValueStateDescriptor, key_group, key_group_range
 from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
+from lockgate.runtime.clock import Clock
 from lockgate.runtime.coordination.coordinator import (
     CheckpointConfig,
     CheckpointCoordinator,
     CheckpointListener,
     JobPlan,
 )
-from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.kv_store import KeyValueStore
 from lockgate.runtime.coordination.participant import CheckpointParticipant
 from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger, decode
 from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend
@@ -32,7 +34,7 @@ class Subtask:
     as a task of the launch whose coordinator triggered it (a launch starts its
     tasks anew; these stand in for each launch's tasks in turn)."""
 
-    etcd: Etcd
+    store: KeyValueStore
     keys: JobKeys
     vertex: str
     index: int
@@ -47,7 +49,7 @@ class Subtask:
 
     def participant(self, launch: int) -> CheckpointParticipant:
         return CheckpointParticipant(
-            self.etcd, self.keys, self.vertex, self.index, launch, ack_key=self.ack_key
+            self.store, self.keys, self.vertex, self.index, launch, ack_key=self.ack_key
         )
 
     async def answer(self, trigger: Trigger) -> None:
@@ -65,30 +67,34 @@ class Subtask:
 
     async def serve(self, start_revision: int) -> None:
         last = 0
-        async for event in self.etcd.watch_prefix(self.keys.trigger, start_revision):
+        async for event in self.store.watch_prefix(self.keys.trigger, start_revision):
             trigger = None if event.deleted else decode(Trigger, event.value)
             if trigger is not None and trigger.checkpoint_id > last:
                 last = trigger.checkpoint_id
                 await self.answer(trigger)
 
     async def follow_completions(self, start_revision: int) -> None:
-        async for event in self.etcd.watch_prefix(self.keys.completed, start_revision):
+        async for event in self.store.watch_prefix(self.keys.completed, start_revision):
             completed = None if event.deleted else decode(CompletedCheckpoint, event.value)
             if completed is not None and self.keyed is not None and completed.kind == "checkpoint":
                 self.keyed.notify_checkpoint_complete(completed.checkpoint_id)
 
 
 class Job:
-    """A coordinator and its subtasks, all against real etcd and storage."""
+    """A coordinator and its subtasks, all against one control plane and real storage;
+    the coordinators it makes read `clock` (None: the system's)."""
 
-    def __init__(self, etcd: Etcd, keys: JobKeys, tmp_path: Path, plan: JobPlan) -> None:
-        self.etcd = etcd
+    def __init__(
+        self, store: KeyValueStore, keys: JobKeys, tmp_path: Path, plan: JobPlan, clock: Clock | None = None
+    ) -> None:
+        self.store = store
+        self.clock = clock
         self.keys = keys
         self.plan = plan
         self.storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
         self.savepoint_dir = f"file://{tmp_path}/savepoints"
         self.subtasks = [
-            Subtask(etcd, keys, vertex, index)
+            Subtask(store, keys, vertex, index)
             for vertex, parallelism in plan.vertices.items()
             for index in range(parallelism)
         ]
@@ -99,7 +105,7 @@ class Job:
         self, config: CheckpointConfig, lease_ttl_s: int = 10, listener: CheckpointListener | None = None
     ) -> CheckpointCoordinator:
         return CheckpointCoordinator(
-            self.etcd,
+            self.store,
             self.keys,
             self.storage,
             self.plan,
@@ -108,6 +114,7 @@ class Job:
             lease_ttl_s=lease_ttl_s,
             listener=listener,
             ack_key=self.ack_key,
+            clock=self.clock,
         )
 
     def give_heap_state(self) -> None:

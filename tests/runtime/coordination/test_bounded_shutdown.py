@@ -16,6 +16,7 @@ from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.coordination.keys import JobKeys
 
+from tests.polling import eventually
 from tests.runtime.coordination.running_job import Job
 
 # Shutdown's clean-up steps (the coordinator's loops, then its lease) each wait
@@ -47,13 +48,12 @@ async def test_a_watch_cancelled_while_etcd_is_paused_ends_at_once(
     events: list[object] = []
 
     async def follow() -> None:
-        async for event in paused_job.etcd.watch_prefix(paused_job.keys.root, 1):
+        async for event in paused_job.store.watch_prefix(paused_job.keys.root, 1):
             events.append(event)
 
     watching = asyncio.create_task(follow())
-    await paused_job.etcd.put(paused_job.keys.root + b"x", b"1")
-    while not events:
-        await asyncio.sleep(0.01)  # the watch is established once it delivered an event
+    await paused_job.store.put(paused_job.keys.root + b"x", b"1")
+    await eventually(lambda: bool(events), "the watch delivered an event: it is established")
     own_etcd.pause()
     watching.cancel()
     started = time.monotonic()

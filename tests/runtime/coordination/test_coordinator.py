@@ -1,4 +1,4 @@
-"""The checkpoint coordinator against a real etcd: cycles, failures, retention."""
+"""The checkpoint coordinator against a real etcd, and on the in-memory control plane\nwith a clock the test moves where time decides: cycles, failures, retention."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
+from lockgate.runtime.clock import ManualClock
 from lockgate.runtime.coordination.ack_seal import ack_key
 from lockgate.runtime.coordination.coordinator import CheckpointConfig, JobPlan
 from lockgate.runtime.coordination.errors import CheckpointAbortedError, JobFailedError
@@ -19,6 +20,11 @@ from tests.polling import eventually, eventually_true
 from tests.runtime.coordination.running_job import COUNT, Job
 
 MANUAL = CheckpointConfig(interval_s=None, timeout_s=30)
+
+
+def _manual_clock(job: Job) -> ManualClock:
+    assert isinstance(job.clock, ManualClock)
+    return job.clock
 
 
 async def test_normal_cycle_completes_and_is_restorable(job: Job) -> None:
@@ -35,10 +41,10 @@ async def test_normal_cycle_completes_and_is_restorable(job: Job) -> None:
     assert published == summary, "subtasks learn of the completion (sinks commit on it)"
     assert summary.checkpoint_id == 1
     assert summary.parallelism == {"source": 2, "count": 2}
-    assert await job.etcd.get(job.keys.latest) == b"1"
-    stored = decode(CompletedCheckpoint, await job.etcd.get(job.keys.completed_of(1)))  # type: ignore[arg-type]
+    assert await job.store.get(job.keys.latest) == b"1"
+    stored = decode(CompletedCheckpoint, await job.store.get(job.keys.completed_of(1)))  # type: ignore[arg-type]
     assert stored == summary
-    assert await job.etcd.get_prefix(job.keys.acks) == []
+    assert await job.store.get_prefix(job.keys.acks) == []
     directory = job.storage.checkpoint_dir(job.keys.job, 1)
     metadata = read_metadata(job.storage, directory)
     assert metadata.vertices["count"].parallelism == 2
@@ -71,47 +77,65 @@ async def test_periodic_checkpoints_keep_the_retained_number(job: Job) -> None:
         assert not job.storage.exists(job.storage.checkpoint_dir(job.keys.job, old))
 
 
-async def test_min_pause_and_max_concurrent_hold_back_triggers(job: Job) -> None:
-    for subtask in job.subtasks:
+async def test_min_pause_and_max_concurrent_hold_back_triggers(manual_job: Job) -> None:
+    clock = _manual_clock(manual_job)
+    for subtask in manual_job.subtasks:
         subtask.gate.clear()
-    config = CheckpointConfig(interval_s=0.01, timeout_s=10, max_concurrent=1, min_pause_s=0.3)
-    coordinator = job.coordinator(config)
+    config = CheckpointConfig(interval_s=2, timeout_s=60, max_concurrent=1, min_pause_s=1)
+    coordinator = manual_job.coordinator(config)
     await coordinator.start()
-    runner = asyncio.create_task(coordinator.run())
     try:
-        await eventually(lambda: bool(coordinator.pending), "the first checkpoint is triggered")
-        await asyncio.sleep(0.2)  # a window in which max_concurrent must hold further triggers back
+        clock.advance(1_999)
+        await coordinator.tick()
+        assert not coordinator.pending, "the first checkpoint waits for the interval"
+        clock.advance(1)
+        await coordinator.tick()
+        assert list(coordinator.pending) == [1]
+        clock.advance(2_500)
+        await coordinator.tick()
         assert list(coordinator.pending) == [1], "max_concurrent=1 allows one at a time"
-        for subtask in job.subtasks:
+        for subtask in manual_job.subtasks:
             subtask.gate.set()
         first = await asyncio.wait_for(coordinator.completed.get(), 10)
+        clock.advance(999)
+        await coordinator.tick()
+        assert not coordinator.pending, "min_pause has not passed since the completion"
+        clock.advance(1)
+        await coordinator.tick()
+        assert list(coordinator.pending) == [2]
         second = await asyncio.wait_for(coordinator.completed.get(), 10)
     finally:
-        runner.cancel()
         await coordinator.close()
     assert (first.checkpoint_id, second.checkpoint_id) == (1, 2)
-    assert second.trigger_ms - first.completed_ms >= 300 - 5, "min_pause separates completion and trigger"
+    assert second.trigger_ms - first.completed_ms == 1_000, "min_pause separates completion and trigger"
 
 
-async def test_ack_after_timeout_is_ignored(job: Job) -> None:
-    slow = job.subtasks[-1]
+async def test_ack_after_timeout_is_ignored(manual_job: Job) -> None:
+    clock = _manual_clock(manual_job)
+    slow = manual_job.subtasks[-1]
     slow.gate.clear()
-    coordinator = job.coordinator(CheckpointConfig(interval_s=None, timeout_s=0.5, tolerable_failures=5))
+    coordinator = manual_job.coordinator(CheckpointConfig(interval_s=None, timeout_s=5, tolerable_failures=5))
     await coordinator.start()
-    runner = asyncio.create_task(coordinator.run())
     try:
+        first = coordinator.trigger()
+        await eventually(lambda: len(coordinator.pending[1].acks) == 3, "every other subtask answered")
+        clock.advance(4_999)
+        await coordinator.tick()
+        assert not first.done(), "the checkpoint is not due before its timeout"
+        clock.advance(1)
+        await coordinator.tick()
         with pytest.raises(CheckpointAbortedError, match="timed out"):
-            await asyncio.wait_for(coordinator.trigger(), 10)
-        assert not job.storage.exists(job.storage.checkpoint_dir(job.keys.job, 1))
+            await asyncio.wait_for(first, 10)
+        storage = manual_job.storage
+        assert not storage.exists(storage.checkpoint_dir(manual_job.keys.job, 1))
         slow.gate.set()  # the late acknowledgement arrives now
         await eventually(lambda: 1 in slow.answered, "the late acknowledgement is sent")
         second = await asyncio.wait_for(coordinator.trigger(), 10)
     finally:
-        runner.cancel()
         await coordinator.close()
     assert second.checkpoint_id == 2
     assert [c.checkpoint_id for c in await coordinator.store.all()] == [2]
-    assert await job.etcd.get_prefix(job.keys.acks) == []
+    assert await manual_job.store.get_prefix(manual_job.keys.acks) == []
 
 
 async def test_declines_beyond_tolerable_failures_fail_the_job(job: Job) -> None:
@@ -138,10 +162,7 @@ async def test_a_completion_resets_the_failure_count(job: Job) -> None:
         job.subtasks[0].decline = "busy"
         with pytest.raises(CheckpointAbortedError):
             await asyncio.wait_for(coordinator.trigger(), 10)
-        runner = asyncio.create_task(coordinator.run())
-        await asyncio.sleep(0.1)
-        assert not runner.done(), "one failure after a success is tolerated"
-        runner.cancel()
+        await coordinator.tick()  # one failure after a success is tolerated: no JobFailedError
     finally:
         await coordinator.close()
 
@@ -153,8 +174,10 @@ async def test_several_checkpoints_in_flight(job: Job) -> None:
         for subtask in job.subtasks:
             subtask.gate.clear()
         futures = [coordinator.trigger() for _ in range(3)]
-        await asyncio.sleep(0.1)
-        assert sorted(coordinator.pending) == [1, 2, 3]
+        await eventually(
+            lambda: all(p.published for p in coordinator.pending.values()), "the three triggers are out"
+        )
+        assert sorted(coordinator.pending) == [1, 2, 3], "none waits for another to complete"
         for subtask in job.subtasks:
             subtask.gate.set()
         done = await asyncio.wait_for(asyncio.gather(*futures), 10)
@@ -246,7 +269,7 @@ async def test_a_completed_checkpoint_subsumes_older_pending_ones(etcd, keys, tm
 
 
 async def _published(job: Job, n: int) -> bool:
-    data = await job.etcd.get(job.keys.trigger)
+    data = await job.store.get(job.keys.trigger)
     return data is not None and decode(Trigger, data).checkpoint_id == n
 
 

@@ -86,7 +86,7 @@ async def test_new_coordinator_takes_over_from_etcd_state(job: Job) -> None:
         await second.close()
     assert third.checkpoint_id == 3
     assert [c.checkpoint_id for c in await second.store.all()] == [3]  # retained=1
-    assert await job.etcd.get(job.keys.latest) == b"3"
+    assert await job.store.get(job.keys.latest) == b"3"
 
 
 async def test_zombie_coordinator_can_complete_nothing(job: Job) -> None:
@@ -96,9 +96,9 @@ async def test_zombie_coordinator_can_complete_nothing(job: Job) -> None:
     for subtask in job.subtasks:
         subtask.gate.clear()
     stale = zombie.trigger()
-    await asyncio.sleep(0.05)  # lets the trigger reach etcd before the lease goes
+    await eventually(lambda: zombie.pending[1].published, "the trigger reached etcd before the lease goes")
     zombie.leadership.abandon()  # cut off from etcd: its lease expires
-    await asyncio.wait_for(_wait_until_deleted(job.etcd, job.keys.coordinator), 10)
+    await asyncio.wait_for(_wait_until_deleted(job.store, job.keys.coordinator), 10)
 
     successor = job.coordinator(MANUAL, lease_ttl_s=2)
     await successor.start()
@@ -109,7 +109,7 @@ async def test_zombie_coordinator_can_complete_nothing(job: Job) -> None:
             await asyncio.wait_for(stale, 10)
         with pytest.raises(CoordinatorFencedError):
             await asyncio.wait_for(runner, 10)
-        assert await job.etcd.get(job.keys.latest) is None
+        assert await job.store.get(job.keys.latest) is None
         target = job.storage.checkpoint_dir(job.keys.job, 1)
         assert not job.storage.exists(f"{target}/_metadata")
         fresh = await asyncio.wait_for(successor.trigger(), 10)

@@ -7,6 +7,7 @@ import asyncio
 
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.errors import CheckpointAbortedError
+from lockgate.runtime.coordination.kv_store import KeyValueStore
 from lockgate.runtime.coordination.participant import CheckpointParticipant
 from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger, decode
 from lockgate.runtime.coordination.restore_point import resolve_restore_point
@@ -32,7 +33,7 @@ async def test_a_coordinator_paused_past_its_lease_destroys_nothing_of_its_succe
         await paused.wait(paused.coordinator.start())
         # Paused with a trigger queued but not yet published, as a GC pause can catch it.
         stale = await paused.pause_after(paused.coordinator.trigger)
-        await asyncio.wait_for(_wait_until_deleted(job.etcd, job.keys.coordinator), 10)
+        await asyncio.wait_for(_wait_until_deleted(job.store, job.keys.coordinator), 10)
 
         successor = job.coordinator(MANUAL)
         await successor.start()
@@ -42,7 +43,7 @@ async def test_a_coordinator_paused_past_its_lease_destroys_nothing_of_its_succe
             outcome = await paused.wait(_outcome(stale))
             assert isinstance(outcome, CheckpointAbortedError), "the deposed coordinator's trigger is aborted"
 
-            assert await job.etcd.get(job.keys.latest) == str(completed.checkpoint_id).encode()
+            assert await job.store.get(job.keys.latest) == str(completed.checkpoint_id).encode()
             restore = await resolve_restore_point(successor.store)
             assert restore is not None, "the successor's checkpoint is still there to restore"
             assert restore.metadata.checkpoint_id == completed.checkpoint_id
@@ -65,7 +66,7 @@ async def test_a_published_id_is_never_reused_by_a_successor(job: Job) -> None:
         await paused.wait(paused.coordinator.start())
         stale = await paused.wait(_published(paused))
         await paused.pause_after(lambda: None)
-        await asyncio.wait_for(_wait_until_deleted(job.etcd, job.keys.coordinator), 10)
+        await asyncio.wait_for(_wait_until_deleted(job.store, job.keys.coordinator), 10)
         for subtask in job.subtasks:
             subtask.gate.set()
 
@@ -78,7 +79,7 @@ async def test_a_published_id_is_never_reused_by_a_successor(job: Job) -> None:
         assert successor.launch == paused.coordinator.launch + 1
         assert completed.checkpoint_id > stale.checkpoint_id
         assert completed.launch == successor.launch
-        assert await job.etcd.get(job.keys.last_checkpoint_id) == str(completed.checkpoint_id).encode()
+        assert await job.store.get(job.keys.last_checkpoint_id) == str(completed.checkpoint_id).encode()
     finally:
         paused.stop()
 
@@ -86,9 +87,14 @@ async def test_a_published_id_is_never_reused_by_a_successor(job: Job) -> None:
 async def _published(paused: PausableCoordinator) -> Trigger:
     coordinator = paused.coordinator
     coordinator.trigger()
-    while (data := await paused.etcd.get(coordinator.keys.trigger)) is None:
-        await asyncio.sleep(0.01)
+    await eventually_true(lambda: _has(paused.etcd, coordinator.keys.trigger), "the trigger reached etcd", 10)
+    data = await paused.etcd.get(coordinator.keys.trigger)
+    assert data is not None
     return decode(Trigger, data)
+
+
+async def _has(store: KeyValueStore, key: bytes) -> bool:
+    return await store.get(key) is not None
 
 
 async def test_an_acknowledgement_from_an_earlier_launch_is_refused(job: Job) -> None:
@@ -105,7 +111,7 @@ async def test_an_acknowledgement_from_an_earlier_launch_is_refused(job: Job) ->
         done = current.trigger()
         await eventually(lambda: len(current.pending[1].acks) == 3, "every other subtask answered")
         trigger = current.pending[1].trigger
-        stale = CheckpointParticipant(job.etcd, job.keys, held.vertex, held.index, first.launch)
+        stale = CheckpointParticipant(job.store, job.keys, held.vertex, held.index, first.launch)
         await stale.acknowledge(trigger, current.pending[1].acks[("count", 1)])
         key = job.keys.ack(1, held.vertex, held.index)
         await eventually_true(lambda: _absent(job, key), "the coordinator removed the refused ack")
@@ -119,7 +125,7 @@ async def test_an_acknowledgement_from_an_earlier_launch_is_refused(job: Job) ->
 
 
 async def _absent(job: Job, key: bytes) -> bool:
-    return await job.etcd.get(key) is None
+    return await job.store.get(key) is None
 
 
 async def test_a_task_of_an_earlier_launch_sees_no_trigger_or_completion_of_the_current_one(job: Job) -> None:
@@ -130,8 +136,8 @@ async def test_a_task_of_an_earlier_launch_sees_no_trigger_or_completion_of_the_
     await current.start()
     try:
         revision = current.trigger_revision
-        stale = CheckpointParticipant(job.etcd, job.keys, "count", 0, first.launch)
-        ours = CheckpointParticipant(job.etcd, job.keys, "count", 0, current.launch)
+        stale = CheckpointParticipant(job.store, job.keys, "count", 0, first.launch)
+        ours = CheckpointParticipant(job.store, job.keys, "count", 0, current.launch)
         seen_by_ours = [anext(ours.triggers(revision)), anext(ours.completions(revision))]
         seen_by_stale = asyncio.gather(anext(stale.triggers(revision)), anext(stale.completions(revision)))
         await asyncio.wait_for(current.trigger(), 10)

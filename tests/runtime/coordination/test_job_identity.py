@@ -10,17 +10,11 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from lockgate.runtime.coordination.etcd import (
-    Etcd,
-    EtcdAccessError,
-    EtcdConfig,
-    delete_op,
-    key_absent,
-    put_op,
-)
+from lockgate.runtime.coordination.etcd import Etcd, EtcdAccessError, EtcdConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.coordination.job_identity import JobIdentity, grant, new_password, revoke
 from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.kv_store import delete_op, key_absent, put_op
 
 from tests.etcd_auth import as_user
 

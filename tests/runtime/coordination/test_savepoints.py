@@ -26,8 +26,8 @@ async def test_savepoint_request_round_trip(job: Job, tmp_path) -> None:
     await coordinator.start()
     runner = asyncio.create_task(coordinator.run())
     try:
-        request_id = await request_savepoint(job.etcd, job.keys, expires_in_s=60)
-        result = await await_savepoint(job.etcd, job.keys, request_id, 20)
+        request_id = await request_savepoint(job.store, job.keys, expires_in_s=60)
+        result = await await_savepoint(job.store, job.keys, request_id, 20)
         assert not runner.done(), "a savepoint without stop leaves the job running"
     finally:
         runner.cancel()
@@ -46,15 +46,15 @@ async def test_the_same_request_id_is_served_once(job: Job) -> None:
     coordinator = job.coordinator(MANUAL)
     await coordinator.start()
     try:
-        await request_savepoint(job.etcd, job.keys, request_id="nightly", expires_in_s=60)
-        first = await await_savepoint(job.etcd, job.keys, "nightly", 20)
-        await request_savepoint(job.etcd, job.keys, request_id="nightly", expires_in_s=60)  # written again
+        await request_savepoint(job.store, job.keys, request_id="nightly", expires_in_s=60)
+        first = await await_savepoint(job.store, job.keys, "nightly", 20)
+        await request_savepoint(job.store, job.keys, request_id="nightly", expires_in_s=60)  # written again
         later = await asyncio.wait_for(coordinator.trigger(), 10)
     finally:
         await coordinator.close()
     assert first.checkpoint_id == 1
     assert later.checkpoint_id == 2, "no second savepoint was taken for the same id"
-    stored = decode(SavepointResult, await job.etcd.get(job.keys.savepoint_result("nightly")))  # type: ignore[arg-type]
+    stored = decode(SavepointResult, await job.store.get(job.keys.savepoint_result("nightly")))  # type: ignore[arg-type]
     assert stored == first
 
 
@@ -64,17 +64,19 @@ async def test_a_second_request_waits_its_turn(job: Job) -> None:
     coordinator = job.coordinator(MANUAL)
     await coordinator.start()
     try:
-        await request_savepoint(job.etcd, job.keys, request_id="first", expires_in_s=60)
-        await request_savepoint(job.etcd, job.keys, request_id="second", expires_in_s=60)
-        await eventually(lambda: bool(coordinator.pending), "the first savepoint is triggered")
-        await asyncio.sleep(0.1)
+        await request_savepoint(job.store, job.keys, request_id="first", expires_in_s=60)
+        await request_savepoint(job.store, job.keys, request_id="second", expires_in_s=60)
+        await eventually(
+            lambda: coordinator.savepoints.received == {"first", "second"} and bool(coordinator.pending),
+            "both requests are in and the first savepoint is triggered",
+        )
         assert [p.trigger.target.rsplit("/", 1)[1][:15] for p in coordinator.pending.values()] == [
             "savepoint-first"
         ]
         for subtask in job.subtasks:
             subtask.gate.set()
-        first = await await_savepoint(job.etcd, job.keys, "first", 20)
-        second = await await_savepoint(job.etcd, job.keys, "second", 20)
+        first = await await_savepoint(job.store, job.keys, "first", 20)
+        second = await await_savepoint(job.store, job.keys, "second", 20)
     finally:
         await coordinator.close()
     assert (first.checkpoint_id, second.checkpoint_id) == (1, 2)
@@ -84,7 +86,7 @@ async def test_stop_with_savepoint_ends_the_run_with_its_path(job: Job) -> None:
     coordinator = job.coordinator(CheckpointConfig(interval_s=60, timeout_s=30))
     await coordinator.start()
     try:
-        request_id = await request_savepoint(job.etcd, job.keys, stop=True, expires_in_s=60)
+        request_id = await request_savepoint(job.store, job.keys, stop=True, expires_in_s=60)
         path = await asyncio.wait_for(coordinator.run(), 20)
     finally:
         await coordinator.close()
@@ -99,8 +101,8 @@ async def test_savepoint_without_a_directory_fails_with_the_reason(job: Job) -> 
     coordinator = job.coordinator(MANUAL)
     await coordinator.start()
     try:
-        request_id = await request_savepoint(job.etcd, job.keys, expires_in_s=60)
-        result = await await_savepoint(job.etcd, job.keys, request_id, 20)
+        request_id = await request_savepoint(job.store, job.keys, expires_in_s=60)
+        result = await await_savepoint(job.store, job.keys, request_id, 20)
     finally:
         await coordinator.close()
     assert result.status == "failed"
@@ -112,8 +114,10 @@ async def test_failed_savepoint_reports_the_error(job: Job) -> None:
     coordinator = job.coordinator(MANUAL)
     await coordinator.start()
     try:
-        request_id = await request_savepoint(job.etcd, job.keys, directory=job.savepoint_dir, expires_in_s=60)
-        result = await await_savepoint(job.etcd, job.keys, request_id, 20)
+        request_id = await request_savepoint(
+            job.store, job.keys, directory=job.savepoint_dir, expires_in_s=60
+        )
+        result = await await_savepoint(job.store, job.keys, request_id, 20)
     finally:
         await coordinator.close()
     assert result.status == "failed"
@@ -126,17 +130,17 @@ async def test_a_failed_savepoint_never_touches_an_earlier_one_of_the_same_id(jo
     first_launch = job.coordinator(MANUAL)
     await first_launch.start()
     try:
-        await request_savepoint(job.etcd, job.keys, request_id="upgrade-1", expires_in_s=60)
-        first = await await_savepoint(job.etcd, job.keys, "upgrade-1", 20)
+        await request_savepoint(job.store, job.keys, request_id="upgrade-1", expires_in_s=60)
+        first = await await_savepoint(job.store, job.keys, "upgrade-1", 20)
     finally:
         await first_launch.close()
-    await job.etcd.delete(job.keys.savepoint_result("upgrade-1"))  # the job's keys forgotten
+    await job.store.delete(job.keys.savepoint_result("upgrade-1"))  # the job's keys forgotten
     job.subtasks[1].decline = "sink cannot pre-commit"
     second_launch = job.coordinator(MANUAL)
     await second_launch.start()
     try:
-        await request_savepoint(job.etcd, job.keys, request_id="upgrade-1", expires_in_s=60)
-        second = await await_savepoint(job.etcd, job.keys, "upgrade-1", 20)
+        await request_savepoint(job.store, job.keys, request_id="upgrade-1", expires_in_s=60)
+        second = await await_savepoint(job.store, job.keys, "upgrade-1", 20)
     finally:
         await second_launch.close()
     assert (first.status, second.status) == ("completed", "failed")

@@ -1,0 +1,60 @@
+"""The engine with its control plane in memory: a whole job — coordinator, tasks on
+threads, checkpoints, a failure and the restore after it — with no etcd and no Spark.
+The same job master, coordinator and tasks that run against etcd."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from lockgate.runtime import read_committed
+from lockgate.runtime.coordination.coordinator import CheckpointConfig
+from lockgate.runtime.coordination.in_memory_store import InMemoryStore
+from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.engine.job_master import JobMaster
+from lockgate.runtime.engine.job_spec import JobSpec
+from lockgate.runtime.engine.restart import restart_strategy
+from lockgate.runtime.engine.thread_stage import ThreadStage
+from lockgate.runtime.engine.vertex_state import StateConfig
+from lockgate.runtime.snapshot.storage import CheckpointStorage
+
+from tests.exactness import assert_running_sums_exact
+
+COUNT, KEYS = 6_000, 17
+
+
+def _spec(tmp_path: Path, entrypoint: str, store: InMemoryStore, args: dict[str, str]) -> JobSpec:
+    return JobSpec(
+        entrypoint,
+        JobKeys("test", "in-process"),
+        2,
+        StateConfig("heap", tmp_path / "local", 32),
+        store,
+        secret=b"s" * 32,
+        args=tuple(args.items()),
+        bounded=True,
+    )
+
+
+async def test_a_job_fails_restores_and_ends_exactly_once_with_no_services(tmp_path: Path) -> None:
+    out = f"file://{tmp_path}/out"
+    store = InMemoryStore()
+    args = {
+        "count": str(COUNT),
+        "keys": str(KEYS),
+        "rate": "6000",
+        "output": out,
+        "fail_at": str(COUNT // 2),
+        "flag": str(tmp_path / "failed-once"),
+    }
+    spec = _spec(tmp_path, "tests.jobs.configurable:failing_running_sum", store, args)
+    storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
+    master = JobMaster(spec, ThreadStage(), storage, CheckpointConfig(interval_s=0.1, timeout_s=30))
+    result = await asyncio.wait_for(master.run(restart_strategy("fixed-delay", attempts=2, delay_s=0)), 120)
+
+    assert result.restarts == 1, "the failure was restarted from a checkpoint"
+    assert (tmp_path / "failed-once").exists()
+    assert_running_sums_exact(read_committed(out), COUNT, KEYS)
+    keys = spec.keys
+    assert await store.get(keys.latest) is not None, "checkpoints completed in the in-memory control plane"
+    assert await store.get(keys.coordinator) is None, "the coordinator let go of the job when it ended"

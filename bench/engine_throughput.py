@@ -52,7 +52,7 @@ def measure(
         keys=JobKeys("bench", f"{label}-{work.name}"),  # repeated rows must not resume each other
         parallelism=args.parallelism,
         state=StateConfig("rocksdb", work / label / "local", 128),
-        etcd=etcd,
+        control_plane=etcd,
         secret=secrets.token_bytes(32),
         args=(
             ("count", str(args.count)),

@@ -43,7 +43,7 @@ class KindCluster:
                 api,
                 namespace=_setting("NAMESPACE", "lockgate-e2e"),
                 shared=Path(_setting("SHARED", "/tmp/lockgate-e2e")),
-                etcd=EtcdConfig((_setting("ETCD", "http://127.0.0.1:2379"),)),
+                control_plane=EtcdConfig((_setting("ETCD", "http://127.0.0.1:2379"),)),
                 image=_setting("IMAGE", "lockgate:e2e"),
                 operator_namespace=_setting("OPERATOR_NAMESPACE", "lockgate"),
             )

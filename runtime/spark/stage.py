@@ -13,6 +13,7 @@ import os
 import uuid
 from collections.abc import Iterator
 
+from lockgate.runtime.coordination.control_plane import shared_across_processes
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.remote_task import run_task
 from pyspark import BarrierTaskContext
@@ -39,6 +40,12 @@ class BarrierStage:
         self._group: str | None = None
 
     def run(self, spec: JobSpec) -> None:
+        if not shared_across_processes(spec.control_plane):
+            raise ValueError(
+                f"job {spec.keys.job}: Spark runs its tasks in executor processes, which cannot "
+                "reach an in-memory control plane; give the job an etcd (--etcd, or a "
+                "JobSpec with an EtcdConfig), or run it in-process with ThreadStage"
+            )
         context = self._spark.sparkContext
         group = f"lockgate-{spec.keys.job}-{uuid.uuid4().hex[:8]}"
         self._group = group

@@ -49,7 +49,7 @@ class Driver:
             keys=keys,
             parallelism=2,
             state=StateConfig("rocksdb", tmp_path / "local", 32),
-            etcd=etcd_config,
+            control_plane=etcd_config,
             secret=secrets.token_bytes(32),
             args=(
                 ("output", f"file://{self.out}"),

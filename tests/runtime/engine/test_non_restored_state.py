@@ -58,7 +58,7 @@ class Runs:
             keys=self.keys,
             parallelism=2,
             state=StateConfig("rocksdb", self.tmp_path / "local", 32),
-            etcd=self.etcd_config,
+            control_plane=self.etcd_config,
             secret=secrets.token_bytes(32),
             args=(
                 ("output", f"file://{self.out}"),

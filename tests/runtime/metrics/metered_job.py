@@ -48,7 +48,7 @@ class MeteredJob:
             keys=keys,
             parallelism=2,
             state=StateConfig("rocksdb", work / "local", 32),
-            etcd=etcd_config,
+            control_plane=etcd_config,
             secret=secrets.token_bytes(32),
             args=tuple(args.items()),
             batch_size=64,

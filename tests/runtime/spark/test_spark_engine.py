@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from lockgate.runtime import read_committed
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
+from lockgate.runtime.coordination.in_memory_store import InMemoryStore
 from lockgate.runtime.engine.job_master import JobGaveUpError, run_once
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.restore_check import MaxParallelismMismatchError
@@ -41,7 +42,7 @@ def make_spec(etcd_config, keys, tmp_path: Path) -> SpecFactory:
             keys=keys,
             parallelism=parallelism,
             state=StateConfig("rocksdb", tmp_path / "local", M),
-            etcd=etcd_config,
+            control_plane=etcd_config,
             secret=secrets.token_bytes(32),
             args=tuple(args.items()),
             bounded=True,
@@ -49,6 +50,16 @@ def make_spec(etcd_config, keys, tmp_path: Path) -> SpecFactory:
         )
 
     return make
+
+
+def test_an_in_memory_control_plane_is_refused_before_spark_runs_a_task(
+    spark, make_spec: SpecFactory
+) -> None:
+    spec = dataclasses.replace(
+        make_spec("tests.jobs.configurable:running_sum", 2), control_plane=InMemoryStore()
+    )
+    with pytest.raises(ValueError, match="executor processes, which cannot reach an in-memory control plane"):
+        BarrierStage(spark).run(spec)
 
 
 @pytest.mark.parametrize("parallelism", [1, 2, 3])

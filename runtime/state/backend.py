@@ -27,6 +27,7 @@ from lockgate.runtime.state.keyed import (
     ValueState,
 )
 from lockgate.runtime.state.tables import CurrentKey, FrozenTable
+from lockgate.runtime.state.timers import TimerQueue
 from lockgate.runtime.state.ttl_cleanup import IncrementalCleanup
 
 KeyedState = ValueState | ListState | MapState | ReducingState | AggregatingState
@@ -63,6 +64,9 @@ class StateMeta:
         return self.kind is StateKind.MAP
 
 
+TIMERS_META = StateMeta(StateKind.TIMERS, ttl=False)
+
+
 def _check_key_groups(max_parallelism: int, key_groups: range) -> None:
     if not 1 <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
         raise ValueError(
@@ -89,6 +93,7 @@ class KeyedStateBackend(ABC):
         self.clock: Clock = clock or SystemClock()
         self.current = CurrentKey()
         self._states: dict[str, tuple[StateDescriptor, KeyedState]] = {}
+        self._timer_queues: dict[str, TimerQueue] = {}
         self.metas: dict[str, StateMeta] = {}
         self._ttl_cleanup = IncrementalCleanup()  # backends add a sweep per TTL state
 
@@ -144,6 +149,23 @@ class KeyedStateBackend(ABC):
         if isinstance(descriptor, ValueStateDescriptor):
             return ValueState(descriptor, table, self.current, self.clock)
         return ListState(descriptor, table, self.current, self.clock)
+
+    def timer_queue(self, name: str) -> TimerQueue:
+        """The timer queue `name` (an operator's timers of one time domain), created
+        on first use; restored timers are in it."""
+        queue = self._timer_queues.get(name)
+        if queue is not None:
+            return queue
+        known = self.metas.get(name)
+        if name in self._states or (known is not None and known != TIMERS_META):
+            kind = known.kind.value if known is not None else "keyed"
+            raise StateMigrationError(f"{name!r} is a {kind} state; a timer queue needs a name of its own")
+        self.metas[name] = TIMERS_META
+        queue = self._timer_queues[name] = self._make_timer_queue(name)
+        return queue
+
+    @abstractmethod
+    def _make_timer_queue(self, name: str) -> TimerQueue: ...
 
     @abstractmethod
     def _value_table(self, descriptor: StateDescriptor) -> Any: ...

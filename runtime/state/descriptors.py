@@ -23,6 +23,7 @@ class StateKind(enum.Enum):
     MAP = "map"
     REDUCING = "reducing"
     AGGREGATING = "aggregating"
+    TIMERS = "timers"  # an operator's timers of one time domain (state.timers)
 
 
 class AggregateFunction(ABC, Generic[IN, ACC, OUT]):

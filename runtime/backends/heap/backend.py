@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from lockgate.runtime.backends.heap.timer_queue import HeapTimerQueue
 from lockgate.runtime.backends.heap.ttl_sweep import KeyGroupsSweep
 from lockgate.runtime.clock import Clock
 from lockgate.runtime.snapshot.canonical import CanonicalSnapshotStrategy
@@ -146,7 +147,7 @@ class HeapKeyedStateBackend(CheckpointableKeyedStateBackend):
 
     def __init__(self, max_parallelism: int, key_groups: range, clock: Clock | None = None) -> None:
         super().__init__(max_parallelism, key_groups, clock)
-        self._tables: dict[str, HeapValueTable | HeapMapTable] = {}
+        self._tables: dict[str, HeapValueTable | HeapMapTable | HeapTimerQueue] = {}
         # Restored states are kept as bytes until registered: decoding needs the
         # descriptor's serializer, and a state nobody registers must survive.
         self._pending: dict[str, RawEntries] = {}
@@ -166,10 +167,17 @@ class HeapKeyedStateBackend(CheckpointableKeyedStateBackend):
         self._adopt(descriptor.name, table)
         return table
 
-    def _adopt(self, name: str, table: HeapValueTable | HeapMapTable) -> None:
+    def _make_timer_queue(self, name: str) -> HeapTimerQueue:
+        queue = HeapTimerQueue(self.key_groups)
+        self._adopt(name, queue)
+        return queue
+
+    def _adopt(self, name: str, table: HeapValueTable | HeapMapTable | HeapTimerQueue) -> None:
         for group, entries in self._pending.pop(name, {}).items():
             table.load(group, entries)
         self._tables[name] = table
+        if isinstance(table, HeapTimerQueue):
+            return
         if table.descriptor.ttl_ms is not None:
             is_map = isinstance(table, HeapMapTable)
             self._ttl_cleanup.add(KeyGroupsSweep(table.groups, table.codec.alive, is_map))

@@ -25,6 +25,7 @@ from lockgate.runtime.backends.rocksdb.database import (
 )
 from lockgate.runtime.backends.rocksdb.native_restore import restore_native
 from lockgate.runtime.backends.rocksdb.native_snapshot import NativeSnapshotStrategy
+from lockgate.runtime.backends.rocksdb.timer_queue import RocksDBTimerQueue
 from lockgate.runtime.backends.rocksdb.ttl_sweep import ColumnFamilySweep
 from lockgate.runtime.clock import Clock
 from lockgate.runtime.snapshot.canonical import CanonicalSnapshotStrategy
@@ -242,6 +243,9 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         self._sweep_if_ttl(descriptor, cf, table.codec)
         return table
 
+    def _make_timer_queue(self, name: str) -> RocksDBTimerQueue:
+        return RocksDBTimerQueue(self.column_family(name), self.key_groups)
+
     def _sweep_if_ttl(self, descriptor: StateDescriptor, cf: rocksdict.Rdict, codec: Codec) -> None:
         if descriptor.ttl_ms is not None:
             self._ttl_cleanup.add(ColumnFamilySweep(cf, codec.compact))
@@ -265,6 +269,9 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
                 batch = rocksdict.WriteBatch(raw_mode=True)
         if batch.len():
             self._db.write(batch, self._write_options)
+        queue = self._timer_queues.get(state)
+        if isinstance(queue, RocksDBTimerQueue):
+            queue.invalidate()  # its rows changed underneath it
 
     def drop_foreign_key_groups(self) -> None:
         """Delete every row outside this subtask's key groups (after a native restore)."""
@@ -277,14 +284,15 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
 
     def replace_files(self, directory: Path) -> None:
         """Reopen on the RocksDB files in `directory` (a downloaded native snapshot)."""
-        if self._states:
-            raise RuntimeError("native restore must happen before any state is registered")
+        if self._states or self._timer_queues:
+            raise RuntimeError("native restore must happen before any state or timer is registered")
         self._release()
         shutil.rmtree(self.path)
         shutil.move(str(directory), str(self.path))
         self._open()
 
     def _release(self) -> None:
+        self._timer_queues.clear()  # they read column families about to close
         self._cfs.clear()
         if self._db is not None:
             self._db.close()

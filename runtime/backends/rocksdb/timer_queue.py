@@ -1,0 +1,112 @@
+"""RocksDB timers: one column family per queue, rows (key group, timestamp, key)
+with empty values, so a key group's earliest timer is one seek away. The earliest
+timestamp of each key group is kept in memory (found with one seek per group when
+the queue opens or after a restore), so asking what is due reads nothing."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from typing import Any
+
+import rocksdict
+from lockgate.runtime.backends.rocksdb.database import key_group_prefix
+from lockgate.runtime.state.timers import (
+    POP_BATCH,
+    DueTimer,
+    decode_timestamp,
+    encode_timestamp,
+    timer_rest,
+)
+
+_ROW_HEAD = 2  # the key group's two bytes
+
+
+class RocksDBTimerQueue:
+    def __init__(self, cf: rocksdict.Rdict, key_groups: range) -> None:
+        self._cf = cf
+        self._key_groups = key_groups
+        self._heads: dict[int, int] | None = None  # per key group with timers: its earliest
+
+    def _row(self, key_group: int, timestamp: int, key_bytes: bytes) -> bytes:
+        return key_group_prefix(key_group) + timer_rest(timestamp, key_bytes)
+
+    def _group_rows(self, key_group: int) -> Iterator[tuple[bytes, Any]]:
+        """The rows of one key group in (timestamp, key) order."""
+        prefix = key_group_prefix(key_group)
+        rows = self._cf.iter()
+        rows.seek(prefix)
+        while rows.valid():
+            row = rows.key()
+            if row[:_ROW_HEAD] != prefix:
+                break
+            yield row, rows.value()
+            rows.next()
+
+    def _head_of(self, key_group: int) -> int | None:
+        for row, _ in self._group_rows(key_group):
+            return decode_timestamp(row[_ROW_HEAD:])
+        return None
+
+    def _load_heads(self) -> dict[int, int]:
+        if self._heads is None:
+            heads = {}
+            for group in self._key_groups:
+                head = self._head_of(group)
+                if head is not None:
+                    heads[group] = head
+            self._heads = heads
+        return self._heads
+
+    def invalidate(self) -> None:
+        """Rows were written underneath (a restore): read the heads again."""
+        self._heads = None
+
+    def add(self, key_group: int, timestamp: int, key_bytes: bytes) -> None:
+        heads = self._load_heads()
+        self._cf.put(self._row(key_group, timestamp, key_bytes), b"")  # a row once, however often put
+        head = heads.get(key_group)
+        if head is None or timestamp < head:
+            heads[key_group] = timestamp
+
+    def remove(self, key_group: int, timestamp: int, key_bytes: bytes) -> None:
+        heads = self._load_heads()
+        self._cf.delete(self._row(key_group, timestamp, key_bytes))
+        if heads.get(key_group) == timestamp:
+            self._refresh_head(key_group)
+
+    def _refresh_head(self, key_group: int) -> None:
+        heads = self._load_heads()
+        head = self._head_of(key_group)
+        if head is None:
+            heads.pop(key_group, None)
+        else:
+            heads[key_group] = head
+
+    def earliest(self) -> int | None:
+        heads = self._load_heads()
+        return min(heads.values()) if heads else None
+
+    def pop_due(self, up_to: int, limit: int = POP_BATCH) -> list[DueTimer]:
+        heads = self._load_heads()
+        groups = [group for group, head in heads.items() if head <= up_to]
+        if not groups:
+            return []
+        bound = encode_timestamp(up_to)
+
+        def due_in(group: int) -> Iterator[tuple[bytes, int]]:
+            for row, _ in self._group_rows(group):
+                if row[_ROW_HEAD : _ROW_HEAD + len(bound)] > bound:
+                    return
+                yield row[_ROW_HEAD:], group
+
+        due: list[DueTimer] = []
+        for rest, group in heapq.merge(*(due_in(g) for g in groups)):
+            if len(due) == limit:
+                break
+            due.append((decode_timestamp(rest), group, rest[len(bound) :]))
+        for timestamp, group, key_bytes in due:
+            self._cf.delete(self._row(group, timestamp, key_bytes))
+        for group in {group for _, group, _ in due}:
+            self._refresh_head(group)
+        return due

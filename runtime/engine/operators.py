@@ -11,10 +11,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from lockgate.runtime.api.connectors import SinkWriter
-from lockgate.runtime.api.functions import KeyedProcessFunction
+from lockgate.runtime.api.functions import KeyedProcessFunction, TimeDomain
 from lockgate.runtime.engine.channels import OutputChannel
 from lockgate.runtime.engine.events import Barrier, EndOfStream
-from lockgate.runtime.key_serializer import serialize_key
+from lockgate.runtime.engine.timer_service import OperatorTimers
+from lockgate.runtime.key_serializer import deserialize_key, serialize_key
 from lockgate.runtime.keygroups import key_group_of_bytes
 from lockgate.runtime.state.backend import KeyedStateBackend
 
@@ -111,12 +112,18 @@ class FilterOperator(_Forwarding):
 
 
 class _KeyContext:
-    """The `ctx` a process function sees; `current_key` reads the backend's."""
+    """The `ctx` a process function sees; `current_key` reads the backend's, and
+    `timestamp` and `time_domain` are set by the operator for each call."""
 
-    def __init__(self, backend: KeyedStateBackend, subtask: int, parallelism: int) -> None:
+    def __init__(
+        self, backend: KeyedStateBackend, subtask: int, parallelism: int, timers: OperatorTimers
+    ) -> None:
         self._backend = backend
         self._subtask = subtask
         self._parallelism = parallelism
+        self.timers = timers
+        self.timestamp: int | None = None
+        self.time_domain: TimeDomain | None = None
 
     @property
     def current_key(self) -> Any:
@@ -135,7 +142,9 @@ class _KeyContext:
 
 
 class ProcessOperator:
-    """A keyed process function; its input records arrive as (key, value) pairs."""
+    """A keyed process function; its input records arrive as (key, value) pairs.
+    Processing-time timers fire after each batch and whenever the chain is idle
+    (`flush`); event-time timers when the watermark passes them."""
 
     def __init__(
         self,
@@ -150,7 +159,8 @@ class ProcessOperator:
         self.name = name
         self._function = function
         self._backend = backend
-        self._ctx = _KeyContext(backend, *context)
+        self.timers = OperatorTimers(name, backend)
+        self._ctx = _KeyContext(backend, *context, self.timers)
         self.out = out
         self._snapshot = snapshot
         function.open(self._ctx)
@@ -165,8 +175,42 @@ class ProcessOperator:
             produced = process(value, ctx)
             if produced is not None:
                 results.extend(produced)
+        results.extend(self._fire_processing_time())
         if results:
             self.out.push(results)
+
+    def _fire(self, due: list[tuple[int, int, bytes]], domain: TimeDomain) -> list[Any]:
+        current = self._backend.current
+        on_timer = self._function.on_timer
+        ctx = self._ctx
+        ctx.time_domain = domain
+        results: list[Any] = []
+        try:
+            for timestamp, key_group, key_bytes in due:
+                current.set(deserialize_key(key_bytes), key_bytes, key_group)
+                ctx.timestamp = timestamp
+                produced = on_timer(timestamp, ctx)
+                if produced is not None:
+                    results.extend(produced)
+        finally:
+            ctx.timestamp = ctx.time_domain = None
+        return results
+
+    def _fire_processing_time(self) -> list[Any]:
+        """One batch of the processing-time timers due now: a timer its own firing
+        sets for now again fires at the next chance, not in a loop here."""
+        due = self.timers.due("processing_time", self.timers.current_processing_time())
+        return self._fire(due, "processing_time") if due else []
+
+    def advance_watermark(self, watermark: int) -> None:
+        """Event time reached `watermark`: fire every event-time timer at or before it."""
+        if watermark <= self.timers.watermark:
+            return
+        self.timers.watermark = watermark
+        while due := self.timers.due("event_time", watermark):
+            results = self._fire(due, "event_time")
+            if results:
+                self.out.push(results)
 
     def barrier(self, barrier: Barrier) -> None:
         self._snapshot(self.name, barrier)
@@ -177,6 +221,9 @@ class ProcessOperator:
         self.out.end()
 
     def flush(self) -> None:
+        fired = self._fire_processing_time()
+        if fired:
+            self.out.push(fired)
         self.out.flush()
 
 

@@ -22,9 +22,14 @@ TIMESTAMP_BYTES = 8
 POP_BATCH = 4096
 
 
-def encode_timestamp(timestamp: int) -> bytes:
+def check_timestamp(timestamp: int) -> None:
+    """Every stored timer must encode: one that cannot would fail every snapshot."""
     if not -_OFFSET <= timestamp < _OFFSET:
         raise ValueError(f"a timer's timestamp must fit in 64 signed bits, got {timestamp}")
+
+
+def encode_timestamp(timestamp: int) -> bytes:
+    check_timestamp(timestamp)
     return (timestamp + _OFFSET).to_bytes(TIMESTAMP_BYTES, "big")
 
 

@@ -31,3 +31,21 @@ class RunningSum(KeyedProcessFunction):
         total = self.total.value() + value["n"]
         self.total.update(total)
         yield {"key": ctx.current_key, "n": value["n"], "sum": total}
+
+
+class FirstSeen(KeyedProcessFunction):
+    """Sets a processing-time timer for now at a key's first record; when it fires,
+    emits the key once (a timer per key and timestamp fires once)."""
+
+    def open(self, ctx: RuntimeContext) -> None:
+        self.seen = ctx.state(ValueStateDescriptor("seen", default=False))
+
+    def process(self, value: Any, ctx: Context) -> None:
+        if not self.seen.value():
+            self.seen.update(True)
+            now = ctx.timers.current_processing_time()
+            ctx.timers.register_processing_time_timer(now)
+            ctx.timers.register_processing_time_timer(now)  # the same timer: it fires once
+
+    def on_timer(self, timestamp: int, ctx: Context) -> Iterator[dict[str, Any]]:
+        yield {"key": ctx.current_key, "timer": timestamp, "domain": ctx.time_domain}

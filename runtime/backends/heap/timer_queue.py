@@ -8,7 +8,7 @@ import heapq
 from collections.abc import Iterable, Iterator
 
 from lockgate.runtime.state.tables import FrozenTable
-from lockgate.runtime.state.timers import POP_BATCH, DueTimer, split_timer_rest, timer_rest
+from lockgate.runtime.state.timers import POP_BATCH, DueTimer, check_timestamp, split_timer_rest, timer_rest
 
 
 class HeapTimerQueue:
@@ -18,6 +18,7 @@ class HeapTimerQueue:
         self._live = 0
 
     def add(self, key_group: int, timestamp: int, key_bytes: bytes) -> None:
+        check_timestamp(timestamp)
         timers = self._groups[key_group]
         timer = (timestamp, key_bytes)
         if timer not in timers:

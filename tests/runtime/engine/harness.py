@@ -1,4 +1,5 @@
-"""Runs a job graph in-process against a real etcd, beside a real coordinator."""
+"""Runs a job graph in-process beside a real coordinator, against a real etcd or the
+in-memory control plane."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 from typing import Literal
 
 from lockgate.runtime.api.graph import JobGraph
+from lockgate.runtime.coordination.control_plane import ControlPlane, open_control_plane
 from lockgate.runtime.coordination.coordinator import CheckpointConfig, CheckpointCoordinator
-from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.restore_point import resolve_restore_point
 from lockgate.runtime.engine.control import CheckpointControl
@@ -34,14 +35,16 @@ class Run:
     mode: Literal["exactly-once", "at-least-once"] = "exactly-once"
 
 
-async def run_job(etcd_config: EtcdConfig, keys: JobKeys, tmp_path: Path, graph: JobGraph, run: Run) -> int:
+async def run_job(
+    control_plane: ControlPlane, keys: JobKeys, tmp_path: Path, graph: JobGraph, run: Run
+) -> int:
     """Run to the end, restoring from the latest checkpoint if there is one;
     returns the id restored from (0: none)."""
     storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
-    async with Etcd(etcd_config) as etcd:
+    async with open_control_plane(control_plane) as store:
         config = CheckpointConfig(interval_s=run.interval_s, timeout_s=30, retained=2)
         plan = job_plan(graph, run.parallelism, M)
-        coordinator = CheckpointCoordinator(etcd, keys, storage, plan, config)
+        coordinator = CheckpointCoordinator(store, keys, storage, plan, config)
         await coordinator.start()
         restore = await resolve_restore_point(coordinator.store)
         state = StateConfig(run.backend, tmp_path / "local", M)
@@ -55,7 +58,7 @@ async def run_job(etcd_config: EtcdConfig, keys: JobKeys, tmp_path: Path, graph:
             run_local(
                 graph,
                 configs,
-                lambda i: CheckpointControl(etcd_config, keys, i, coordinator.launch),
+                lambda i: CheckpointControl(control_plane, keys, i, coordinator.launch),
                 restore,
                 channel_capacity=run.channel_capacity,
                 trigger_revision=coordinator.trigger_revision,

@@ -91,9 +91,14 @@ def test_a_timer_queue_and_a_keyed_state_cannot_share_a_name(
         backend.state(ValueStateDescriptor(QUEUE, default=0))
 
 
-def test_a_timestamp_outside_64_bits_is_refused() -> None:
+def test_a_timestamp_outside_64_bits_is_refused(backend: CheckpointableKeyedStateBackend) -> None:
     with pytest.raises(ValueError, match="64 signed bits"):
         encode_timestamp(2**63)
+    queue = backend.timer_queue(QUEUE)
+    for timestamp in (2**63, -(2**63) - 1):
+        with pytest.raises(ValueError, match="64 signed bits"):
+            _add(backend, queue, "a", timestamp)
+    assert queue.earliest() is None, "nothing that could not be snapshotted was kept"
 
 
 def _subtasks(kind: str, parallelism: int, local: Path) -> list[LocalSubtask]:

@@ -13,10 +13,11 @@ from lockgate.runtime.api.connectors import (
     SourceReader,
     SubtaskContext,
 )
-from lockgate.runtime.api.functions import Context, KeyedProcessFunction, RuntimeContext
+from lockgate.runtime.api.functions import Context, KeyedProcessFunction, RuntimeContext, TimerService
 from lockgate.runtime.api.graph import JobGraph
 from lockgate.runtime.api.stream import DataStream, KeyedStream, StreamEnvironment
 from lockgate.runtime.api.validation import JobDefinitionError
+from lockgate.runtime.api.watermarks import WatermarkStrategy
 from lockgate.runtime.clock import Clock, ManualClock, SystemClock
 from lockgate.runtime.connectors.collect_sink import CollectSink
 from lockgate.runtime.connectors.file_sink import FileSink, read_committed
@@ -84,8 +85,10 @@ __all__ = [
     "StreamEnvironment",
     "SubtaskContext",
     "SystemClock",
+    "TimerService",
     "ValueState",
     "ValueStateDescriptor",
+    "WatermarkStrategy",
     "default_max_parallelism",
     "deserialize_key",
     "key_group",

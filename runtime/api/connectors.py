@@ -54,6 +54,15 @@ class SourceReader(Committer, ABC):
     def poll(self, max_records: int) -> list[Any]:
         """Up to `max_records` next records; an empty list when none is ready now."""
 
+    def poll_partitions(self, max_records: int) -> list[tuple[str, list[Any]]]:
+        """`poll`, with the partition each record came from: what per-partition
+        watermarks need. A reader that cannot tell reads as one partition, ""."""
+        return [("", self.poll(max_records))]
+
+    def partitions(self) -> list[str]:
+        """The partitions this reader reads now, as `poll_partitions` names them."""
+        return [""]
+
     @abstractmethod
     def offsets(self) -> dict[str, Any]:
         """Per partition, the position after the last record returned by `poll`."""

@@ -26,6 +26,7 @@ class Vertex:
     kind: VertexKind
     operator: Any  # the user function, source or sink
     input: Edge | None = None  # None for sources
+    watermarks: Any = None  # a source's WatermarkStrategy: its records carry event time
 
     @property
     def keyed(self) -> bool:

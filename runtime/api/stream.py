@@ -17,6 +17,7 @@ from lockgate.runtime.api.connectors import Sink, Source
 from lockgate.runtime.api.functions import KeyedProcessFunction
 from lockgate.runtime.api.graph import Edge, JobGraph, Vertex, VertexKind
 from lockgate.runtime.api.validation import JobDefinitionError, check_callable, validate
+from lockgate.runtime.api.watermarks import WatermarkStrategy
 
 
 class StreamEnvironment:
@@ -41,13 +42,28 @@ class StreamEnvironment:
             index += 1
         return f"{kind}-{index}"
 
-    def source(self, source: Source, name: str | None = None) -> DataStream:
+    def source(
+        self, source: Source, name: str | None = None, watermarks: WatermarkStrategy | None = None
+    ) -> DataStream:
+        """`watermarks`: the source's records carry event time (timers, windows)."""
         if not isinstance(source, Source):
             raise JobDefinitionError(
                 f"env.source() needs a Source (LogSource, GeneratorSource, ...), "
                 f"got {type(source).__qualname__}"
             )
-        return self._add(Vertex(self._name(name, "source"), "source", source))
+        vertex_name = self._name(name, "source")
+        if watermarks is not None:
+            if not isinstance(watermarks, WatermarkStrategy):
+                raise JobDefinitionError(
+                    f"source {vertex_name!r}: watermarks= takes a WatermarkStrategy, "
+                    f"got {type(watermarks).__qualname__}"
+                )
+            if watermarks.timestamp_assigner is None:
+                raise JobDefinitionError(
+                    f"source {vertex_name!r}: its records carry no timestamp of their own; give the "
+                    "strategy one with .with_timestamp_assigner(lambda record: ...)"
+                )
+        return self._add(Vertex(vertex_name, "source", source, watermarks=watermarks))
 
     def graph(self) -> JobGraph:
         """The validated, frozen graph of what was declared."""

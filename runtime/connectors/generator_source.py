@@ -10,7 +10,7 @@ whole source; `count=None` generates forever.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from lockgate.runtime.api.connectors import Backlog, Source, SourceReader, SubtaskContext
@@ -72,24 +72,36 @@ class GeneratorReader(SourceReader):
         due = int((self._source.clock() - self._started) * self._rate) - self._emitted
         return max(0, min(wanted, due))
 
-    def poll(self, max_records: int) -> list[Any]:
+    def _take(self, max_records: int) -> Iterator[tuple[str, Any]]:
         """Round robin over the partitions, so all of them advance evenly."""
         budget = self._allowed(max_records)
-        records: list[Any] = []
+        taken = 0
         step = self._source.partitions
         count = self._source.count
         make = self._source.record_fn
         live = [name for name, n in self._next.items() if count is None or n < count]
-        while live and len(records) < budget:
+        while live and taken < budget:
             for name in list(live):
                 n = self._next[name]
-                if (count is not None and n >= count) or len(records) >= budget:
+                if (count is not None and n >= count) or taken >= budget:
                     live.remove(name)
                     continue
-                records.append(make(n))
+                yield name, make(n)
+                taken += 1
                 self._next[name] = n + step
-        self._emitted += len(records)
-        return records
+        self._emitted += taken
+
+    def poll(self, max_records: int) -> list[Any]:
+        return [record for _, record in self._take(max_records)]
+
+    def poll_partitions(self, max_records: int) -> list[tuple[str, list[Any]]]:
+        by_partition: dict[str, list[Any]] = {}
+        for name, record in self._take(max_records):
+            by_partition.setdefault(name, []).append(record)
+        return list(by_partition.items())
+
+    def partitions(self) -> list[str]:
+        return list(self._next)
 
     def offsets(self) -> dict[str, Any]:
         return dict(self._next)

@@ -73,18 +73,29 @@ class LogSourceReader(SourceReader):
                 self._partitions[name] = LogPartition(self._fs, f"{self._root}/{name}", url, offset)
 
     def poll(self, max_records: int) -> list[Any]:
-        records: list[Any] = []
+        return [record for _, records in self.poll_partitions(max_records) for record in records]
+
+    def poll_partitions(self, max_records: int) -> list[tuple[str, list[Any]]]:
+        by_partition: list[tuple[str, list[Any]]] = []
+        taken = 0
         for name in sorted(self._partitions):
-            if len(records) >= max_records:
+            if taken >= max_records:
                 break
             partition = self._partitions[name]
             first_line = partition.offset.line + 1
-            for number, line in enumerate(partition.take(max_records - len(records)), first_line):
+            records: list[Any] = []
+            for number, line in enumerate(partition.take(max_records - taken), first_line):
                 if line.strip():
                     self._parse(partition, number, line, records)
-        if not records:
+            if records:
+                by_partition.append((name, records))
+                taken += len(records)
+        if not taken:
             self._discover()
-        return records
+        return by_partition
+
+    def partitions(self) -> list[str]:
+        return sorted(self._partitions)
 
     def end_of_input(self) -> list[Any]:
         records: list[Any] = []

@@ -5,6 +5,12 @@ queued, which backpressures its producer) until barrier n has arrived on every
 channel; then the subtask snapshots, forwards the barrier and unblocks them.
 At-least-once: channels are never blocked; the snapshot is taken when the last
 barrier n arrives, so records after a fast channel's barrier may be replayed.
+
+Event time: the gate's watermark is the least over its channels that have not
+ended and are not idle; it is passed on when it rises, never when it would fall
+(a channel that is active again after idleness catches up first). When every
+live channel is idle the gate passes idleness on. A blocked channel's
+watermarks wait in its queue with its records.
 """
 
 from __future__ import annotations
@@ -15,7 +21,15 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from lockgate.runtime.engine.channels import InputChannel
-from lockgate.runtime.engine.events import Barrier, Element, EndOfStream
+from lockgate.runtime.engine.events import (
+    NO_WATERMARK,
+    Barrier,
+    Element,
+    EndOfStream,
+    Idle,
+    TimestampedBatch,
+    Watermark,
+)
 
 Mode = Literal["exactly-once", "at-least-once"]
 
@@ -36,6 +50,10 @@ class InputGate:
         self._ended: set[int] = set()
         self._aligning: dict[int, _Alignment] = {}  # by checkpoint id, oldest first
         self._next = 0
+        self._watermarks = [NO_WATERMARK] * len(self._channels)
+        self._idle: set[int] = set()
+        self._watermark = NO_WATERMARK  # the last one passed on
+        self._passed_idle = False
         self.last_alignment_s = 0.0
         """From the first to the last barrier of the most recently aligned checkpoint."""
 
@@ -49,9 +67,10 @@ class InputGate:
         oldest = self._aligning[min(self._aligning)]
         return index in oldest.arrived
 
-    def poll(self) -> list[object] | Barrier | None:
-        """A batch of records, a barrier whose alignment just completed, or None when
-        nothing can be read now. `finished` tells when every channel has ended."""
+    def poll(self) -> list[object] | TimestampedBatch | Barrier | Watermark | Idle | None:
+        """A batch of records, a barrier whose alignment just completed, a risen
+        watermark or idleness, or None when nothing can be read now. `finished`
+        tells when every channel has ended."""
         while True:
             ready = self._complete_alignments()
             if ready is not None:
@@ -59,13 +78,42 @@ class InputGate:
             element, index = self._next_element()
             if element is None:
                 return None
-            if isinstance(element, list):
+            if isinstance(element, (list, TimestampedBatch)):
+                self._idle.discard(index)
+                self._passed_idle = False
                 return element
-            if isinstance(element, EndOfStream):
-                self._ended.add(index)
-            else:
+            if isinstance(element, Barrier):
                 alignment = self._aligning.setdefault(element.checkpoint_id, _Alignment(element))
                 alignment.arrived.add(index)
+                continue
+            if isinstance(element, EndOfStream):
+                self._ended.add(index)
+            elif isinstance(element, Watermark):
+                self._watermarks[index] = max(self._watermarks[index], element.timestamp)
+                self._idle.discard(index)
+            else:
+                self._idle.add(index)
+            mark = self._event_time()
+            if mark is not None:
+                return mark
+
+    def _event_time(self) -> Watermark | Idle | None:
+        """What the gate passes on after a channel's event time changed, if anything."""
+        live = [i for i in range(len(self._channels)) if i not in self._ended]
+        active = [i for i in live if i not in self._idle]
+        if live and not active:
+            if self._passed_idle:
+                return None
+            self._passed_idle = True
+            return Idle()
+        if not active:
+            return None  # every channel ended: their last watermarks were passed on already
+        watermark = min(self._watermarks[i] for i in active)
+        if watermark <= self._watermark:
+            return None
+        self._watermark = watermark
+        self._passed_idle = False
+        return Watermark(watermark)
 
     def _next_element(self) -> tuple[Element | None, int]:
         """Round robin over the channels that are neither ended nor blocked."""

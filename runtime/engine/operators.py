@@ -1,8 +1,12 @@
 """Chained operators: records pass from one to the next by plain calls, in batches.
 
-Every operator takes `push(records)`, `barrier(barrier)` and `end()` and hands
-its results to its output — the next operator, a fan-out, or an exchange that
-partitions by key group into channels to other subtasks.
+Every operator takes `push(records, timestamps)`, `barrier(barrier)`,
+`event_time(mark)` and `end()` and hands its results to its output — the next
+operator, a fan-out, or an exchange that partitions by key group into channels
+to other subtasks. `timestamps` is None when the records carry no event time
+(the job declared no watermarks), else one per record; a record keeps its
+timestamp through map, filter and flat_map, and what a process function yields
+takes the timestamp of the record (or event-time timer) it came from.
 """
 
 from __future__ import annotations
@@ -13,19 +17,30 @@ from typing import Any, Protocol
 from lockgate.runtime.api.connectors import SinkWriter
 from lockgate.runtime.api.functions import KeyedProcessFunction, TimeDomain
 from lockgate.runtime.engine.channels import OutputChannel
-from lockgate.runtime.engine.events import Barrier, EndOfStream
+from lockgate.runtime.engine.events import (
+    Barrier,
+    EndOfStream,
+    EventTime,
+    TimestampedBatch,
+    Watermark,
+)
 from lockgate.runtime.engine.timer_service import OperatorTimers
 from lockgate.runtime.key_serializer import deserialize_key, serialize_key
 from lockgate.runtime.keygroups import key_group_of_bytes
 from lockgate.runtime.state.backend import KeyedStateBackend
 
 SnapshotHook = Callable[[str, Barrier], None]
+Timestamps = list[int | None] | None
 
 
 class Output(Protocol):
-    def push(self, records: list[Any]) -> None: ...
+    def push(self, records: list[Any], timestamps: Timestamps = None) -> None: ...
 
     def barrier(self, barrier: Barrier) -> None: ...
+
+    def event_time(self, mark: EventTime) -> None:
+        """A watermark, or idleness, from upstream: forwarded after whatever it fires."""
+        ...
 
     def end(self) -> None: ...
 
@@ -36,13 +51,17 @@ class FanOut:
     def __init__(self, outputs: Sequence[Output]) -> None:
         self._outputs = list(outputs)
 
-    def push(self, records: list[Any]) -> None:
+    def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
         for output in self._outputs:
-            output.push(records)
+            output.push(records, timestamps)
 
     def barrier(self, barrier: Barrier) -> None:
         for output in self._outputs:
             output.barrier(barrier)
+
+    def event_time(self, mark: EventTime) -> None:
+        for output in self._outputs:
+            output.event_time(mark)
 
     def end(self) -> None:
         for output in self._outputs:
@@ -54,12 +73,15 @@ class FanOut:
 
 
 class _Forwarding:
-    """Barriers, end and flush go straight through (stateless operators)."""
+    """Barriers, event time, end and flush go straight through (stateless operators)."""
 
     out: Output
 
     def barrier(self, barrier: Barrier) -> None:
         self.out.barrier(barrier)
+
+    def event_time(self, mark: EventTime) -> None:
+        self.out.event_time(mark)
 
     def end(self) -> None:
         self.out.end()
@@ -76,9 +98,9 @@ class Counted(_Forwarding):
         self.out = out
         self.count = 0
 
-    def push(self, records: list[Any]) -> None:
+    def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
         self.count += len(records)
-        self.out.push(records)
+        self.out.push(records, timestamps)
 
 
 class MapOperator(_Forwarding):
@@ -86,9 +108,9 @@ class MapOperator(_Forwarding):
         self._fn = fn
         self.out = out
 
-    def push(self, records: list[Any]) -> None:
+    def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
         fn = self._fn
-        self.out.push([fn(r) for r in records])
+        self.out.push([fn(r) for r in records], timestamps)
 
 
 class FlatMapOperator(_Forwarding):
@@ -96,9 +118,18 @@ class FlatMapOperator(_Forwarding):
         self._fn = fn
         self.out = out
 
-    def push(self, records: list[Any]) -> None:
+    def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
         fn = self._fn
-        self.out.push([item for r in records for item in fn(r)])
+        if timestamps is None:
+            self.out.push([item for r in records for item in fn(r)])
+            return
+        items: list[Any] = []
+        stamps: list[int | None] = []
+        for record, timestamp in zip(records, timestamps, strict=True):
+            produced = list(fn(record))
+            items.extend(produced)
+            stamps.extend([timestamp] * len(produced))
+        self.out.push(items, stamps)
 
 
 class FilterOperator(_Forwarding):
@@ -106,9 +137,13 @@ class FilterOperator(_Forwarding):
         self._fn = fn
         self.out = out
 
-    def push(self, records: list[Any]) -> None:
+    def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
         fn = self._fn
-        self.out.push([r for r in records if fn(r)])
+        if timestamps is None:
+            self.out.push([r for r in records if fn(r)])
+            return
+        kept = [(r, t) for r, t in zip(records, timestamps, strict=True) if fn(r)]
+        self.out.push([r for r, _ in kept], [t for _, t in kept])
 
 
 class _KeyContext:
@@ -165,19 +200,34 @@ class ProcessOperator:
         self._snapshot = snapshot
         function.open(self._ctx)
 
-    def push(self, records: list[Any]) -> None:
+    def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
         set_key = self._backend.set_current_key
         process = self._function.process
         ctx = self._ctx
         results: list[Any] = []
-        for key, value in records:
-            set_key(key)
-            produced = process(value, ctx)
-            if produced is not None:
-                results.extend(produced)
-        results.extend(self._fire_processing_time())
+        stamps: list[int | None] | None = None
+        if timestamps is None:
+            for key, value in records:
+                set_key(key)
+                produced = process(value, ctx)
+                if produced is not None:
+                    results.extend(produced)
+        else:
+            stamps = []
+            try:
+                for (key, value), timestamp in zip(records, timestamps, strict=True):
+                    set_key(key)
+                    ctx.timestamp = timestamp
+                    produced = process(value, ctx)
+                    if produced is not None:
+                        before = len(results)
+                        results.extend(produced)
+                        stamps.extend([timestamp] * (len(results) - before))
+            finally:
+                ctx.timestamp = None
         if results:
-            self.out.push(results)
+            self.out.push(results, stamps)
+        self._emit_processing_time()
 
     def _fire(self, due: list[tuple[int, int, bytes]], domain: TimeDomain) -> list[Any]:
         current = self._backend.current
@@ -196,21 +246,36 @@ class ProcessOperator:
             ctx.timestamp = ctx.time_domain = None
         return results
 
-    def _fire_processing_time(self) -> list[Any]:
+    def _emit_processing_time(self) -> None:
         """One batch of the processing-time timers due now: a timer its own firing
-        sets for now again fires at the next chance, not in a loop here."""
+        sets for now again fires at the next chance, not in a loop here. What they
+        yield carries no event time (as in Flink)."""
         due = self.timers.due("processing_time", self.timers.current_processing_time())
-        return self._fire(due, "processing_time") if due else []
+        if due:
+            results = self._fire(due, "processing_time")
+            if results:
+                self.out.push(results)
 
     def advance_watermark(self, watermark: int) -> None:
-        """Event time reached `watermark`: fire every event-time timer at or before it."""
+        """Event time reached `watermark`: fire every event-time timer at or before it;
+        what a timer yields carries the timer's timestamp."""
         if watermark <= self.timers.watermark:
             return
         self.timers.watermark = watermark
         while due := self.timers.due("event_time", watermark):
-            results = self._fire(due, "event_time")
+            results: list[Any] = []
+            stamps: list[int | None] = []
+            for timer in due:
+                produced = self._fire([timer], "event_time")
+                results.extend(produced)
+                stamps.extend([timer[0]] * len(produced))
             if results:
-                self.out.push(results)
+                self.out.push(results, stamps)
+
+    def event_time(self, mark: EventTime) -> None:
+        if isinstance(mark, Watermark):
+            self.advance_watermark(mark.timestamp)
+        self.out.event_time(mark)
 
     def barrier(self, barrier: Barrier) -> None:
         self._snapshot(self.name, barrier)
@@ -221,9 +286,7 @@ class ProcessOperator:
         self.out.end()
 
     def flush(self) -> None:
-        fired = self._fire_processing_time()
-        if fired:
-            self.out.push(fired)
+        self._emit_processing_time()
         self.out.flush()
 
 
@@ -237,7 +300,7 @@ class SinkOperator:
         self.ended = False
         self.written = 0
 
-    def push(self, records: list[Any]) -> None:
+    def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
         write = self.writer.write
         for record in records:
             write(record)
@@ -245,6 +308,9 @@ class SinkOperator:
 
     def barrier(self, barrier: Barrier) -> None:
         self._snapshot(self.name, barrier)
+
+    def event_time(self, mark: EventTime) -> None:
+        pass
 
     def end(self) -> None:
         self.ended = True
@@ -254,7 +320,8 @@ class SinkOperator:
 
 
 class KeyedExchange:
-    """Partitions records by key group over the channels to the downstream subtasks."""
+    """Partitions records by key group over the channels to the downstream subtasks;
+    watermarks and idleness go to every channel."""
 
     def __init__(
         self,
@@ -267,19 +334,26 @@ class KeyedExchange:
         self._channels = list(channels)
         self._max_parallelism = max_parallelism
         self._buffers: list[list[Any]] = [[] for _ in self._channels]
+        # Per channel, the buffered records' timestamps; None while none has one.
+        self._stamps: list[list[int | None] | None] = [None for _ in self._channels]
         self._batch_size = batch_size
 
-    def push(self, records: list[Any]) -> None:
+    def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
         key_fn = self._key_fn
         buffers = self._buffers
         m = self._max_parallelism
         p = len(self._channels)
         full = []
-        for record in records:
+        for index, record in enumerate(records):
             key = key_fn(record)
             target = key_group_of_bytes(serialize_key(key), m) * p // m
             buffer = buffers[target]
             buffer.append((key, record))
+            stamps = self._stamps[target]
+            if timestamps is not None and stamps is None:
+                stamps = self._stamps[target] = [None] * (len(buffer) - 1)
+            if stamps is not None:
+                stamps.append(None if timestamps is None else timestamps[index])
             if len(buffer) == self._batch_size:
                 full.append(target)
         for target in full:
@@ -288,8 +362,10 @@ class KeyedExchange:
     def _send(self, target: int) -> None:
         batch = self._buffers[target]
         if batch:
+            stamps = self._stamps[target]
             self._buffers[target] = []
-            self._channels[target].send(batch)
+            self._stamps[target] = None
+            self._channels[target].send(batch if stamps is None else TimestampedBatch(batch, stamps))
 
     def flush(self) -> None:
         for target in range(len(self._channels)):
@@ -299,6 +375,11 @@ class KeyedExchange:
         self.flush()
         for channel in self._channels:
             channel.send(barrier)
+
+    def event_time(self, mark: EventTime) -> None:
+        self.flush()  # the records before it go first
+        for channel in self._channels:
+            channel.send(mark)
 
     def end(self) -> None:
         self.flush()

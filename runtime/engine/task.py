@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from lockgate.runtime.api.connectors import Backlog, Committer, JobIdentity, SourceReader, SubtaskContext
 from lockgate.runtime.api.graph import JobGraph, Vertex
@@ -22,9 +23,10 @@ from lockgate.runtime.coordination.restore_point import RestorePoint
 from lockgate.runtime.engine.alignment import InputGate, Mode
 from lockgate.runtime.engine.channels import InputChannel, OutputChannel, TaskCancelledError
 from lockgate.runtime.engine.control import CheckpointControl, TaskProgress
-from lockgate.runtime.engine.events import Barrier
+from lockgate.runtime.engine.events import MAX_WATERMARK, Barrier, Idle, TimestampedBatch, Watermark
 from lockgate.runtime.engine.operator_factories import ChainContext, make_operator
 from lockgate.runtime.engine.operators import Counted, FanOut, KeyedExchange, Output, SinkOperator
+from lockgate.runtime.engine.source_watermarks import SourceWatermarks
 from lockgate.runtime.engine.vertex_state import (
     CommittingVertexState,
     KeyedVertexState,
@@ -55,6 +57,10 @@ class TaskConfig:
 
 def _nothing() -> None:
     pass
+
+
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
 
 
 AlignmentListener = Callable[[str, float], None]
@@ -334,6 +340,8 @@ class ChainRunner:
         reader = self.head.operator.open_reader(self.task.subtask_context(), state.restored_offsets())
         reader.recover(state.restored_committables())
         self.task.committers[self.head.name] = reader
+        strategy = self.head.watermarks
+        watermarks = None if strategy is None else SourceWatermarks(self.head.name, strategy, _monotonic_ms)
         drained = ended = False
         backlog_due = 0.0
         while not ended or self._uncommitted():
@@ -345,18 +353,21 @@ class ChainRunner:
                 self._end_source(reader)
                 ended = True
                 continue
-            records = [] if ended or drained else reader.poll(config.batch_size)
+            records = [] if ended or drained else self._read(reader, watermarks)
             if records:
                 self.records_read += len(records)
-                self.output.push(records)
             elif not ended and not drained:
                 self.output.flush()
                 if config.bounded and reader.reached_end():
                     held_back = reader.end_of_input()
                     if held_back:
                         self.records_read += len(held_back)
-                        self.output.push(held_back)
-                        self.output.flush()
+                        stamps = None if watermarks is None else watermarks.timestamps("", held_back)
+                        self.output.push(held_back, stamps)
+                    # The end of bounded input is the end of event time: every event-time
+                    # timer and window fires now, before the final checkpoint's barrier.
+                    self.output.event_time(Watermark(MAX_WATERMARK))
+                    self.output.flush()
                     drained = True
                     self.task.control.report_drained(self.head.name)
             # Between batches, triggers are checked without waiting: a busy source
@@ -370,6 +381,26 @@ class ChainRunner:
             if trigger.stop:
                 self._end_source(reader)
                 ended = True
+
+    def _read(self, reader: SourceReader, watermarks: SourceWatermarks | None) -> list[Any]:
+        """Poll a batch and push it on, with event time and a risen watermark if the
+        source has a watermark strategy; returns what was read."""
+        size = self.task.config.batch_size
+        if watermarks is None:
+            records = reader.poll(size)
+            if records:
+                self.output.push(records)
+            return records
+        records, stamps = [], []
+        for partition, batch in reader.poll_partitions(size):
+            records.extend(batch)
+            stamps.extend(watermarks.timestamps(partition, batch))
+        if records:
+            self.output.push(records, stamps)
+        mark = watermarks.next_mark(reader.partitions())
+        if mark is not None:
+            self.output.event_time(mark)
+        return records
 
     def _end_source(self, reader: SourceReader) -> None:
         self.output.end()
@@ -385,6 +416,10 @@ class ChainRunner:
             item = gate.poll() if not ended else None
             if isinstance(item, list):
                 self.output.push(item)
+            elif isinstance(item, TimestampedBatch):
+                self.output.push(item.records, item.timestamps)
+            elif isinstance(item, (Watermark, Idle)):
+                self.output.event_time(item)
             elif isinstance(item, Barrier):
                 self.task.alignment_listener(self.head.name, gate.last_alignment_s)
                 self.output.barrier(item)

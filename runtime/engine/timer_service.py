@@ -8,11 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from lockgate.runtime.api.functions import TimeDomain
+from lockgate.runtime.engine.events import NO_WATERMARK
 from lockgate.runtime.state.backend import KeyedStateBackend
 from lockgate.runtime.state.timers import DueTimer, TimerQueue
 
-# Before the first watermark, event time is "nothing has happened yet".
-NO_WATERMARK = -(1 << 63)
 QUEUES: dict[TimeDomain, str] = {
     "event_time": "_timers.event_time",
     "processing_time": "_timers.processing_time",

@@ -49,3 +49,41 @@ class FirstSeen(KeyedProcessFunction):
 
     def on_timer(self, timestamp: int, ctx: Context) -> Iterator[dict[str, Any]]:
         yield {"key": ctx.current_key, "timer": timestamp, "domain": ctx.time_domain}
+
+
+SESSIONS = ValueStateDescriptor("sessions", default=())
+
+
+class SessionsByTimers(KeyedProcessFunction):
+    """Sessions of a key by event time, with timers alone: records less than `gap`
+    ms apart are one session; it is emitted when the watermark passes its last
+    record plus `gap`. Several sessions of a key may wait at once (a fast partition
+    runs ahead of the watermark)."""
+
+    def __init__(self, gap: int) -> None:
+        self.gap = gap
+
+    def open(self, ctx: RuntimeContext) -> None:
+        self.sessions = ctx.state(SESSIONS)
+
+    def process(self, value: Any, ctx: Context) -> None:
+        timestamp = ctx.timestamp
+        assert timestamp is not None, "records carry event time"
+        start, last, count = timestamp, timestamp, 1
+        kept = []
+        for session in self.sessions.value():  # (start, last, count)
+            if session[0] - self.gap < timestamp < session[1] + self.gap:
+                # The record joins this session, and through it any other it reaches.
+                ctx.timers.delete_event_time_timer(session[1] + self.gap)
+                start, last, count = min(start, session[0]), max(last, session[1]), count + session[2]
+            else:
+                kept.append(session)
+        ctx.timers.register_event_time_timer(last + self.gap)
+        self.sessions.update((*kept, (start, last, count)))
+
+    def on_timer(self, timestamp: int, ctx: Context) -> Iterator[dict[str, Any]]:
+        sessions = list(self.sessions.value())
+        for start, last, count in sessions:
+            if last + self.gap == timestamp:
+                yield {"user": ctx.current_key, "start": start, "end": timestamp, "count": count}
+        self.sessions.update(tuple(s for s in sessions if s[1] + self.gap != timestamp))

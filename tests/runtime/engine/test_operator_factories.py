@@ -12,7 +12,7 @@ class _Collect:
     def __init__(self) -> None:
         self.records: list[object] = []
 
-    def push(self, records: list[object]) -> None:
+    def push(self, records: list[object], timestamps: object = None) -> None:
         self.records += records
 
 

@@ -25,9 +25,9 @@ from lockgate.runtime.api.functions import Context, RuntimeContext
 from lockgate.runtime.clock import ManualClock
 from lockgate.runtime.coordination.in_memory_store import InMemoryStore
 from lockgate.runtime.coordination.keys import JobKeys
-from lockgate.runtime.engine.events import Barrier
+from lockgate.runtime.engine.events import NO_WATERMARK, Barrier, EventTime
 from lockgate.runtime.engine.operators import ProcessOperator
-from lockgate.runtime.engine.timer_service import NO_WATERMARK, TimerRegistrationError
+from lockgate.runtime.engine.timer_service import TimerRegistrationError
 from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend
 from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex, snapshot_vertex
 from lockgate.runtime.snapshot.storage import CheckpointStorage
@@ -42,14 +42,22 @@ _ids = itertools.count(1)
 
 
 class Collected:
+    """The end of a chain: what reached it, with event times and watermarks."""
+
     def __init__(self) -> None:
         self.records: list[Any] = []
+        self.timestamps: list[int | None] = []
+        self.marks: list[EventTime] = []
 
-    def push(self, records: list[Any]) -> None:
+    def push(self, records: list[Any], timestamps: list[int | None] | None = None) -> None:
         self.records.extend(records)
+        self.timestamps.extend(timestamps or [None] * len(records))
 
     def barrier(self, barrier: Barrier) -> None:
         pass
+
+    def event_time(self, mark: EventTime) -> None:
+        self.marks.append(mark)
 
     def end(self) -> None:
         pass

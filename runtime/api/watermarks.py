@@ -1,0 +1,65 @@
+"""Event time for a source: where each record's timestamp comes from and how far
+behind the newest timestamp the watermark trails (Flink's WatermarkStrategy).
+
+    WatermarkStrategy.for_bounded_out_of_orderness(timedelta(seconds=5))
+        .with_timestamp_assigner(lambda r: r["ts"])      # epoch milliseconds, an int
+        .with_idleness(timedelta(seconds=30))
+
+The watermark of a partition is the largest timestamp it has read, minus the
+out-of-orderness, minus 1 ms: a record at the watermark or before it is late. A
+subtask's watermark is the least over its partitions; a partition that has read
+nothing for the idleness timeout does not hold it back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
+
+from lockgate.runtime.api.validation import JobDefinitionError
+
+TimestampAssigner = Callable[[Any], int]
+
+
+def _milliseconds(value: Any, what: str, *, positive: bool) -> int:
+    if not isinstance(value, timedelta):
+        raise JobDefinitionError(
+            f"WatermarkStrategy {what} takes a datetime.timedelta, got {type(value).__name__} {value!r}"
+        )
+    ms = round(value.total_seconds() * 1000)
+    if ms < 0 or (positive and ms == 0):
+        raise JobDefinitionError(
+            f"WatermarkStrategy {what} must be {'positive' if positive else 'zero or more'}, got {value}"
+        )
+    return ms
+
+
+@dataclass(frozen=True)
+class WatermarkStrategy:
+    out_of_orderness_ms: int
+    timestamp_assigner: TimestampAssigner | None = None
+    idleness_ms: int | None = None
+
+    @staticmethod
+    def for_bounded_out_of_orderness(max_out_of_orderness: timedelta) -> WatermarkStrategy:
+        return WatermarkStrategy(_milliseconds(max_out_of_orderness, "out-of-orderness", positive=False))
+
+    @staticmethod
+    def for_monotonous_timestamps() -> WatermarkStrategy:
+        """Timestamps never go back within a partition."""
+        return WatermarkStrategy(0)
+
+    def with_timestamp_assigner(self, assigner: TimestampAssigner) -> WatermarkStrategy:
+        """`assigner(record)`: the record's event time, in milliseconds since the epoch."""
+        if not callable(assigner):
+            raise JobDefinitionError(
+                f".with_timestamp_assigner() needs a function, got {type(assigner).__qualname__} {assigner!r}"
+            )
+        return replace(self, timestamp_assigner=assigner)
+
+    def with_idleness(self, timeout: timedelta) -> WatermarkStrategy:
+        """A partition that has read nothing for `timeout` (processing time) stops
+        holding the watermark back until it reads again."""
+        return replace(self, idleness_ms=_milliseconds(timeout, "idleness", positive=True))

@@ -1,0 +1,79 @@
+"""Event time at a source subtask: each record's timestamp from the strategy's
+assigner, a watermark per partition (its largest timestamp, minus the allowed
+out-of-orderness, minus 1 ms), and the subtask's watermark as the least over its
+partitions. A partition that has read nothing yet holds the watermark back (its
+old records may still come) unless the idleness timeout passes; when every
+partition is idle the subtask says so, and downstream stops waiting for it.
+Watermarks are not checkpointed: after a restore they start over and catch up
+with the first records, as in Flink."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from lockgate.runtime.api.watermarks import WatermarkStrategy
+from lockgate.runtime.engine.events import NO_WATERMARK, EventTime, Idle, Watermark
+
+
+class TimestampError(ValueError):
+    """A timestamp assigner returned what is not an event time; the message names
+    the source, the partition and the record."""
+
+
+class SourceWatermarks:
+    def __init__(self, vertex: str, strategy: WatermarkStrategy, now_ms: Callable[[], int]) -> None:
+        assert strategy.timestamp_assigner is not None, "checked when the source was declared"
+        self._vertex = vertex
+        self._assign = strategy.timestamp_assigner
+        self._delay = strategy.out_of_orderness_ms
+        self._idleness = strategy.idleness_ms
+        self._now_ms = now_ms
+        self._started = now_ms()
+        self._newest: dict[str, int] = {}  # per partition: the largest timestamp read
+        self._active_at: dict[str, int] = {}  # per partition: when it last read a record
+        self._emitted = NO_WATERMARK
+        self._idle = False
+
+    def timestamps(self, partition: str, records: list[Any]) -> list[int | None]:
+        assign = self._assign
+        stamps: list[int | None] = []
+        newest = self._newest.get(partition, NO_WATERMARK)
+        for record in records:
+            timestamp = assign(record)
+            if isinstance(timestamp, bool) or not isinstance(timestamp, int):
+                raise TimestampError(
+                    f"source {self._vertex!r}, partition {partition or '(all)'}: the timestamp "
+                    f"assigner returned {timestamp!r} ({type(timestamp).__name__}) for {record!r}; "
+                    "it must return an int of milliseconds since the epoch"
+                )
+            stamps.append(timestamp)
+            newest = max(newest, timestamp)
+        if records:
+            self._newest[partition] = newest
+            self._active_at[partition] = self._now_ms()
+        return stamps
+
+    def _holds_back(self, partition: str, now: int) -> bool:
+        if self._idleness is None:
+            return True
+        return now - self._active_at.get(partition, self._started) < self._idleness
+
+    def next_mark(self, partitions: Iterable[str]) -> EventTime | None:
+        """What to send downstream now, if anything: a higher watermark, or idleness
+        once every partition has been idle for the timeout."""
+        now = self._now_ms()
+        active = [p for p in partitions if self._holds_back(p, now)]
+        if not active:
+            if self._idle:
+                return None
+            self._idle = True
+            return Idle()
+        self._idle = False
+        watermark = min(
+            self._newest[p] - self._delay - 1 if p in self._newest else NO_WATERMARK for p in active
+        )
+        if watermark <= self._emitted:
+            return None
+        self._emitted = watermark
+        return Watermark(watermark)

@@ -1,0 +1,209 @@
+"""Event time through the engine: timestamps from the source's assigner, watermarks
+per partition and the least over them, through exchanges to keyed functions whose
+event-time timers fire when the watermark passes; the end of bounded input fires
+everything before the final checkpoint."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lockgate.runtime import FileSink, LogSource, StreamEnvironment, WatermarkStrategy, read_committed
+from lockgate.runtime.api.validation import JobDefinitionError
+from lockgate.runtime.coordination.in_memory_store import InMemoryStore
+from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.engine.alignment import InputGate
+from lockgate.runtime.engine.channels import LocalChannel
+from lockgate.runtime.engine.events import EndOfStream, Idle, TimestampedBatch, Watermark
+from lockgate.runtime.engine.source_watermarks import SourceWatermarks, TimestampError
+
+from tests.jobs.functions import SessionsByTimers
+from tests.runtime.engine.harness import Run, run_job
+
+GAP = 5_000
+DISORDER = 2_000
+
+
+def _write_sessions(
+    directory: Path, users: int, partitions: int, seed: int
+) -> set[tuple[str, int, int, int]]:
+    """Each user's sessions (events < GAP/2 apart, sessions 3 GAPs or more apart),
+    its events spread over the partitions; each partition in time order but for a
+    jitter below DISORDER. Returns the sessions: (user, start, end, count)."""
+    rng = random.Random(seed)
+    events: list[list[tuple[int, str]]] = [[] for _ in range(partitions)]
+    expected = set()
+    for u in range(users):
+        user = f"u{u}"
+        t = rng.randrange(0, 20_000)
+        for _ in range(rng.randint(1, 4)):
+            start, count = t, rng.randint(1, 12)
+            for n in range(count):
+                events[rng.randrange(partitions)].append((t, user))
+                if n < count - 1:
+                    t += rng.randrange(1, GAP // 2)
+            last = t
+            expected.add((user, start, last + GAP, count))
+            t = last + rng.randrange(3 * GAP, 6 * GAP)
+    directory.mkdir(parents=True)
+    for index, partition in enumerate(events):
+        noisy = sorted(partition, key=lambda e: e[0] + rng.randrange(DISORDER))
+        with open(directory / f"part-{index}.jsonl", "w") as f:
+            for ts, user in noisy:
+                f.write(json.dumps({"user": user, "ts": ts}) + "\n")
+    return expected
+
+
+def _sessions_job(tmp_path: Path) -> StreamEnvironment:
+    env = StreamEnvironment("sessions")
+    strategy = WatermarkStrategy.for_bounded_out_of_orderness(timedelta(milliseconds=DISORDER))
+    (
+        env.source(
+            LogSource(f"file://{tmp_path}/events"),
+            name="events",
+            watermarks=strategy.with_timestamp_assigner(lambda r: r["ts"]),
+        )
+        .key_by(lambda r: r["user"])
+        .process(SessionsByTimers(GAP), name="sessions")
+        .sink(FileSink(f"file://{tmp_path}/out"), name="out")
+    )
+    return env
+
+
+@pytest.mark.parametrize(("parallelism", "backend"), [(1, "heap"), (2, "rocksdb"), (3, "heap")])
+async def test_event_time_timers_give_exactly_the_sessions_of_out_of_order_input(
+    tmp_path: Path, parallelism: int, backend: Any
+) -> None:
+    expected = _write_sessions(tmp_path / "events", users=60, partitions=4, seed=parallelism)
+    env = _sessions_job(tmp_path)
+    run = Run(parallelism, backend, batch_size=16)
+    await run_job(InMemoryStore(), JobKeys("test", "sessions"), tmp_path, env.graph(), run)
+
+    output = read_committed(f"file://{tmp_path}/out")
+    got = [(r["user"], r["start"], r["end"], r["count"]) for r in output]
+    assert len(got) == len(set(got)), "no session twice"
+    assert set(got) == expected
+
+
+def test_a_watermark_strategy_without_a_timestamp_assigner_is_refused_naming_the_source() -> None:
+    env = StreamEnvironment("no-assigner")
+    strategy = WatermarkStrategy.for_bounded_out_of_orderness(timedelta(seconds=1))
+    with pytest.raises(JobDefinitionError, match=r"source .events.*with_timestamp_assigner"):
+        env.source(LogSource("file:///tmp/x"), name="events", watermarks=strategy)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: WatermarkStrategy.for_bounded_out_of_orderness(5), "takes a datetime.timedelta, got int 5"),  # type: ignore[arg-type]
+        (lambda: WatermarkStrategy.for_bounded_out_of_orderness(timedelta(seconds=-1)), "zero or more"),
+        (lambda: WatermarkStrategy.for_monotonous_timestamps().with_idleness(timedelta(0)), "positive"),
+        (
+            lambda: WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner("ts"),
+            "needs a function",
+        ),  # type: ignore[arg-type]
+    ],
+)
+def test_a_strategy_built_wrong_is_refused_saying_what(make: Any, message: str) -> None:
+    with pytest.raises(JobDefinitionError, match=message):
+        make()
+
+
+# -- the source's watermarks ----------------------------------------------------------
+
+
+class Now:
+    def __init__(self) -> None:
+        self.ms = 0
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def _strategy(idleness_s: float | None = None) -> WatermarkStrategy:
+    strategy = WatermarkStrategy.for_bounded_out_of_orderness(timedelta(milliseconds=100))
+    strategy = strategy.with_timestamp_assigner(lambda r: r)
+    return strategy if idleness_s is None else strategy.with_idleness(timedelta(seconds=idleness_s))
+
+
+def test_a_subtasks_watermark_is_the_least_of_its_partitions_and_never_falls() -> None:
+    watermarks = SourceWatermarks("events", _strategy(), Now())
+    assert watermarks.timestamps("a", [1_000, 900, 1_200]) == [1_000, 900, 1_200]
+    assert watermarks.next_mark(["a", "b"]) is None, "b has read nothing: its old records may still come"
+    watermarks.timestamps("b", [500])
+    assert watermarks.next_mark(["a", "b"]) == Watermark(500 - 100 - 1)
+    watermarks.timestamps("b", [2_000])
+    assert watermarks.next_mark(["a", "b"]) == Watermark(1_200 - 100 - 1)
+    watermarks.timestamps("a", [1_100])  # out of order, within the bound
+    assert watermarks.next_mark(["a", "b"]) is None
+
+
+def test_an_idle_partition_stops_holding_the_watermark_back_after_the_timeout() -> None:
+    now = Now()
+    watermarks = SourceWatermarks("events", _strategy(idleness_s=30), now)
+    now.ms = 20_000
+    watermarks.timestamps("a", [10_000])
+    now.ms = 29_999
+    assert watermarks.next_mark(["a", "silent"]) is None, "silent has read nothing for less than 30 s"
+    now.ms = 30_000
+    assert watermarks.next_mark(["a", "silent"]) == Watermark(10_000 - 101)
+    now.ms = 50_000  # a has been quiet for 30 s too: the whole subtask is idle, said once
+    assert watermarks.next_mark(["a", "silent"]) == Idle()
+    assert watermarks.next_mark(["a", "silent"]) is None
+    watermarks.timestamps("silent", [20_000])
+    assert watermarks.next_mark(["a", "silent"]) == Watermark(20_000 - 101), "active again"
+
+
+@pytest.mark.parametrize("bad", ["1000", 1.5, None, True])
+def test_a_timestamp_that_is_not_an_int_fails_naming_the_source_partition_and_record(bad: Any) -> None:
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda r: r["ts"])
+    watermarks = SourceWatermarks("events", strategy, Now())
+    with pytest.raises(TimestampError, match=r"source 'events', partition part-3.jsonl: .* for \{'ts'"):
+        watermarks.timestamps("part-3.jsonl", [{"ts": bad}])
+
+
+# -- the gate's watermark ----------------------------------------------------------------
+
+
+def _gate(channels: int) -> tuple[InputGate, list[LocalChannel]]:
+    inputs = [LocalChannel(64) for _ in range(channels)]
+    return InputGate(inputs), inputs
+
+
+def _drain(gate: InputGate) -> list[object]:
+    out = []
+    while (item := gate.poll()) is not None:
+        out.append(item)
+    return out
+
+
+def test_a_gate_passes_on_the_least_watermark_of_its_channels_when_it_rises() -> None:
+    gate, (a, b) = _gate(2)
+    a.send(Watermark(100))
+    assert _drain(gate) == [], "b has said nothing yet"
+    b.send(TimestampedBatch([("k", 1)], [50]))
+    b.send(Watermark(80))
+    assert _drain(gate) == [TimestampedBatch([("k", 1)], [50]), Watermark(80)]
+    b.send(Watermark(300))
+    a.send(Watermark(90))  # a channel's watermark never goes back
+    assert _drain(gate) == [Watermark(100)]
+    a.send(EndOfStream())
+    assert _drain(gate) == [Watermark(300)], "an ended channel holds nothing back"
+
+
+def test_a_gate_skips_idle_channels_and_passes_idleness_on_when_all_are() -> None:
+    gate, (a, b) = _gate(2)
+    a.send(Watermark(100))
+    b.send(Idle())
+    assert _drain(gate) == [Watermark(100)]
+    a.send(Idle())
+    assert _drain(gate) == [Idle()]
+    b.send(Watermark(50))  # active again, behind: the gate's watermark does not fall
+    assert _drain(gate) == []
+    b.send(Watermark(150))
+    a.send(Watermark(400))
+    assert _drain(gate) == [Watermark(150)]

@@ -15,9 +15,17 @@ from lockgate.runtime.api.connectors import (
 )
 from lockgate.runtime.api.functions import Context, KeyedProcessFunction, RuntimeContext, TimerService
 from lockgate.runtime.api.graph import JobGraph
-from lockgate.runtime.api.stream import DataStream, KeyedStream, StreamEnvironment
+from lockgate.runtime.api.stream import DataStream, KeyedStream, StreamEnvironment, WindowedStream
 from lockgate.runtime.api.validation import JobDefinitionError
 from lockgate.runtime.api.watermarks import WatermarkStrategy
+from lockgate.runtime.api.windows import (
+    EventTimeSessionWindows,
+    ProcessWindowFunction,
+    SlidingEventTimeWindows,
+    TimeWindow,
+    TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows,
+)
 from lockgate.runtime.clock import Clock, ManualClock, SystemClock
 from lockgate.runtime.connectors.collect_sink import CollectSink
 from lockgate.runtime.connectors.file_sink import FileSink, read_committed
@@ -57,6 +65,7 @@ __all__ = [
     "CollectSink",
     "Context",
     "DataStream",
+    "EventTimeSessionWindows",
     "FileSink",
     "ForwardingSinkWriter",
     "GeneratorSource",
@@ -73,22 +82,28 @@ __all__ = [
     "MapState",
     "MapStateDescriptor",
     "PickleSerializer",
+    "ProcessWindowFunction",
     "ReducingState",
     "ReducingStateDescriptor",
     "RuntimeContext",
     "Serializer",
     "Sink",
     "SinkWriter",
+    "SlidingEventTimeWindows",
     "Source",
     "SourceReader",
     "StateDescriptor",
     "StreamEnvironment",
     "SubtaskContext",
     "SystemClock",
+    "TimeWindow",
     "TimerService",
+    "TumblingEventTimeWindows",
+    "TumblingProcessingTimeWindows",
     "ValueState",
     "ValueStateDescriptor",
     "WatermarkStrategy",
+    "WindowedStream",
     "default_max_parallelism",
     "deserialize_key",
     "key_group",

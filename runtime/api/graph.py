@@ -7,7 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-VertexKind = Literal["source", "map", "flat_map", "filter", "process", "sink"]
+VertexKind = Literal["source", "map", "flat_map", "filter", "process", "window", "sink"]
+KEYED_KINDS: tuple[VertexKind, ...] = ("process", "window")
+"""Kinds of vertex that keep keyed state (and timers) in a keyed backend."""
+STATEFUL_KINDS: tuple[VertexKind, ...] = ("source", *KEYED_KINDS, "sink")
 Partitioning = Literal["forward", "key"]
 
 

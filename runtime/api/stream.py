@@ -11,13 +11,24 @@ def build(env):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 from lockgate.runtime.api.connectors import Sink, Source
 from lockgate.runtime.api.functions import KeyedProcessFunction
 from lockgate.runtime.api.graph import Edge, JobGraph, Vertex, VertexKind
-from lockgate.runtime.api.validation import JobDefinitionError, check_callable, validate
+from lockgate.runtime.api.validation import JobDefinitionError, check_callable, milliseconds, validate
 from lockgate.runtime.api.watermarks import WatermarkStrategy
+from lockgate.runtime.api.windows import (
+    ProcessWindowFunction,
+    Reducing,
+    WindowAssigner,
+    WindowResultFunction,
+    WindowSpec,
+    check_window_spec,
+)
+from lockgate.runtime.state.descriptors import AggregateFunction
 
 
 class StreamEnvironment:
@@ -130,3 +141,62 @@ class KeyedStream(DataStream):
                 f"{type(function).__qualname__}; subclass lockgate.runtime.KeyedProcessFunction"
             )
         return self._then("process", function, name)
+
+    def window(self, assigner: WindowAssigner) -> WindowedStream:
+        """Group each key's records into the windows `assigner` gives them."""
+        if not isinstance(assigner, WindowAssigner):
+            raise JobDefinitionError(
+                f".window() needs a window assigner (TumblingEventTimeWindows.of(...), ...), "
+                f"got {type(assigner).__qualname__}"
+            )
+        return WindowedStream(self, WindowSpec(assigner))
+
+
+class WindowedStream:
+    """A keyed stream's windows; `process`, `aggregate` or `reduce` says what a fired
+    window emits."""
+
+    def __init__(self, keyed: KeyedStream, spec: WindowSpec) -> None:
+        self._keyed = keyed
+        self._spec = spec
+
+    def allowed_lateness(self, lateness: timedelta) -> WindowedStream:
+        """Keep each window this long after it fired: a late record within it fires
+        the window again, with the record."""
+        ms = milliseconds(lateness, ".allowed_lateness()", positive=False)
+        return WindowedStream(self._keyed, replace(self._spec, allowed_lateness_ms=ms))
+
+    def _vertex(self, spec: WindowSpec, name: str | None, label: str) -> DataStream:
+        check_window_spec(spec, name or label)
+        return self._keyed._then("window", spec, name)
+
+    def process(self, function: ProcessWindowFunction, name: str | None = None) -> DataStream:
+        if not isinstance(function, ProcessWindowFunction):
+            raise JobDefinitionError(
+                f"window .process() needs a ProcessWindowFunction instance, got {type(function).__qualname__}"
+            )
+        return self._vertex(replace(self._spec, function=function), name, type(function).__qualname__)
+
+    def aggregate(
+        self,
+        function: AggregateFunction[Any, Any, Any],
+        window_function: WindowResultFunction | None = None,
+        name: str | None = None,
+    ) -> DataStream:
+        if not isinstance(function, AggregateFunction):
+            raise JobDefinitionError(
+                f".aggregate() needs an AggregateFunction instance, got {type(function).__qualname__}"
+            )
+        spec = replace(self._spec, aggregate=function, window_function=window_function)
+        return self._vertex(spec, name, type(function).__qualname__)
+
+    def reduce(
+        self,
+        fn: Callable[[Any, Any], Any],
+        window_function: WindowResultFunction | None = None,
+        name: str | None = None,
+    ) -> DataStream:
+        check_callable("reduce", fn)
+        return self._vertex(
+            replace(self._spec, aggregate=Reducing(fn), window_function=window_function), name, "reduce"
+        )

@@ -6,6 +6,7 @@ storage)."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any
 
 from lockgate.runtime.api.connectors import JobIdentity
@@ -16,6 +17,16 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 class JobDefinitionError(ValueError):
     """The job's dataflow is not valid as declared."""
+
+
+def milliseconds(value: Any, what: str, *, positive: bool = True) -> int:
+    """A `timedelta` a job declares (a window size, a lateness), in whole milliseconds."""
+    if not isinstance(value, timedelta):
+        raise JobDefinitionError(f"{what} takes a datetime.timedelta, got {type(value).__name__} {value!r}")
+    ms = round(value.total_seconds() * 1000)
+    if ms < 0 or (positive and ms == 0):
+        raise JobDefinitionError(f"{what} must be {'positive' if positive else 'zero or more'}, got {value}")
+    return ms
 
 
 def check_callable(operation: str, fn: Any) -> None:

@@ -18,22 +18,9 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from lockgate.runtime.api.validation import JobDefinitionError
+from lockgate.runtime.api.validation import JobDefinitionError, milliseconds
 
 TimestampAssigner = Callable[[Any], int]
-
-
-def _milliseconds(value: Any, what: str, *, positive: bool) -> int:
-    if not isinstance(value, timedelta):
-        raise JobDefinitionError(
-            f"WatermarkStrategy {what} takes a datetime.timedelta, got {type(value).__name__} {value!r}"
-        )
-    ms = round(value.total_seconds() * 1000)
-    if ms < 0 or (positive and ms == 0):
-        raise JobDefinitionError(
-            f"WatermarkStrategy {what} must be {'positive' if positive else 'zero or more'}, got {value}"
-        )
-    return ms
 
 
 @dataclass(frozen=True)
@@ -44,7 +31,9 @@ class WatermarkStrategy:
 
     @staticmethod
     def for_bounded_out_of_orderness(max_out_of_orderness: timedelta) -> WatermarkStrategy:
-        return WatermarkStrategy(_milliseconds(max_out_of_orderness, "out-of-orderness", positive=False))
+        return WatermarkStrategy(
+            milliseconds(max_out_of_orderness, "WatermarkStrategy out-of-orderness", positive=False)
+        )
 
     @staticmethod
     def for_monotonous_timestamps() -> WatermarkStrategy:
@@ -62,4 +51,4 @@ class WatermarkStrategy:
     def with_idleness(self, timeout: timedelta) -> WatermarkStrategy:
         """A partition that has read nothing for `timeout` (processing time) stops
         holding the watermark back until it reads again."""
-        return replace(self, idleness_ms=_milliseconds(timeout, "idleness", positive=True))
+        return replace(self, idleness_ms=milliseconds(timeout, "WatermarkStrategy idleness"))

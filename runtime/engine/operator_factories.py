@@ -11,6 +11,7 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lockgate.runtime.api.functions import KeyedProcessFunction
 from lockgate.runtime.api.graph import Vertex
 from lockgate.runtime.engine.operators import (
     FilterOperator,
@@ -20,6 +21,7 @@ from lockgate.runtime.engine.operators import (
     ProcessOperator,
     SnapshotHook,
 )
+from lockgate.runtime.engine.window_operator import LateRecords, WindowProcess
 from lockgate.runtime.state.backend import KeyedStateBackend
 
 
@@ -31,6 +33,7 @@ class ChainContext:
     parallelism: int
     snapshot: SnapshotHook  # takes the synchronous part of the vertex's snapshot at a barrier
     keyed_backend: Callable[[str], KeyedStateBackend | None]  # a keyed vertex's state
+    late_records: Callable[[str], LateRecords]  # what a window vertex counts as dropped late
 
 
 OperatorFactory = Callable[[Vertex, Output, ChainContext], Output]
@@ -73,14 +76,23 @@ def _filter(vertex: Vertex, out: Output, context: ChainContext) -> Output:
     return FilterOperator(vertex.operator, out)
 
 
-@register("process")
-def _process(vertex: Vertex, out: Output, context: ChainContext) -> Output:
+def _keyed(vertex: Vertex, function: KeyedProcessFunction, out: Output, context: ChainContext) -> Output:
     backend = context.keyed_backend(vertex.name)
     if backend is None:
         raise ValueError(f"vertex {vertex.name!r} processes keyed records but has no keyed state")
-    # Each subtask gets its own instance: open() stores state handles on it.
-    function = copy.deepcopy(vertex.operator)
     subtask = (context.subtask, context.parallelism)
     return ProcessOperator(
         vertex.name, function, backend=backend, context=subtask, out=out, snapshot=context.snapshot
     )
+
+
+@register("process")
+def _process(vertex: Vertex, out: Output, context: ChainContext) -> Output:
+    # Each subtask gets its own instance: open() stores state handles on it.
+    return _keyed(vertex, copy.deepcopy(vertex.operator), out, context)
+
+
+@register("window")
+def _window(vertex: Vertex, out: Output, context: ChainContext) -> Output:
+    spec = copy.deepcopy(vertex.operator)
+    return _keyed(vertex, WindowProcess(vertex.name, spec, context.late_records(vertex.name)), out, context)

@@ -2,8 +2,8 @@
 
 Its max parallelism must be the job's: keyed state is split into that many key
 groups for good. And every state in it must be claimed by a vertex of the job, by
-name and by kind (keyed state by a process vertex, operator state by a source or
-a sink): state nobody claims would be dropped without a word — a renamed source
+name and by kind (keyed state by a process or window vertex, operator state by a source
+or a sink): state nobody claims would be dropped without a word — a renamed source
 would read its input again from the beginning. So it is refused, naming it, unless
 the user allows it (Flink's `--allow-non-restored-state`); then it is dropped with
 a warning, and each vertex new to the job starts empty.
@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import logging
 
-from lockgate.runtime.api.graph import JobGraph
+from lockgate.runtime.api.graph import KEYED_KINDS, STATEFUL_KINDS, JobGraph
 from lockgate.runtime.snapshot.metadata import CheckpointMetadata, VertexState
 
 log = logging.getLogger(__name__)
 
-CLAIMS = {"keyed": ("process",), "operator": ("source", "sink")}
+CLAIMS = {"keyed": KEYED_KINDS, "operator": ("source", "sink")}
 """Which kinds of vertex keep each kind of state."""
 
 
@@ -46,7 +46,7 @@ def unclaimed_state(metadata: CheckpointMetadata, graph: JobGraph) -> list[str]:
 
 
 def _stateful_vertices(graph: JobGraph) -> str:
-    stateful = [f"{v.name!r} ({v.kind})" for v in graph.vertices if v.kind in ("source", "process", "sink")]
+    stateful = [f"{v.name!r} ({v.kind})" for v in graph.vertices if v.kind in STATEFUL_KINDS]
     return ", ".join(stateful)
 
 

@@ -35,6 +35,7 @@ from lockgate.runtime.engine.vertex_state import (
     TaskVertexState,
     vertex_state,
 )
+from lockgate.runtime.engine.window_operator import LateRecords
 from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend
 from lockgate.runtime.snapshot.subtask import PendingSubtaskSnapshot
 
@@ -117,8 +118,10 @@ class Task:
         self.records_out: dict[str, Counted] = {}
         self.state_bytes: dict[str, int] = {}
         self.alignment_listener: AlignmentListener = _ignore_alignment
+        # Per window vertex, the records it dropped as late.
+        self.late_records_dropped: dict[str, LateRecords] = {}
         self._chain_context = ChainContext(
-            config.index, config.parallelism, self.snapshot, self._keyed_backend
+            config.index, config.parallelism, self.snapshot, self._keyed_backend, self._late_records
         )
         self.chains = [self._chain(chain) for chain in graph.chains()]
 
@@ -159,6 +162,9 @@ class Task:
             return sink
         out = self.records_out[vertex.name] = Counted(self._downstream(vertex, sinks))
         return make_operator(vertex, out, self._chain_context)
+
+    def _late_records(self, vertex: str) -> LateRecords:
+        return self.late_records_dropped.setdefault(vertex, LateRecords())
 
     def _keyed_backend(self, vertex: str) -> CheckpointableKeyedStateBackend | None:
         state = self.states[vertex]

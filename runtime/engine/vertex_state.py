@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from lockgate.runtime.api.graph import Vertex
+from lockgate.runtime.api.graph import KEYED_KINDS, Vertex
 from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.coordination.records import Trigger
@@ -72,7 +72,7 @@ class TaskVertexState:
 
 
 class KeyedVertexState(TaskVertexState):
-    """A process vertex: keyed state in the configured backend, for the key groups
+    """A process or window vertex: keyed state in the configured backend, for the key groups
     this subtask owns."""
 
     def __init__(self, vertex: Vertex, index: int, parallelism: int, config: StateConfig) -> None:
@@ -139,6 +139,6 @@ def vertex_state(vertex: Vertex, index: int, parallelism: int, config: StateConf
         return SourceVertexState(vertex, index, parallelism)
     if vertex.kind == "sink":
         return CommittingVertexState(vertex, index, parallelism)
-    if vertex.kind == "process":
+    if vertex.kind in KEYED_KINDS:
         return KeyedVertexState(vertex, index, parallelism, config)
     return TaskVertexState(vertex, index, parallelism)

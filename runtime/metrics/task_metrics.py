@@ -59,6 +59,9 @@ class ObservedTask(Protocol):
     def records_out(self) -> Mapping[str, _Counter]: ...
 
     @property
+    def late_records_dropped(self) -> Mapping[str, _Counter]: ...
+
+    @property
     def state_bytes(self) -> Mapping[str, int]: ...
 
     @property
@@ -88,6 +91,14 @@ class TaskCollector(Collector):
         )
         for vertex, counted in task.records_out.items():
             records_out.add_metric(self._labels(vertex), counted.count)
+        late = CounterMetricFamily(
+            "lockgate_late_records_dropped",
+            "Records a window vertex dropped: every window they belong to had closed "
+            "(its end plus the allowed lateness was at or before the watermark).",
+            labels=LABELS,
+        )
+        for vertex, counted in task.late_records_dropped.items():
+            late.add_metric(self._labels(vertex), counted.count)
         blocked = CounterMetricFamily(
             "lockgate_backpressured_seconds",
             "Seconds a subtask waited for room in the channels to the next vertex; "
@@ -101,7 +112,7 @@ class TaskCollector(Collector):
         )
         for vertex, size in task.state_bytes.items():
             state.add_metric(self._labels(vertex), size)
-        yield from (records_in, records_out, blocked, state)
+        yield from (records_in, records_out, late, blocked, state)
         yield from self._lag()
 
     def _lag(self) -> Iterable[Metric]:

@@ -38,6 +38,10 @@ class AggregateFunction(ABC, Generic[IN, ACC, OUT]):
     @abstractmethod
     def get_result(self, accumulator: ACC) -> OUT: ...
 
+    def merge(self, a: ACC, b: ACC) -> ACC:
+        """Combine two accumulators (session windows merge): implement it to use one."""
+        raise NotImplementedError(f"{type(self).__qualname__} must implement merge(a, b)")
+
 
 def _ttl_ms(ttl: float | timedelta | None, name: str) -> int | None:
     if ttl is None:

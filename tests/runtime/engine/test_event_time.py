@@ -5,8 +5,6 @@ everything before the final checkpoint."""
 
 from __future__ import annotations
 
-import json
-import random
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -22,40 +20,8 @@ from lockgate.runtime.engine.events import EndOfStream, Idle, TimestampedBatch, 
 from lockgate.runtime.engine.source_watermarks import SourceWatermarks, TimestampError
 
 from tests.jobs.functions import SessionsByTimers
+from tests.jobs.sessions import DISORDER, GAP, write_sessions
 from tests.runtime.engine.harness import Run, run_job
-
-GAP = 5_000
-DISORDER = 2_000
-
-
-def _write_sessions(
-    directory: Path, users: int, partitions: int, seed: int
-) -> set[tuple[str, int, int, int]]:
-    """Each user's sessions (events < GAP/2 apart, sessions 3 GAPs or more apart),
-    its events spread over the partitions; each partition in time order but for a
-    jitter below DISORDER. Returns the sessions: (user, start, end, count)."""
-    rng = random.Random(seed)
-    events: list[list[tuple[int, str]]] = [[] for _ in range(partitions)]
-    expected = set()
-    for u in range(users):
-        user = f"u{u}"
-        t = rng.randrange(0, 20_000)
-        for _ in range(rng.randint(1, 4)):
-            start, count = t, rng.randint(1, 12)
-            for n in range(count):
-                events[rng.randrange(partitions)].append((t, user))
-                if n < count - 1:
-                    t += rng.randrange(1, GAP // 2)
-            last = t
-            expected.add((user, start, last + GAP, count))
-            t = last + rng.randrange(3 * GAP, 6 * GAP)
-    directory.mkdir(parents=True)
-    for index, partition in enumerate(events):
-        noisy = sorted(partition, key=lambda e: e[0] + rng.randrange(DISORDER))
-        with open(directory / f"part-{index}.jsonl", "w") as f:
-            for ts, user in noisy:
-                f.write(json.dumps({"user": user, "ts": ts}) + "\n")
-    return expected
 
 
 def _sessions_job(tmp_path: Path) -> StreamEnvironment:
@@ -78,7 +44,7 @@ def _sessions_job(tmp_path: Path) -> StreamEnvironment:
 async def test_event_time_timers_give_exactly_the_sessions_of_out_of_order_input(
     tmp_path: Path, parallelism: int, backend: Any
 ) -> None:
-    expected = _write_sessions(tmp_path / "events", users=60, partitions=4, seed=parallelism)
+    expected = write_sessions(tmp_path / "events", users=60, partitions=4, seed=parallelism)
     env = _sessions_job(tmp_path)
     run = Run(parallelism, backend, batch_size=16)
     await run_job(InMemoryStore(), JobKeys("test", "sessions"), tmp_path, env.graph(), run)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from lockgate.runtime import TumblingEventTimeWindows
 from lockgate.runtime.api.graph import Vertex
+from lockgate.runtime.api.windows import WindowSpec
 from lockgate.runtime.engine.operator_factories import ChainContext, make_operator, register
 from lockgate.runtime.engine.operators import MapOperator
+from lockgate.runtime.engine.window_operator import LateRecords
 
 
 class _Collect:
@@ -17,7 +22,7 @@ class _Collect:
 
 
 def _context() -> ChainContext:
-    return ChainContext(0, 1, lambda vertex, barrier: None, lambda name: None)
+    return ChainContext(0, 1, lambda vertex, barrier: None, lambda name: None, lambda name: LateRecords())
 
 
 def test_a_vertex_gets_the_operator_its_kind_registered() -> None:
@@ -31,13 +36,15 @@ def test_a_vertex_gets_the_operator_its_kind_registered() -> None:
 def test_an_unknown_kind_and_a_second_registration_are_named() -> None:
     with pytest.raises(
         ValueError,
-        match=r"'w' is of kind 'window', which no operator runs \(known: filter, flat_map, map, process\)",
+        match=r"'j' is of kind 'join', which no operator runs \(known: filter, flat_map, map, process, window\)",
     ):
-        make_operator(Vertex("w", "window", None), _Collect(), _context())  # type: ignore[arg-type]
+        make_operator(Vertex("j", "join", None), _Collect(), _context())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="kind 'map' is registered already"):
         register("map")(lambda vertex, out, context: out)
 
 
-def test_a_process_vertex_without_keyed_state_is_named() -> None:
+@pytest.mark.parametrize("kind", ["process", "window"])
+def test_a_keyed_vertex_without_keyed_state_is_named(kind: str) -> None:
+    operator = None if kind == "process" else WindowSpec(TumblingEventTimeWindows.of(timedelta(seconds=1)))
     with pytest.raises(ValueError, match="'count' processes keyed records but has no keyed state"):
-        make_operator(Vertex("count", "process", None), _Collect(), _context())
+        make_operator(Vertex("count", kind, operator), _Collect(), _context())  # type: ignore[arg-type]

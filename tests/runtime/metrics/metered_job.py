@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,15 @@ from lockgate.runtime.metrics.job_metrics import JobMetrics
 from lockgate.runtime.metrics.serving import MetricsServer, PortRange, serve
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.spark import BarrierStage
+
+
+def free_port_range(size: int) -> PortRange:
+    """`size` ports from one the kernel says is free (the tasks take the first free)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        first = int(probe.getsockname()[1])
+    first = min(first, 65535 - size)
+    return PortRange(first, first + size - 1)
 
 
 @dataclass
@@ -42,16 +52,18 @@ class MeteredJob:
         *,
         task_ports: PortRange,
         interval_s: float,
+        batch_size: int = 64,
+        parallelism: int = 2,
     ) -> MeteredJob:
         spec = JobSpec(
             entrypoint=entrypoint,
             keys=keys,
-            parallelism=2,
+            parallelism=parallelism,
             state=StateConfig("rocksdb", work / "local", 32),
             control_plane=etcd_config,
             secret=secrets.token_bytes(32),
             args=tuple(args.items()),
-            batch_size=64,
+            batch_size=batch_size,
             metrics_ports=task_ports,
         )
         config = CheckpointConfig(interval_s=interval_s, timeout_s=60)

@@ -4,30 +4,19 @@ free port of a range, scraped over HTTP while the job runs."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from pathlib import Path
-
-from lockgate.runtime.metrics.serving import PortRange
 
 from tests.polling import eventually_true
 from tests.runtime.engine.test_local_engine import _write_lines
-from tests.runtime.metrics.metered_job import MeteredJob
+from tests.runtime.metrics.metered_job import MeteredJob, free_port_range
 from tests.runtime.metrics.scrape import Sample, scrape, series, total
-
-
-def _free_range(size: int) -> PortRange:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        first = int(probe.getsockname()[1])
-    first = min(first, 65535 - size)
-    return PortRange(first, first + size - 1)
 
 
 async def test_a_running_job_serves_driver_and_task_metrics(
     spark, etcd, etcd_config, keys, tmp_path: Path
 ) -> None:
     words = _write_lines(tmp_path / "lines", partitions=4, lines=300)
-    task_ports = _free_range(10)
+    task_ports = free_port_range(10)
     job = MeteredJob.start(
         spark,
         etcd_config,

@@ -1,0 +1,187 @@
+"""Windows on the machinery every keyed function has: a window vertex runs
+`WindowProcess`, a keyed process function over the vertex's keyed state and
+timers, so window contents and their timers are checkpointed, savepointed and
+redistributed by key group like any state.
+
+Per key, `_window.windows` maps each open window (start, end) to its accumulator
+(aggregate and reduce) or to how many elements it holds (process); a process
+window's elements are `_window.elements` entries (start, end, n), one per element,
+so adding one writes one entry. A window fires at its `max_timestamp` (event time:
+when the watermark reaches it; processing time: on the clock) and is cleared at
+`max_timestamp + allowed_lateness`. Session windows merge on arrival: a record's
+window and every open window it touches (Flink's inclusive intersection) become
+their cover, accumulators merged with `merge(a, b)`, elements moved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from lockgate.runtime.api.functions import Context, KeyedProcessFunction, RuntimeContext
+from lockgate.runtime.api.windows import TimeWindow, WindowSpec
+from lockgate.runtime.state.descriptors import MapStateDescriptor
+
+WINDOWS = MapStateDescriptor("_window.windows")
+ELEMENTS = MapStateDescriptor("_window.elements")
+
+
+class LateRecords:
+    """Records a window vertex dropped because every window they belong to had
+    closed; read by the metrics (`lockgate_late_records_dropped_total`)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+class MissingEventTimeError(ValueError):
+    """A record without event time reached event-time windows."""
+
+
+def _touches(a: TimeWindow, b: TimeWindow) -> bool:
+    return a.start <= b.end and b.start <= a.end
+
+
+class WindowProcess(KeyedProcessFunction):
+    def __init__(self, vertex: str, spec: WindowSpec, late: LateRecords) -> None:
+        self._vertex = vertex
+        self._spec = spec
+        self._assigner = spec.assigner
+        self._event_time = spec.assigner.time_domain == "event_time"
+        self._lateness = spec.allowed_lateness_ms
+        self._late = late
+
+    def open(self, ctx: RuntimeContext) -> None:
+        self._windows = ctx.state(WINDOWS)
+        self._elements = ctx.state(ELEMENTS) if self._spec.function is not None else None
+        if self._spec.function is not None:
+            self._spec.function.open(ctx)
+
+    def close(self) -> None:
+        if self._spec.function is not None:
+            self._spec.function.close()
+
+    # -- records -------------------------------------------------------------------
+
+    def process(self, value: Any, ctx: Context) -> Iterator[Any]:
+        timers = ctx.timers
+        if self._event_time:
+            timestamp = ctx.timestamp
+            if timestamp is None:
+                raise MissingEventTimeError(
+                    f"{self._vertex}: a record without event time reached event-time windows; "
+                    "declare watermarks=WatermarkStrategy...with_timestamp_assigner(...) on the source"
+                )
+        else:
+            timestamp = timers.current_processing_time()
+        watermark = timers.current_watermark()
+        accepted = False
+        for assigned in self._assigner.assign(timestamp):
+            window = self._merged(assigned) if self._assigner.merging else assigned
+            if self._event_time and window.max_timestamp + self._lateness <= watermark:
+                continue  # closed: its state is gone, or about to be
+            if self._assigner.merging:
+                self._merge_into(window, ctx)
+            accepted = True
+            self._add(window, value)
+            if self._event_time and window.max_timestamp <= watermark:
+                yield from self._emit(window, ctx)  # a late record within the lateness: fire again
+            elif self._event_time:
+                timers.register_event_time_timer(window.max_timestamp)
+            else:
+                timers.register_processing_time_timer(window.max_timestamp)
+            if self._event_time and self._lateness:
+                timers.register_event_time_timer(window.max_timestamp + self._lateness)
+        if not accepted:
+            self._late.count += 1
+
+    def _open_windows(self) -> list[TimeWindow]:
+        return [TimeWindow(*bounds) for bounds, _ in self._windows.items()]
+
+    def _merged(self, window: TimeWindow) -> TimeWindow:
+        """The cover of `window` and every open window it touches (nothing changes)."""
+        for other in self._open_windows():
+            if _touches(window, other):
+                window = window.cover(other)
+        return window
+
+    def _merge_into(self, target: TimeWindow, ctx: Context) -> None:
+        """Move every open window inside `target` into it, with its timers."""
+        for window in self._open_windows():
+            if window == target or not _touches(window, target):
+                continue
+            self._drop_timers(window, ctx)
+            aggregate = self._spec.aggregate
+            if aggregate is not None:
+                held = self._windows.get((window.start, window.end))
+                current = self._windows.get((target.start, target.end))
+                merged = held if current is None else aggregate.merge(current, held)
+                self._windows.put((target.start, target.end), merged)
+            else:
+                for element in self._take_elements(window):  # reads the window's count: first
+                    self._add(target, element)
+            self._windows.remove((window.start, window.end))
+
+    def _drop_timers(self, window: TimeWindow, ctx: Context) -> None:
+        if self._event_time:
+            ctx.timers.delete_event_time_timer(window.max_timestamp)
+            if self._lateness:
+                ctx.timers.delete_event_time_timer(window.max_timestamp + self._lateness)
+        else:
+            ctx.timers.delete_processing_time_timer(window.max_timestamp)
+
+    def _add(self, window: TimeWindow, value: Any) -> None:
+        bounds = (window.start, window.end)
+        aggregate = self._spec.aggregate
+        if aggregate is not None:
+            current = self._windows.get(bounds)
+            accumulator = aggregate.create_accumulator() if current is None else current
+            self._windows.put(bounds, aggregate.add(value, accumulator))
+            return
+        assert self._elements is not None
+        held = self._windows.get(bounds) or 0
+        self._elements.put((window.start, window.end, held), value)
+        self._windows.put(bounds, held + 1)
+
+    def _elements_of(self, window: TimeWindow) -> list[Any]:
+        assert self._elements is not None
+        held = self._windows.get((window.start, window.end)) or 0
+        return [self._elements.get((window.start, window.end, n)) for n in range(held)]
+
+    def _take_elements(self, window: TimeWindow) -> list[Any]:
+        assert self._elements is not None
+        elements = self._elements_of(window)
+        for n in range(len(elements)):
+            self._elements.remove((window.start, window.end, n))
+        return elements
+
+    # -- firing --------------------------------------------------------------------
+
+    def _emit(self, window: TimeWindow, ctx: Context) -> Iterator[Any]:
+        spec = self._spec
+        if spec.aggregate is not None:
+            result = spec.aggregate.get_result(self._windows.get((window.start, window.end)))
+            if spec.window_function is None:
+                yield result
+            else:
+                yield spec.window_function(ctx.current_key, window, result)
+            return
+        assert spec.function is not None
+        produced = spec.function.process(ctx.current_key, window, self._elements_of(window), ctx)
+        if produced is not None:
+            yield from produced
+
+    def on_timer(self, timestamp: int, ctx: Context) -> Iterator[Any]:
+        if (ctx.time_domain == "event_time") != self._event_time:
+            return
+        lateness = self._lateness if self._event_time else 0
+        for window in self._open_windows():
+            if window.max_timestamp == timestamp:
+                yield from self._emit(window, ctx)
+            if window.max_timestamp + lateness == timestamp:
+                self._clear(window)
+
+    def _clear(self, window: TimeWindow) -> None:
+        if self._elements is not None:
+            self._take_elements(window)
+        self._windows.remove((window.start, window.end))

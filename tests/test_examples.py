@@ -38,3 +38,8 @@ def test_recovery_demo_kills_a_worker_rescales_and_checks_exactly_once() -> None
     assert "recovered from the latest checkpoint" in result.stdout
     assert "resuming from the savepoint at parallelism 3" in result.stdout
     assert "each committed exactly once, every key's sum intact: OK" in result.stdout
+
+
+def test_sessions_demo_gives_every_session_of_out_of_order_clicks_once_on_spark() -> None:
+    result = _run_example("sessions_demo.py")
+    assert "each exactly once: OK" in result.stdout

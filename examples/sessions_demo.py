@@ -70,7 +70,11 @@ def main() -> int:
         subprocess.run(command, cwd=work, env=env, check=True)
         got = [(r["user"], r["start"], r["end"], r["clicks"]) for r in read_committed(f"file://{work}/out")]
         if len(got) != len(set(got)) or set(got) != expected:
-            extra, missing, twice = len(set(got) - expected), len(expected - set(got)), len(got) - len(set(got))
+            extra, missing, twice = (
+                len(set(got) - expected),
+                len(expected - set(got)),
+                len(got) - len(set(got)),
+            )
             print(f"MISMATCH: {extra} sessions not in the reference, {missing} missing, {twice} twice")
             return 1
         clicks = sum(s[3] for s in expected)

@@ -56,6 +56,11 @@ class WindowAssigner(ABC):
     def assign(self, timestamp: int) -> list[TimeWindow]:
         """The windows a record at `timestamp` belongs to."""
 
+    def fixed_size(self) -> int | None:
+        """The length of every window this assigner makes, if they are all alike
+        (then a window is known by its end); None for session windows."""
+        return None
+
 
 def _start(timestamp: int, size: int, offset: int) -> int:
     return timestamp - (timestamp - offset) % size
@@ -72,6 +77,9 @@ class TumblingEventTimeWindows(WindowAssigner):
             milliseconds(size, "TumblingEventTimeWindows.of size"),
             milliseconds(offset, "TumblingEventTimeWindows.of offset", positive=False),
         )
+
+    def fixed_size(self) -> int | None:
+        return self.size_ms
 
     def assign(self, timestamp: int) -> list[TimeWindow]:
         start = _start(timestamp, self.size_ms, self.offset_ms)
@@ -96,6 +104,9 @@ class SlidingEventTimeWindows(WindowAssigner):
         return SlidingEventTimeWindows(
             size_ms, slide_ms, milliseconds(offset, "SlidingEventTimeWindows.of offset", positive=False)
         )
+
+    def fixed_size(self) -> int | None:
+        return self.size_ms
 
     def assign(self, timestamp: int) -> list[TimeWindow]:
         last = _start(timestamp, self.slide_ms, self.offset_ms)
@@ -129,6 +140,9 @@ class TumblingProcessingTimeWindows(WindowAssigner):
             milliseconds(size, "TumblingProcessingTimeWindows.of size"),
             milliseconds(offset, "TumblingProcessingTimeWindows.of offset", positive=False),
         )
+
+    def fixed_size(self) -> int | None:
+        return self.size_ms
 
     def assign(self, timestamp: int) -> list[TimeWindow]:
         start = _start(timestamp, self.size_ms, self.offset_ms)

@@ -54,6 +54,7 @@ class InputGate:
         self._idle: set[int] = set()
         self._watermark = NO_WATERMARK  # the last one passed on
         self._passed_idle = False
+        self._pending: list[Idle] = []  # idleness that follows a watermark just passed on
         self.last_alignment_s = 0.0
         """From the first to the last barrier of the most recently aligned checkpoint."""
 
@@ -75,6 +76,8 @@ class InputGate:
             ready = self._complete_alignments()
             if ready is not None:
                 return ready
+            if self._pending:
+                return self._pending.pop(0)
             element, index = self._next_element()
             if element is None:
                 return None
@@ -98,13 +101,22 @@ class InputGate:
                 return mark
 
     def _event_time(self) -> Watermark | Idle | None:
-        """What the gate passes on after a channel's event time changed, if anything."""
+        """What the gate passes on after a channel's event time changed, if anything.
+        When the last active channel turns idle, the highest watermark any channel
+        reached goes first (nothing holds it back any more), then idleness."""
+        if self._pending:
+            return self._pending.pop(0)
         live = [i for i in range(len(self._channels)) if i not in self._ended]
         active = [i for i in live if i not in self._idle]
         if live and not active:
             if self._passed_idle:
                 return None
             self._passed_idle = True
+            highest = max(self._watermarks[i] for i in live)
+            if highest > self._watermark:
+                self._watermark = highest
+                self._pending.append(Idle())
+                return Watermark(highest)
             return Idle()
         if not active:
             return None  # every channel ended: their last watermarks were passed on already

@@ -59,21 +59,27 @@ class SourceWatermarks:
             return True
         return now - self._active_at.get(partition, self._started) < self._idleness
 
-    def next_mark(self, partitions: Iterable[str]) -> EventTime | None:
-        """What to send downstream now, if anything: a higher watermark, or idleness
-        once every partition has been idle for the timeout."""
+    def next_marks(self, partitions: Iterable[str]) -> list[EventTime]:
+        """What to send downstream now: a higher watermark, or — once every partition
+        has been idle for the timeout — the highest watermark any of them reached
+        (no partition holds it back any more; Flink's valve does the same) and then
+        idleness, said once."""
         now = self._now_ms()
+        partitions = list(partitions)
         active = [p for p in partitions if self._holds_back(p, now)]
         if not active:
             if self._idle:
-                return None
+                return []
             self._idle = True
-            return Idle()
+            reached = [self._newest[p] - self._delay - 1 for p in partitions if p in self._newest]
+            return [*self._rise(max(reached, default=NO_WATERMARK)), Idle()]
         self._idle = False
-        watermark = min(
-            self._newest[p] - self._delay - 1 if p in self._newest else NO_WATERMARK for p in active
+        return self._rise(
+            min(self._newest[p] - self._delay - 1 if p in self._newest else NO_WATERMARK for p in active)
         )
+
+    def _rise(self, watermark: int) -> list[EventTime]:
         if watermark <= self._emitted:
-            return None
+            return []
         self._emitted = watermark
-        return Watermark(watermark)
+        return [Watermark(watermark)]

@@ -403,8 +403,7 @@ class ChainRunner:
             stamps.extend(watermarks.timestamps(partition, batch))
         if records:
             self.output.push(records, stamps)
-        mark = watermarks.next_mark(reader.partitions())
-        if mark is not None:
+        for mark in watermarks.next_marks(reader.partitions()):
             self.output.event_time(mark)
         return records
 

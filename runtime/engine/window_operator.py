@@ -3,10 +3,10 @@
 timers, so window contents and their timers are checkpointed, savepointed and
 redistributed by key group like any state.
 
-Per key, `_window.windows` maps each open window (start, end) to its accumulator
-(aggregate and reduce) or to how many elements it holds (process); a process
-window's elements are `_window.elements` entries (start, end, n), one per element,
-so adding one writes one entry. A window fires at its `max_timestamp` (event time:
+Per key, `_window.windows` maps each open window (start, end — 16 bytes) to its
+accumulator (aggregate and reduce) or to how many elements it holds (process); a
+process window's elements are `_window.elements` entries (start, end, n — 24
+bytes), one per element, so adding one writes one entry. A window fires at its `max_timestamp` (event time:
 when the watermark reaches it; processing time: on the clock) and is cleared at
 `max_timestamp + allowed_lateness`. Session windows merge on arrival: a record's
 window and every open window it touches (Flink's inclusive intersection) become
@@ -15,6 +15,7 @@ their cover, accumulators merged with `merge(a, b)`, elements moved.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,6 +37,23 @@ class LateRecords:
 
 class MissingEventTimeError(ValueError):
     """A record without event time reached event-time windows."""
+
+
+_BOUNDS = struct.Struct(">qq")
+_ELEMENT = struct.Struct(">qqq")
+
+
+def _bounds(window: TimeWindow) -> bytes:
+    """A window as a map key: 16 bytes (one cheap key to serialize, not a tuple)."""
+    return _BOUNDS.pack(window.start, window.end)
+
+
+def _window_of(bounds: bytes) -> TimeWindow:
+    return TimeWindow(*_BOUNDS.unpack(bounds))
+
+
+def _element(window: TimeWindow, n: int) -> bytes:
+    return _ELEMENT.pack(window.start, window.end, n)
 
 
 def _touches(a: TimeWindow, b: TimeWindow) -> bool:
@@ -96,7 +114,7 @@ class WindowProcess(KeyedProcessFunction):
             self._late.count += 1
 
     def _open_windows(self) -> list[TimeWindow]:
-        return [TimeWindow(*bounds) for bounds, _ in self._windows.items()]
+        return [_window_of(bounds) for bounds, _ in self._windows.items()]
 
     def _merged(self, window: TimeWindow) -> TimeWindow:
         """The cover of `window` and every open window it touches (nothing changes)."""
@@ -113,14 +131,14 @@ class WindowProcess(KeyedProcessFunction):
             self._drop_timers(window, ctx)
             aggregate = self._spec.aggregate
             if aggregate is not None:
-                held = self._windows.get((window.start, window.end))
-                current = self._windows.get((target.start, target.end))
+                held = self._windows.get(_bounds(window))
+                current = self._windows.get(_bounds(target))
                 merged = held if current is None else aggregate.merge(current, held)
-                self._windows.put((target.start, target.end), merged)
+                self._windows.put(_bounds(target), merged)
             else:
                 for element in self._take_elements(window):  # reads the window's count: first
                     self._add(target, element)
-            self._windows.remove((window.start, window.end))
+            self._windows.remove(_bounds(window))
 
     def _drop_timers(self, window: TimeWindow, ctx: Context) -> None:
         if self._event_time:
@@ -131,7 +149,7 @@ class WindowProcess(KeyedProcessFunction):
             ctx.timers.delete_processing_time_timer(window.max_timestamp)
 
     def _add(self, window: TimeWindow, value: Any) -> None:
-        bounds = (window.start, window.end)
+        bounds = _bounds(window)
         aggregate = self._spec.aggregate
         if aggregate is not None:
             current = self._windows.get(bounds)
@@ -140,19 +158,19 @@ class WindowProcess(KeyedProcessFunction):
             return
         assert self._elements is not None
         held = self._windows.get(bounds) or 0
-        self._elements.put((window.start, window.end, held), value)
+        self._elements.put(_element(window, held), value)
         self._windows.put(bounds, held + 1)
 
     def _elements_of(self, window: TimeWindow) -> list[Any]:
         assert self._elements is not None
-        held = self._windows.get((window.start, window.end)) or 0
-        return [self._elements.get((window.start, window.end, n)) for n in range(held)]
+        held = self._windows.get(_bounds(window)) or 0
+        return [self._elements.get(_element(window, n)) for n in range(held)]
 
     def _take_elements(self, window: TimeWindow) -> list[Any]:
         assert self._elements is not None
         elements = self._elements_of(window)
         for n in range(len(elements)):
-            self._elements.remove((window.start, window.end, n))
+            self._elements.remove(_element(window, n))
         return elements
 
     # -- firing --------------------------------------------------------------------
@@ -160,7 +178,7 @@ class WindowProcess(KeyedProcessFunction):
     def _emit(self, window: TimeWindow, ctx: Context) -> Iterator[Any]:
         spec = self._spec
         if spec.aggregate is not None:
-            result = spec.aggregate.get_result(self._windows.get((window.start, window.end)))
+            result = spec.aggregate.get_result(self._windows.get(_bounds(window)))
             if spec.window_function is None:
                 yield result
             else:
@@ -175,13 +193,23 @@ class WindowProcess(KeyedProcessFunction):
         if (ctx.time_domain == "event_time") != self._event_time:
             return
         lateness = self._lateness if self._event_time else 0
-        for window in self._open_windows():
+        for window in self._windows_at(timestamp, lateness):
             if window.max_timestamp == timestamp:
                 yield from self._emit(window, ctx)
             if window.max_timestamp + lateness == timestamp:
                 self._clear(window)
 
+    def _windows_at(self, timestamp: int, lateness: int) -> list[TimeWindow]:
+        """The key's open windows that fire or close at `timestamp`: for windows of
+        one size, the two it can be, looked up; session windows are scanned."""
+        size = self._assigner.fixed_size()
+        if size is None:
+            return self._open_windows()
+        ends = {timestamp + 1, timestamp + 1 - lateness}
+        candidates = [TimeWindow(end - size, end) for end in sorted(ends)]
+        return [w for w in candidates if self._windows.contains(_bounds(w))]
+
     def _clear(self, window: TimeWindow) -> None:
         if self._elements is not None:
             self._take_elements(window)
-        self._windows.remove((window.start, window.end))
+        self._windows.remove(_bounds(window))

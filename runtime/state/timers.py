@@ -66,6 +66,6 @@ class TimerQueue(Protocol):
         ...
 
     def pop_due(self, up_to: int, limit: int = POP_BATCH) -> list[DueTimer]:
-        """Remove and return up to `limit` timers with timestamp <= `up_to`, in
-        (timestamp, key) order."""
+        """Remove and return up to `limit` timers with timestamp <= `up_to`; each key's
+        in time order (a backend may hand them out key group by key group)."""
         ...

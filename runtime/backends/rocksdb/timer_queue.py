@@ -5,12 +5,11 @@ the queue opens or after a restore), so asking what is due reads nothing."""
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterator
 from typing import Any
 
 import rocksdict
-from lockgate.runtime.backends.rocksdb.database import key_group_prefix
+from lockgate.runtime.backends.rocksdb.database import key_group_prefix, prefix_successor
 from lockgate.runtime.state.timers import (
     POP_BATCH,
     DueTimer,
@@ -31,11 +30,14 @@ class RocksDBTimerQueue:
     def _row(self, key_group: int, timestamp: int, key_bytes: bytes) -> bytes:
         return key_group_prefix(key_group) + timer_rest(timestamp, key_bytes)
 
-    def _group_rows(self, key_group: int) -> Iterator[tuple[bytes, Any]]:
-        """The rows of one key group in (timestamp, key) order."""
+    def _group_rows(self, key_group: int, from_timestamp: int | None = None) -> Iterator[tuple[bytes, Any]]:
+        """The rows of one key group in (timestamp, key) order, from `from_timestamp`.
+        Fired and deleted timers leave tombstones at the front of their group, which
+        a seek from the group's start would step over one by one each time: a seek
+        from a timestamp no live timer precedes skips them."""
         prefix = key_group_prefix(key_group)
         rows = self._cf.iter()
-        rows.seek(prefix)
+        rows.seek(prefix if from_timestamp is None else prefix + encode_timestamp(from_timestamp))
         while rows.valid():
             row = rows.key()
             if row[:_ROW_HEAD] != prefix:
@@ -43,8 +45,8 @@ class RocksDBTimerQueue:
             yield row, rows.value()
             rows.next()
 
-    def _head_of(self, key_group: int) -> int | None:
-        for row, _ in self._group_rows(key_group):
+    def _head_of(self, key_group: int, from_timestamp: int | None = None) -> int | None:
+        for row, _ in self._group_rows(key_group, from_timestamp):
             return decode_timestamp(row[_ROW_HEAD:])
         return None
 
@@ -73,11 +75,11 @@ class RocksDBTimerQueue:
         heads = self._load_heads()
         self._cf.delete(self._row(key_group, timestamp, key_bytes))
         if heads.get(key_group) == timestamp:
-            self._refresh_head(key_group)
+            self._refresh_head(key_group, timestamp)
 
-    def _refresh_head(self, key_group: int) -> None:
+    def _refresh_head(self, key_group: int, no_timer_before: int) -> None:
         heads = self._load_heads()
-        head = self._head_of(key_group)
+        head = self._head_of(key_group, no_timer_before)
         if head is None:
             heads.pop(key_group, None)
         else:
@@ -88,25 +90,35 @@ class RocksDBTimerQueue:
         return min(heads.values()) if heads else None
 
     def pop_due(self, up_to: int, limit: int = POP_BATCH) -> list[DueTimer]:
+        """Group by group, each group's due timers in (timestamp, key) order (a key's
+        timers are in one group, so each key's fire in time order): one seek per
+        group, its popped rows removed with one range delete, and the row where the
+        scan stopped is the group's new earliest — no second seek."""
         heads = self._load_heads()
-        groups = [group for group, head in heads.items() if head <= up_to]
-        if not groups:
-            return []
         bound = encode_timestamp(up_to)
-
-        def due_in(group: int) -> Iterator[tuple[bytes, int]]:
-            for row, _ in self._group_rows(group):
-                if row[_ROW_HEAD : _ROW_HEAD + len(bound)] > bound:
-                    return
-                yield row[_ROW_HEAD:], group
-
         due: list[DueTimer] = []
-        for rest, group in heapq.merge(*(due_in(g) for g in groups)):
+        for group in sorted(g for g, head in heads.items() if head <= up_to):
             if len(due) == limit:
                 break
-            due.append((decode_timestamp(rest), group, rest[len(bound) :]))
-        for timestamp, group, key_bytes in due:
-            self._cf.delete(self._row(group, timestamp, key_bytes))
-        for group in {group for _, group, _ in due}:
-            self._refresh_head(group)
+            prefix = key_group_prefix(group)
+            start = prefix + encode_timestamp(heads[group])
+            rows = self._cf.iter()
+            rows.seek(start)
+            stop: bytes | None = None  # the first row left in the group
+            while rows.valid():
+                row = rows.key()
+                if row[:_ROW_HEAD] != prefix:
+                    break
+                stamp = row[_ROW_HEAD : _ROW_HEAD + len(bound)]
+                if stamp > bound or len(due) == limit:
+                    stop = row
+                    break
+                due.append((decode_timestamp(stamp), group, row[_ROW_HEAD + len(bound) :]))
+                rows.next()
+            del rows
+            self._cf.delete_range(start, prefix_successor(prefix) if stop is None else stop)
+            if stop is None:
+                del heads[group]
+            else:
+                heads[group] = decode_timestamp(stop[_ROW_HEAD:])
         return due

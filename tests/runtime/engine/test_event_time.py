@@ -99,13 +99,13 @@ def _strategy(idleness_s: float | None = None) -> WatermarkStrategy:
 def test_a_subtasks_watermark_is_the_least_of_its_partitions_and_never_falls() -> None:
     watermarks = SourceWatermarks("events", _strategy(), Now())
     assert watermarks.timestamps("a", [1_000, 900, 1_200]) == [1_000, 900, 1_200]
-    assert watermarks.next_mark(["a", "b"]) is None, "b has read nothing: its old records may still come"
+    assert watermarks.next_marks(["a", "b"]) == [], "b has read nothing: its old records may still come"
     watermarks.timestamps("b", [500])
-    assert watermarks.next_mark(["a", "b"]) == Watermark(500 - 100 - 1)
+    assert watermarks.next_marks(["a", "b"]) == [Watermark(500 - 100 - 1)]
     watermarks.timestamps("b", [2_000])
-    assert watermarks.next_mark(["a", "b"]) == Watermark(1_200 - 100 - 1)
+    assert watermarks.next_marks(["a", "b"]) == [Watermark(1_200 - 100 - 1)]
     watermarks.timestamps("a", [1_100])  # out of order, within the bound
-    assert watermarks.next_mark(["a", "b"]) is None
+    assert watermarks.next_marks(["a", "b"]) == []
 
 
 def test_an_idle_partition_stops_holding_the_watermark_back_after_the_timeout() -> None:
@@ -114,14 +114,25 @@ def test_an_idle_partition_stops_holding_the_watermark_back_after_the_timeout() 
     now.ms = 20_000
     watermarks.timestamps("a", [10_000])
     now.ms = 29_999
-    assert watermarks.next_mark(["a", "silent"]) is None, "silent has read nothing for less than 30 s"
+    assert watermarks.next_marks(["a", "silent"]) == [], "silent has read nothing for less than 30 s"
     now.ms = 30_000
-    assert watermarks.next_mark(["a", "silent"]) == Watermark(10_000 - 101)
+    assert watermarks.next_marks(["a", "silent"]) == [Watermark(10_000 - 101)]
     now.ms = 50_000  # a has been quiet for 30 s too: the whole subtask is idle, said once
-    assert watermarks.next_mark(["a", "silent"]) == Idle()
-    assert watermarks.next_mark(["a", "silent"]) is None
+    assert watermarks.next_marks(["a", "silent"]) == [Idle()]
+    assert watermarks.next_marks(["a", "silent"]) == []
     watermarks.timestamps("silent", [20_000])
-    assert watermarks.next_mark(["a", "silent"]) == Watermark(20_000 - 101), "active again"
+    assert watermarks.next_marks(["a", "silent"]) == [Watermark(20_000 - 101)], "active again"
+
+
+def test_partitions_idle_at_once_first_let_the_highest_watermark_through() -> None:
+    """Everything read, then quiet: no partition holds the watermark back any more,
+    so what was read fires before the subtask goes idle."""
+    now = Now()
+    watermarks = SourceWatermarks("events", _strategy(idleness_s=1), now)
+    watermarks.timestamps("a", [59_000])
+    assert watermarks.next_marks(["a", "empty"]) == [], "empty may still have old records"
+    now.ms = 1_000  # both idle at the same moment
+    assert watermarks.next_marks(["a", "empty"]) == [Watermark(59_000 - 101), Idle()]
 
 
 @pytest.mark.parametrize("bad", ["1000", 1.5, None, True])
@@ -173,3 +184,14 @@ def test_a_gate_skips_idle_channels_and_passes_idleness_on_when_all_are() -> Non
     b.send(Watermark(150))
     a.send(Watermark(400))
     assert _drain(gate) == [Watermark(150)]
+
+
+def test_when_the_last_active_channel_goes_idle_the_highest_watermark_goes_first() -> None:
+    gate, (a, b) = _gate(2)
+    a.send(Watermark(100))
+    b.send(Watermark(50))
+    assert _drain(gate) == [Watermark(50)]
+    a.send(Idle())
+    assert _drain(gate) == []
+    b.send(Idle())
+    assert _drain(gate) == [Watermark(100), Idle()]

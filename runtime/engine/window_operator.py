@@ -101,9 +101,11 @@ class WindowProcess(KeyedProcessFunction):
             if self._assigner.merging:
                 self._merge_into(window, ctx)
             accepted = True
-            self._add(window, value)
+            opened = self._add(window, value)
             if self._event_time and window.max_timestamp <= watermark:
                 yield from self._emit(window, ctx)  # a late record within the lateness: fire again
+            elif not opened and not self._assigner.merging:
+                continue  # its timers were set when it opened (a merged window's were moved)
             elif self._event_time:
                 timers.register_event_time_timer(window.max_timestamp)
             else:
@@ -148,18 +150,20 @@ class WindowProcess(KeyedProcessFunction):
         else:
             ctx.timers.delete_processing_time_timer(window.max_timestamp)
 
-    def _add(self, window: TimeWindow, value: Any) -> None:
+    def _add(self, window: TimeWindow, value: Any) -> bool:
+        """Add `value` to `window`; True if that opened the window."""
         bounds = _bounds(window)
         aggregate = self._spec.aggregate
         if aggregate is not None:
-            current = self._windows.get(bounds)
-            accumulator = aggregate.create_accumulator() if current is None else current
+            opened = not self._windows.contains(bounds)
+            accumulator = aggregate.create_accumulator() if opened else self._windows.get(bounds)
             self._windows.put(bounds, aggregate.add(value, accumulator))
-            return
+            return opened
         assert self._elements is not None
         held = self._windows.get(bounds) or 0
         self._elements.put(_element(window, held), value)
         self._windows.put(bounds, held + 1)
+        return held == 0
 
     def _elements_of(self, window: TimeWindow) -> list[Any]:
         assert self._elements is not None

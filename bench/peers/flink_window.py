@@ -1,8 +1,9 @@
 """The window benchmark's workload in Flink SQL, run by bench/window_throughput.py
 in Flink's own virtualenv (never a Lockgate dependency): the same clicks (record
 n: key = n * 2654435761 mod 2^32 mod keys, event time = EPOCH + n ms) from the
-datagen sequence (unthrottled: datagen's default is 10,000 rows/s), a one-minute TUMBLE count per key with a watermark at the
-event time, RocksDB state, a checkpoint every 5 s, P = 2, written to CSV files.
+datagen sequence (unthrottled: datagen's default is 10,000 rows/s), a one-minute
+TUMBLE count per key with a watermark at the event time, RocksDB state, a
+checkpoint every 5 s, P = 2, written to CSV files.
 Prints one JSON line: the job's net runtime (Flink's own measure, without the
 mini-cluster's start), the wall time of the INSERT, and the windows and records
 counted.

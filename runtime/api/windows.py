@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from lockgate.runtime.api.functions import Context, RuntimeContext
 from lockgate.runtime.api.validation import JobDefinitionError, milliseconds
@@ -49,8 +49,8 @@ TimeDomainName = Literal["event_time", "processing_time"]
 
 
 class WindowAssigner(ABC):
-    time_domain: TimeDomainName = "event_time"
-    merging = False  # session windows: overlapping windows of a key become one
+    time_domain: ClassVar[TimeDomainName] = "event_time"
+    merging: ClassVar[bool] = False  # session windows: overlapping windows of a key become one
 
     @abstractmethod
     def assign(self, timestamp: int) -> list[TimeWindow]:
@@ -118,7 +118,7 @@ class SlidingEventTimeWindows(WindowAssigner):
 @dataclass(frozen=True)
 class EventTimeSessionWindows(WindowAssigner):
     gap_ms: int
-    merging = True
+    merging: ClassVar[bool] = True
 
     @staticmethod
     def with_gap(gap: timedelta) -> EventTimeSessionWindows:
@@ -129,10 +129,11 @@ class EventTimeSessionWindows(WindowAssigner):
 
 
 @dataclass(frozen=True)
-class TumblingProcessingTimeWindows(WindowAssigner):
-    size_ms: int
-    offset_ms: int = 0
-    time_domain: TimeDomainName = "processing_time"
+class TumblingProcessingTimeWindows(TumblingEventTimeWindows):
+    """Tumbling windows of processing time: a record goes into the window of the
+    moment it is processed, which fires on the runtime's clock."""
+
+    time_domain: ClassVar[TimeDomainName] = "processing_time"
 
     @staticmethod
     def of(size: timedelta, offset: timedelta = timedelta(0)) -> TumblingProcessingTimeWindows:
@@ -140,13 +141,6 @@ class TumblingProcessingTimeWindows(WindowAssigner):
             milliseconds(size, "TumblingProcessingTimeWindows.of size"),
             milliseconds(offset, "TumblingProcessingTimeWindows.of offset", positive=False),
         )
-
-    def fixed_size(self) -> int | None:
-        return self.size_ms
-
-    def assign(self, timestamp: int) -> list[TimeWindow]:
-        start = _start(timestamp, self.size_ms, self.offset_ms)
-        return [TimeWindow(start, start + self.size_ms)]
 
 
 class ProcessWindowFunction:

@@ -87,7 +87,7 @@ def sessions_job(env: StreamEnvironment) -> None:
     )
 
 
-class _Count(AggregateFunction[Any, int, int]):
+class Count(AggregateFunction[Any, int, int]):
     def create_accumulator(self) -> int:
         return 0
 
@@ -109,7 +109,7 @@ def counts_job(env: StreamEnvironment) -> None:
         .key_by(lambda r: r["user"])
         .window(TumblingEventTimeWindows.of(timedelta(seconds=10)))
         .aggregate(
-            _Count(),
+            Count(),
             window_function=lambda user, w, n: {"user": user, "start": w.start, "n": n},
             name="per-10s",
         )

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from lockgate.runtime import (
-    AggregateFunction,
     EventTimeSessionWindows,
     FileSink,
     LogSource,
@@ -44,7 +43,7 @@ from lockgate.runtime.engine.window_operator import LateRecords, MissingEventTim
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 from tests.conftest import make_backend
-from tests.jobs.sessions import sessions_job, write_sessions
+from tests.jobs.sessions import Count, sessions_job, write_sessions
 from tests.polling import eventually_true
 from tests.runtime.engine.harness import Run, run_job
 from tests.runtime.engine.test_timers import Collected
@@ -85,17 +84,6 @@ def test_sliding_windows_give_each_record_size_over_slide_windows() -> None:
 def test_a_window_size_of_the_wrong_type_or_sign_is_refused(make: Any, message: str) -> None:
     with pytest.raises(JobDefinitionError, match=message):
         make()
-
-
-class Count(AggregateFunction[Any, int, int]):
-    def create_accumulator(self) -> int:
-        return 0
-
-    def add(self, value: Any, accumulator: int) -> int:
-        return accumulator + 1
-
-    def get_result(self, accumulator: int) -> int:
-        return accumulator
 
 
 class MergingCount(Count):

@@ -181,9 +181,13 @@ class PodRunner:
                     start_new_session=True,  # its own process group: the pod's processes, all of them
                 )
             except OSError as error:  # as a kubelet reports a container it cannot start
+                start_error: OSError | None = error
                 out.write(f"pod runner: cannot start {local.argv[0]}: {error}\n".encode())
-                await self._start_failed(pod, f"{local.argv[0]}: {error}")
-                return
+            else:
+                start_error = None
+        if start_error is not None:  # reported once the log is on disk: whoever sees Failed can read why
+            await self._start_failed(pod, f"{local.argv[0]}: {start_error}")
+            return
         running = RunningPod(name, container(pod), process, log_file, ip, pod, local.metrics_port)
         self.pods[name] = running
         await self._publish_names({**{n: p.pod for n, p in self.pods.items()}, name: pod})

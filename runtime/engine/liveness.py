@@ -225,6 +225,7 @@ class _Ticker:
     def remove(self, link: Link) -> None:
         with self._changed:
             self._links.discard(link)
+            self._changed.notify()  # the last one gone: the thread ends now, not after its wait
 
     def _run(self) -> None:
         while True:

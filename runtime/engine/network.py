@@ -345,6 +345,12 @@ class ExchangeServer:
 
     def close(self) -> None:
         self._closed = True
+        # close() alone does not wake a thread blocked in accept(): the kernel would
+        # keep the socket listening, and the thread waiting, for as long as the process.
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join()
         for remote in self._inputs.values():
             remote.close()

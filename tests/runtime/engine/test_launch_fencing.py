@@ -40,9 +40,11 @@ async def test_tasks_of_a_replaced_launch_stop_by_themselves(
     # Each coordinator has an etcd client of its own, as each launch of a driver does.
     first_etcd, successor_etcd = Etcd(etcd_config), Etcd(etcd_config)
 
+    # A short lease, so the cut-off case is quick, but not so short that a refresh
+    # round-trip on a busy 2-core machine running the tasks in this process misses it.
     def coordinator(client: Etcd) -> CheckpointCoordinator:
         return CheckpointCoordinator(
-            client, keys, storage, plan, CheckpointConfig(interval_s=None), lease_ttl_s=2
+            client, keys, storage, plan, CheckpointConfig(interval_s=None), lease_ttl_s=4
         )
 
     first = coordinator(first_etcd)

@@ -125,3 +125,20 @@ def test_a_channel_nobody_expects_is_refused(server, caplog) -> None:
     with caplog.at_level(logging.WARNING), pytest.raises(AuthenticationError):
         outbound.connect()
     assert "no such channel here" in caplog.text
+
+
+def test_a_closed_server_frees_its_port_and_its_thread() -> None:
+    """An executor runs launch after launch in one Python worker: a server left
+    listening would take connections meant for nobody and keep a thread forever."""
+
+    def accepting() -> int:
+        return sum(t.name == "exchange-accept" for t in threading.enumerate())
+
+    before = accepting()
+    server = ExchangeServer(SECRET)
+    server.start()
+    address = server.address
+    server.close()
+    assert accepting() == before
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(address, timeout=5).close()

@@ -229,7 +229,11 @@ class ProcessOperator:
             self.out.push(results, stamps)
         self._emit_processing_time()
 
-    def _fire(self, due: list[tuple[int, int, bytes]], domain: TimeDomain) -> list[Any]:
+    def _fire(
+        self, due: list[tuple[int, int, bytes]], domain: TimeDomain, stamps: list[int | None] | None = None
+    ) -> list[Any]:
+        """What the due timers yield; with `stamps`, each result's timer timestamp
+        is appended to it."""
         current = self._backend.current
         on_timer = self._function.on_timer
         ctx = self._ctx
@@ -241,7 +245,10 @@ class ProcessOperator:
                 ctx.timestamp = timestamp
                 produced = on_timer(timestamp, ctx)
                 if produced is not None:
+                    before = len(results)
                     results.extend(produced)
+                    if stamps is not None:
+                        stamps.extend([timestamp] * (len(results) - before))
         finally:
             ctx.timestamp = ctx.time_domain = None
         return results
@@ -263,12 +270,8 @@ class ProcessOperator:
             return
         self.timers.watermark = watermark
         while due := self.timers.due("event_time", watermark):
-            results: list[Any] = []
             stamps: list[int | None] = []
-            for timer in due:
-                produced = self._fire([timer], "event_time")
-                results.extend(produced)
-                stamps.extend([timer[0]] * len(produced))
+            results = self._fire(due, "event_time", stamps)
             if results:
                 self.out.push(results, stamps)
 

@@ -60,6 +60,11 @@ def _touches(a: TimeWindow, b: TimeWindow) -> bool:
     return a.start <= b.end and b.start <= a.end
 
 
+_ABSENT = object()
+"""What a window's entry reads as when the window is not open: one read tells an
+absent window from any accumulator, None included."""
+
+
 class WindowProcess(KeyedProcessFunction):
     def __init__(self, vertex: str, spec: WindowSpec, late: LateRecords) -> None:
         self._vertex = vertex
@@ -101,9 +106,9 @@ class WindowProcess(KeyedProcessFunction):
             if self._assigner.merging:
                 self._merge_into(window, ctx)
             accepted = True
-            opened = self._add(window, value)
+            opened, held = self._add(window, value)
             if self._event_time and window.max_timestamp <= watermark:
-                yield from self._emit(window, ctx)  # a late record within the lateness: fire again
+                yield from self._emit(window, held, ctx)  # a late record within the lateness: fire again
             elif not opened and not self._assigner.merging:
                 continue  # its timers were set when it opened (a merged window's were moved)
             elif self._event_time:
@@ -115,30 +120,30 @@ class WindowProcess(KeyedProcessFunction):
         if not accepted:
             self._late.count += 1
 
-    def _open_windows(self) -> list[TimeWindow]:
-        return [_window_of(bounds) for bounds, _ in self._windows.items()]
+    def _open_windows(self) -> list[tuple[TimeWindow, Any]]:
+        """The key's open windows with what each holds (accumulator, or element count)."""
+        return [(_window_of(bounds), held) for bounds, held in self._windows.items()]
 
     def _merged(self, window: TimeWindow) -> TimeWindow:
         """The cover of `window` and every open window it touches (nothing changes)."""
-        for other in self._open_windows():
+        for other, _ in self._open_windows():
             if _touches(window, other):
                 window = window.cover(other)
         return window
 
     def _merge_into(self, target: TimeWindow, ctx: Context) -> None:
         """Move every open window inside `target` into it, with its timers."""
-        for window in self._open_windows():
+        for window, held in self._open_windows():
             if window == target or not _touches(window, target):
                 continue
             self._drop_timers(window, ctx)
             aggregate = self._spec.aggregate
             if aggregate is not None:
-                held = self._windows.get(_bounds(window))
-                current = self._windows.get(_bounds(target))
-                merged = held if current is None else aggregate.merge(current, held)
+                current = self._windows.get(_bounds(target), _ABSENT)
+                merged = held if current is _ABSENT else aggregate.merge(current, held)
                 self._windows.put(_bounds(target), merged)
             else:
-                for element in self._take_elements(window):  # reads the window's count: first
+                for element in self._take_elements(window, held):
                     self._add(target, element)
             self._windows.remove(_bounds(window))
 
@@ -150,46 +155,47 @@ class WindowProcess(KeyedProcessFunction):
         else:
             ctx.timers.delete_processing_time_timer(window.max_timestamp)
 
-    def _add(self, window: TimeWindow, value: Any) -> bool:
-        """Add `value` to `window`; True if that opened the window."""
+    def _add(self, window: TimeWindow, value: Any) -> tuple[bool, Any]:
+        """Add `value` to `window`: whether that opened the window, and what the
+        window holds now. One read and one write of the window's entry."""
         bounds = _bounds(window)
         aggregate = self._spec.aggregate
         if aggregate is not None:
-            opened = not self._windows.contains(bounds)
-            accumulator = aggregate.create_accumulator() if opened else self._windows.get(bounds)
-            self._windows.put(bounds, aggregate.add(value, accumulator))
-            return opened
+            accumulator = self._windows.get(bounds, _ABSENT)
+            opened = accumulator is _ABSENT
+            held = aggregate.add(value, aggregate.create_accumulator() if opened else accumulator)
+            self._windows.put(bounds, held)
+            return opened, held
         assert self._elements is not None
-        held = self._windows.get(bounds) or 0
-        self._elements.put(_element(window, held), value)
-        self._windows.put(bounds, held + 1)
-        return held == 0
+        count = self._windows.get(bounds, 0)
+        self._elements.put(_element(window, count), value)
+        self._windows.put(bounds, count + 1)
+        return count == 0, count + 1
 
-    def _elements_of(self, window: TimeWindow) -> list[Any]:
+    def _elements_of(self, window: TimeWindow, count: int) -> list[Any]:
         assert self._elements is not None
-        held = self._windows.get(_bounds(window)) or 0
-        return [self._elements.get(_element(window, n)) for n in range(held)]
+        return [self._elements.get(_element(window, n)) for n in range(count)]
 
-    def _take_elements(self, window: TimeWindow) -> list[Any]:
+    def _take_elements(self, window: TimeWindow, count: int) -> list[Any]:
         assert self._elements is not None
-        elements = self._elements_of(window)
-        for n in range(len(elements)):
+        elements = self._elements_of(window, count)
+        for n in range(count):
             self._elements.remove(_element(window, n))
         return elements
 
     # -- firing --------------------------------------------------------------------
 
-    def _emit(self, window: TimeWindow, ctx: Context) -> Iterator[Any]:
+    def _emit(self, window: TimeWindow, held: Any, ctx: Context) -> Iterator[Any]:
         spec = self._spec
         if spec.aggregate is not None:
-            result = spec.aggregate.get_result(self._windows.get(_bounds(window)))
+            result = spec.aggregate.get_result(held)
             if spec.window_function is None:
                 yield result
             else:
                 yield spec.window_function(ctx.current_key, window, result)
             return
         assert spec.function is not None
-        produced = spec.function.process(ctx.current_key, window, self._elements_of(window), ctx)
+        produced = spec.function.process(ctx.current_key, window, self._elements_of(window, held), ctx)
         if produced is not None:
             yield from produced
 
@@ -197,23 +203,28 @@ class WindowProcess(KeyedProcessFunction):
         if (ctx.time_domain == "event_time") != self._event_time:
             return
         lateness = self._lateness if self._event_time else 0
-        for window in self._windows_at(timestamp, lateness):
+        for window, held in self._windows_at(timestamp, lateness):
             if window.max_timestamp == timestamp:
-                yield from self._emit(window, ctx)
+                yield from self._emit(window, held, ctx)
             if window.max_timestamp + lateness == timestamp:
-                self._clear(window)
+                self._clear(window, held)
 
-    def _windows_at(self, timestamp: int, lateness: int) -> list[TimeWindow]:
-        """The key's open windows that fire or close at `timestamp`: for windows of
-        one size, the two it can be, looked up; session windows are scanned."""
+    def _windows_at(self, timestamp: int, lateness: int) -> list[tuple[TimeWindow, Any]]:
+        """The key's open windows that fire or close at `timestamp`, with what they
+        hold: for windows of one size, the two it can be, looked up; session windows
+        are scanned."""
         size = self._assigner.fixed_size()
         if size is None:
             return self._open_windows()
-        ends = {timestamp + 1, timestamp + 1 - lateness}
-        candidates = [TimeWindow(end - size, end) for end in sorted(ends)]
-        return [w for w in candidates if self._windows.contains(_bounds(w))]
+        found = []
+        for end in sorted({timestamp + 1, timestamp + 1 - lateness}):
+            window = TimeWindow(end - size, end)
+            held = self._windows.get(_bounds(window), _ABSENT)
+            if held is not _ABSENT:
+                found.append((window, held))
+        return found
 
-    def _clear(self, window: TimeWindow) -> None:
+    def _clear(self, window: TimeWindow, held: Any) -> None:
         if self._elements is not None:
-            self._take_elements(window)
+            self._take_elements(window, held)
         self._windows.remove(_bounds(window))

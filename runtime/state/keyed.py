@@ -192,9 +192,11 @@ class MapState(_KeyedState):
             self._table.delete(current, map_key)  # cleanup on read
         return alive
 
-    def get(self, key: Any) -> Any:
+    def get(self, key: Any, default: Any = None) -> Any:
+        """The value under `key`, or `default` when there is none: a sentinel default
+        tells an absent key from a stored None in one read."""
         stored = self._entry(key)
-        return None if stored is MISSING else stored
+        return default if stored is MISSING else stored
 
     def contains(self, key: Any) -> bool:
         return self._entry(key) is not MISSING

@@ -133,6 +133,22 @@ def test_map_state(backend: KeyedStateBackend) -> None:
     assert dict(m.items()) == {"a": "other"}
 
 
+def test_map_get_with_a_default_tells_a_stored_none_from_an_absent_key(
+    backend: KeyedStateBackend, clock: ManualClock
+) -> None:
+    absent = object()
+    m = backend.state(MapStateDescriptor("m"))
+    expiring = backend.state(MapStateDescriptor("e", ttl=timedelta(seconds=1)))
+    backend.set_current_key("k")
+    m.put("none", None)
+    expiring.put("x", 1)
+    clock.advance(1_000)
+    assert m.get("none", absent) is None
+    assert m.get("missing", absent) is absent
+    assert m.get("missing", 0) == 0
+    assert expiring.get("x", absent) is absent, "an expired entry reads as absent"
+
+
 def test_map_state_can_change_while_iterating(backend: KeyedStateBackend) -> None:
     m = backend.state(MapStateDescriptor("m"))
     backend.set_current_key("k")

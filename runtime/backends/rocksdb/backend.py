@@ -18,6 +18,7 @@ from typing import Any
 
 import rocksdict
 from lockgate.runtime.backends.rocksdb.database import (
+    column_family_options,
     db_options,
     key_group_prefix,
     list_column_families,
@@ -112,7 +113,7 @@ class _FrozenDatabase:
         self._directory = directory
         rocksdict.Checkpoint(live).create_checkpoint(str(directory))
         names = list_column_families(directory)
-        families = {name: rocksdict.Options(raw_mode=True) for name in names}
+        families = {name: column_family_options() for name in names}
         self._db: Any = rocksdict.Rdict(
             str(directory),
             db_options(),
@@ -210,7 +211,7 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         names = []
         if (self.path / "CURRENT").exists():
             names = [n for n in rocksdict.Rdict.list_cf(str(self.path), db_options()) if n != "default"]
-        families = {name: rocksdict.Options(raw_mode=True) for name in names}
+        families = {name: column_family_options() for name in names}
         self._db = rocksdict.Rdict(str(self.path), db_options(), column_families=families or None)
         self._db.set_write_options(self._write_options)
         self._cfs = {name: self._column_family(name) for name in names}
@@ -223,7 +224,7 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
     def column_family(self, name: str) -> rocksdict.Rdict:
         cf = self._cfs.get(name)
         if cf is None:
-            self._db.create_column_family(name, rocksdict.Options(raw_mode=True))
+            self._db.create_column_family(name, column_family_options())
             cf = self._cfs[name] = self._column_family(name)
         return cf
 

@@ -28,6 +28,17 @@ def list_column_families(path: Path) -> list[str]:
     return [n for n in rocksdict.Rdict.list_cf(str(path), db_options()) if n != "default"]
 
 
+def column_family_options() -> rocksdict.Options:
+    """A state's column family. Most point reads ask for a key that is not there (a
+    window or a timer about to open, a key seen for the first time): a bloom filter
+    per table file answers those without reading the file's blocks."""
+    options = rocksdict.Options(raw_mode=True)
+    table = rocksdict.BlockBasedOptions()
+    table.set_bloom_filter(10, False)  # ~1 % false positives; one filter per file, not per block
+    options.set_block_based_table_factory(table)
+    return options
+
+
 def db_options() -> rocksdict.Options:
     options = rocksdict.Options(raw_mode=True)
     options.create_if_missing(True)

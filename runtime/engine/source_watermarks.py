@@ -34,6 +34,8 @@ class SourceWatermarks:
         self._active_at: dict[str, int] = {}  # per partition: when it last read a record
         self._emitted = NO_WATERMARK
         self._idle = False
+        self._interval = strategy.interval_ms
+        self._next_check = self._started
 
     def timestamps(self, partition: str, records: list[Any]) -> list[int | None]:
         assign = self._assign
@@ -63,8 +65,12 @@ class SourceWatermarks:
         """What to send downstream now: a higher watermark, or — once every partition
         has been idle for the timeout — the highest watermark any of them reached
         (no partition holds it back any more; Flink's valve does the same) and then
-        idleness, said once."""
+        idleness, said once. Nothing until the strategy's interval has passed since
+        the last time it looked."""
         now = self._now_ms()
+        if now < self._next_check:
+            return []
+        self._next_check = now + self._interval
         partitions = list(partitions)
         active = [p for p in partitions if self._holds_back(p, now)]
         if not active:

@@ -100,8 +100,12 @@ class Count(AggregateFunction[Any, int, int]):
 
 def counts_job(env: StreamEnvironment) -> None:
     """Clicks per user per 10 s of event time; `idleness_ms` (optional) lets a
-    silent partition go."""
+    silent partition go; `watermark_interval_ms` (optional) sets how often the
+    source sends its watermark."""
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda r: r["ts"])
+    if "watermark_interval_ms" in env.args:
+        interval = timedelta(milliseconds=int(env.args["watermark_interval_ms"]))
+        strategy = strategy.with_watermark_interval(interval)
     if "idleness_ms" in env.args:
         strategy = strategy.with_idleness(timedelta(milliseconds=int(env.args["idleness_ms"])))
     (

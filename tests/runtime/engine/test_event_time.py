@@ -69,6 +69,14 @@ def test_a_watermark_strategy_without_a_timestamp_assigner_is_refused_naming_the
         (lambda: WatermarkStrategy.for_bounded_out_of_orderness(timedelta(seconds=-1)), "zero or more"),
         (lambda: WatermarkStrategy.for_monotonous_timestamps().with_idleness(timedelta(0)), "positive"),
         (
+            lambda: WatermarkStrategy.for_monotonous_timestamps().with_watermark_interval(0.2),
+            "watermark interval takes a datetime.timedelta, got float 0.2",
+        ),  # type: ignore[arg-type]
+        (
+            lambda: WatermarkStrategy.for_monotonous_timestamps().with_watermark_interval(timedelta(-1)),
+            "watermark interval must be zero or more",
+        ),
+        (
             lambda: WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner("ts"),
             "needs a function",
         ),  # type: ignore[arg-type]
@@ -90,10 +98,26 @@ class Now:
         return self.ms
 
 
-def _strategy(idleness_s: float | None = None) -> WatermarkStrategy:
+def _strategy(idleness_s: float | None = None, interval_ms: int = 0) -> WatermarkStrategy:
     strategy = WatermarkStrategy.for_bounded_out_of_orderness(timedelta(milliseconds=100))
     strategy = strategy.with_timestamp_assigner(lambda r: r)
+    strategy = strategy.with_watermark_interval(timedelta(milliseconds=interval_ms))
     return strategy if idleness_s is None else strategy.with_idleness(timedelta(seconds=idleness_s))
+
+
+def test_the_watermark_goes_on_at_most_once_per_interval_and_then_the_newest() -> None:
+    """Each watermark flushes the batches under way downstream: one per batch read
+    would send them half empty."""
+    now = Now()
+    watermarks = SourceWatermarks("events", _strategy(interval_ms=200), now)
+    watermarks.timestamps("a", [1_000])
+    assert watermarks.next_marks(["a"]) == [Watermark(1_000 - 101)]
+    watermarks.timestamps("a", [2_000])
+    now.ms = 199
+    assert watermarks.next_marks(["a"]) == [], "within the interval"
+    watermarks.timestamps("a", [3_000])
+    now.ms = 200
+    assert watermarks.next_marks(["a"]) == [Watermark(3_000 - 101)], "the newest, not each in turn"
 
 
 def test_a_subtasks_watermark_is_the_least_of_its_partitions_and_never_falls() -> None:

@@ -107,7 +107,8 @@ def _clicks(path: Path, events: list[tuple[str, int]]) -> None:
 async def test_records_behind_the_watermark_are_dropped_and_counted_in_the_task_metrics(
     spark: Any, etcd: Etcd, etcd_config: EtcdConfig, keys: JobKeys, tmp_path: Path
 ) -> None:
-    # One partition read a record at a time: each record's watermark comes before the next.
+    # One partition read a record at a time, a watermark after each: each record's
+    # watermark comes before the next.
     _clicks(
         tmp_path / "clicks" / "part-0.jsonl",
         [("a", 1_000), ("a", 2_000), ("b", 100_000), ("a", 1_500), ("b", 3_000)],
@@ -118,7 +119,11 @@ async def test_records_behind_the_watermark_are_dropped_and_counted_in_the_task_
         keys,
         tmp_path,
         "tests.jobs.sessions:counts_job",
-        {"input": f"file://{tmp_path}/clicks", "output": f"file://{tmp_path}/out"},
+        {
+            "input": f"file://{tmp_path}/clicks",
+            "output": f"file://{tmp_path}/out",
+            "watermark_interval_ms": "0",
+        },
         task_ports=free_port_range(10),
         interval_s=0.2,
         batch_size=1,

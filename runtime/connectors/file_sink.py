@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 _DRIVER_LAUNCH = 0
 
 
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+"""One encoder for every record: json.dumps with any option builds a new one per call."""
+
+
 class SinkCommitError(RuntimeError):
     """A pre-committed file is gone: committing it would lose records."""
 
@@ -72,7 +76,7 @@ class FileSinkWriter(SinkWriter):
         self._transaction = Transaction(self._fs, self._directory, first)
 
     def write(self, record: Any) -> None:
-        self._transaction.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
+        self._transaction.write(_ENCODE(record).encode() + b"\n")
 
     def pre_commit(self, checkpoint_id: int) -> list[Any]:
         committable = self._transaction.prepare(checkpoint_id)

@@ -4,6 +4,7 @@ served on a free port and each task's on `task_ports`."""
 from __future__ import annotations
 
 import asyncio
+import random
 import secrets
 import socket
 from dataclasses import dataclass
@@ -25,12 +26,25 @@ from lockgate.runtime.spark import BarrierStage
 
 
 def free_port_range(size: int) -> PortRange:
-    """`size` ports from one the kernel says is free (the tasks take the first free)."""
+    """`size` free ports (the tasks take the first free), below the kernel's ephemeral
+    range: a scrape of a port in that range where nothing listens yet can be given
+    that very port as its own and connect to itself (TCP simultaneous open), reading
+    back its own request as the reply."""
+    ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(100):
+        first = random.randrange(10_000, ephemeral - size)
+        if all(_free(port) for port in range(first, first + size)):
+            return PortRange(first, first + size - 1)
+    raise RuntimeError(f"no {size} free ports in a row below {ephemeral}")
+
+
+def _free(port: int) -> bool:
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        first = int(probe.getsockname()[1])
-    first = min(first, 65535 - size)
-    return PortRange(first, first + size - 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 @dataclass

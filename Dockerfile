@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # One image for the operator, the Spark drivers and their executors: Python,
-# a Java 17 runtime, pyspark and lockgate with its object-store extras (s3, gcs). What changes least comes first, so
+# a Java 17 runtime, pyspark and lockgate with its object-store extras (s3, gcs) and Kafka (kafka). What changes least comes first, so
 # a code change rebuilds only the last layers: system packages, the user,
 # the dependencies (pinned with their hashes in requirements.lock), then the code.
 FROM python:3.11-slim-bookworm

@@ -30,6 +30,8 @@ from lockgate.runtime.clock import Clock, ManualClock, SystemClock
 from lockgate.runtime.connectors.collect_sink import CollectSink
 from lockgate.runtime.connectors.file_sink import FileSink, read_committed
 from lockgate.runtime.connectors.generator_source import GeneratorSource
+from lockgate.runtime.connectors.kafka.sink import KafkaSink
+from lockgate.runtime.connectors.kafka.source import KafkaRecord, KafkaSource
 from lockgate.runtime.connectors.log_source import LogSource, MalformedRecordError
 from lockgate.runtime.key_serializer import deserialize_key, register_key_type, serialize_key
 from lockgate.runtime.keygroups import (
@@ -72,6 +74,9 @@ __all__ = [
     "JobDefinitionError",
     "JobGraph",
     "JobIdentity",
+    "KafkaRecord",
+    "KafkaSink",
+    "KafkaSource",
     "KeyedProcessFunction",
     "KeyedStream",
     "ListState",

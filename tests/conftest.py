@@ -17,6 +17,7 @@ from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBac
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.spark import local_session
 
+from tests.kafka_broker import KafkaBroker, kafka_broker
 from tests.kube_emulator import emulated_api_server
 
 BACKENDS = ("heap", "rocksdb")
@@ -101,6 +102,13 @@ def spark() -> Iterator[Any]:
     session = local_session(3, "lockgate-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """One Kafka-protocol broker (tansu) for the whole test session; tests make their own topics."""
+    with kafka_broker(tmp_path_factory.mktemp("kafka") / "tansu.log") as broker:
+        yield broker
 
 
 @pytest_asyncio.fixture

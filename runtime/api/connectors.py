@@ -164,6 +164,8 @@ class SubtaskContext:
     subtask: int
     parallelism: int
     launch: int
+    vertex: str = ""  # the source's or sink's name in the job graph
+    exactly_once: bool = True  # the job's mode; False: at-least-once
 
 
 class Sink(ABC):

@@ -153,7 +153,7 @@ class Task:
 
     def _operator(self, vertex: Vertex, sinks: list[SinkOperator]) -> Output:
         if vertex.kind == "sink":
-            writer = vertex.operator.create_writer(self.subtask_context())
+            writer = vertex.operator.create_writer(self.subtask_context(vertex.name))
             writer.recover(self.committing(vertex.name).restored_committables())
             self.committers[vertex.name] = writer
             sink = SinkOperator(vertex.name, writer, self.snapshot)
@@ -181,10 +181,13 @@ class Task:
         assert isinstance(state, SourceVertexState), f"{vertex} is no source"
         return state
 
-    def subtask_context(self) -> SubtaskContext:
+    def subtask_context(self, vertex: str) -> SubtaskContext:
         keys = self.control.keys
         job = JobIdentity(keys.namespace, keys.job)
-        return SubtaskContext(job, self.config.index, self.config.parallelism, self.control.launch)
+        config = self.config
+        exactly_once = config.mode == "exactly-once"
+        launch = self.control.launch
+        return SubtaskContext(job, config.index, config.parallelism, launch, vertex, exactly_once)
 
     # -- checkpoints -----------------------------------------------------------------
 
@@ -343,7 +346,8 @@ class ChainRunner:
         one, and its completion ends the sources."""
         config = self.task.config
         state = self.task.source_state(self.head.name)
-        reader = self.head.operator.open_reader(self.task.subtask_context(), state.restored_offsets())
+        context = self.task.subtask_context(self.head.name)
+        reader = self.head.operator.open_reader(context, state.restored_offsets())
         reader.recover(state.restored_committables())
         self.task.committers[self.head.name] = reader
         strategy = self.head.watermarks

@@ -80,12 +80,13 @@ def _pins() -> dict[str, tuple[Version, list[str]]]:
 
 
 def test_the_lock_pins_every_package_the_image_needs_with_its_hashes() -> None:
-    """What pyproject.toml asks for (and the s3 and gcs extras the image has) is
+    """What pyproject.toml asks for (and the s3, gcs and kafka extras the image has) is
     what requirements.lock pins: change one, run scripts/lock.sh."""
     pins = _pins()
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     wanted = [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["s3"]]
-    wanted += [Requirement(r) for r in project["optional-dependencies"]["gcs"]]
+    for extra in ("gcs", "kafka"):
+        wanted += [Requirement(r) for r in project["optional-dependencies"][extra]]
     for requirement in wanted:
         name = canonicalize_name(requirement.name)
         assert name in pins, f"{requirement} is not in requirements.lock: run scripts/lock.sh"
@@ -95,7 +96,7 @@ def test_the_lock_pins_every_package_the_image_needs_with_its_hashes() -> None:
         )
     for name, (_, hashes) in pins.items():
         assert hashes, f"{name} has no --hash in requirements.lock"
-    assert {"pyspark", "s3fs", "gcsfs", "kopf", "rocksdict"} <= set(pins)
+    assert {"pyspark", "s3fs", "gcsfs", "kopf", "rocksdict", "confluent-kafka"} <= set(pins)
 
 
 def test_the_development_environment_holds_to_the_locks_versions() -> None:

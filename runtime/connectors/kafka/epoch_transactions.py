@@ -1,0 +1,108 @@
+"""The Kafka transactions of one sink subtask's transactional id, one per epoch,
+each marking itself as committed.
+
+librdkafka cannot resume a transaction another producer opened: a transaction
+left open by a crash is aborted when a new producer of the same transactional
+id starts (`init_transactions`, which also fences the old producer for good).
+So an epoch's records are not sent while the epoch runs; the writer keeps them,
+the checkpoint holds them as the sink's committable, and the whole epoch is
+sent in one short transaction once the checkpoint is complete.
+
+Inside that transaction the writer commits an offset for a consumer group of
+its own (the transactional id) on partition 0 of the topic: the checkpoint id.
+Kafka makes it visible atomically with the records. After a restore, the
+writer of each old subtask's id first fences it, then reads the group's offset:
+epochs up to it were committed; later ones are sent again from the checkpoint.
+Whatever failed (before the checkpoint, between it and the commit, during the
+commit) a `read_committed` consumer sees each epoch once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lockgate.runtime.connectors.kafka.settings import KafkaConnectorError, kafka_client, make_client
+
+TRANSACTION_TIMEOUT_S = 60.0
+"""How long the broker lets a transaction stay open; also the wait for the
+transaction coordinator when a producer starts or commits."""
+
+_CREDENTIALS = ("security.", "sasl.", "ssl.")
+_FENCED_CODES = ("_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")
+
+
+class EpochTransactions:
+    """Transactions of transactional id `transactional_id`, on `topic`."""
+
+    def __init__(self, config: dict[str, str], transactional_id: str, topic: str) -> None:
+        self._kafka = kafka_client()
+        self.transactional_id = transactional_id
+        self._topic = topic
+        producer_config = {
+            **config,
+            "transactional.id": transactional_id,
+            "enable.idempotence": "true",
+            "transaction.timeout.ms": str(int(TRANSACTION_TIMEOUT_S * 1000)),
+        }
+        self._producer: Any = make_client(self._kafka.Producer, producer_config, "KafkaSink")
+        marker_config = {
+            "bootstrap.servers": config["bootstrap.servers"],
+            "group.id": transactional_id,
+            "enable.auto.commit": "false",
+        }
+        # The marker group is read from the same brokers, as the same principal.
+        marker_config.update({k: v for k, v in config.items() if k.startswith(_CREDENTIALS)})
+        self._marker_group: Any = make_client(self._kafka.Consumer, marker_config, "KafkaSink")
+        self._call(lambda: self._producer.init_transactions(TRANSACTION_TIMEOUT_S), "start")
+        self.committed_through = self._read_marker()
+
+    def _read_marker(self) -> int:
+        """The last checkpoint whose epoch this id committed; 0: none."""
+        tp = self._kafka.TopicPartition(self._topic, 0)
+        group = self._marker_group
+        found = self._call(lambda: group.committed([tp], timeout=TRANSACTION_TIMEOUT_S), "read marker")
+        return max(0, int(found[0].offset))
+
+    def commit(self, checkpoint_id: int, records: list[tuple[bytes | None, bytes]]) -> None:
+        """Sends the epoch of `checkpoint_id` in one transaction, unless it was committed."""
+        if checkpoint_id <= self.committed_through or not records:
+            return
+        producer = self._producer
+        produce, topic = producer.produce, self._topic
+        self._call(producer.begin_transaction, "begin")
+        for key, value in records:
+            while True:
+                try:
+                    produce(topic, value, key)
+                    break
+                except BufferError:  # the local queue is full: let librdkafka send some
+                    producer.poll(0.05)
+        marker = [self._kafka.TopicPartition(topic, 0, checkpoint_id)]
+        metadata = self._marker_group.consumer_group_metadata()
+        self._call(
+            lambda: producer.send_offsets_to_transaction(marker, metadata, TRANSACTION_TIMEOUT_S), "mark"
+        )
+        self._call(lambda: producer.commit_transaction(TRANSACTION_TIMEOUT_S), "commit")
+        self.committed_through = checkpoint_id
+
+    def _call(self, step: Any, what: str) -> Any:
+        try:
+            return step()
+        except self._kafka.KafkaException as exception:
+            error = exception.args[0]
+            if error.name() in _FENCED_CODES:
+                raise KafkaConnectorError(
+                    f"KafkaSink: transactional id {self.transactional_id!r} was taken over by another "
+                    "producer (a newer launch of this job, or another job writing with the same id): "
+                    f"this writer stops ({error.str()})"
+                ) from None
+            if error.txn_requires_abort():
+                self._producer.abort_transaction(TRANSACTION_TIMEOUT_S)
+            raise KafkaConnectorError(
+                f"KafkaSink: transaction {what} of {self.transactional_id!r} failed: {error.str()}; "
+                "the job restarts from its last checkpoint and sends the epoch again"
+            ) from None
+
+    def close(self) -> None:
+        self._producer.flush(0)
+        self._marker_group.close()

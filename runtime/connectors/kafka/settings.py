@@ -1,0 +1,125 @@
+"""What a Kafka source or sink is told, checked where it is declared, and the
+checks against the broker that run on the driver before any task starts.
+
+Arguments of the wrong type or value are a `JobDefinitionError` naming the
+argument. `properties` go to the client (librdkafka) as they are, except the
+ones the connector owns (the group it reads for, its transactions, how it
+commits): setting one of those would break the guarantee, so it is refused.
+An unknown property or a bad value is reported by librdkafka itself when the
+client is made, and raised naming the property.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from types import ModuleType
+from typing import Any
+
+from lockgate.runtime.api.validation import JobDefinitionError
+
+BROKER_TIMEOUT_S = 10.0
+"""How long the driver waits for the broker to answer before it refuses to start."""
+
+VALUE_FORMATS = ("json", "string", "bytes")
+
+OWNED_PROPERTIES = frozenset(
+    {
+        "bootstrap.servers",
+        "group.id",
+        "enable.auto.commit",
+        "enable.auto.offset.store",
+        "enable.partition.eof",
+        "auto.offset.reset",
+        "transactional.id",
+        "enable.idempotence",
+        "isolation.level",
+    }
+)
+
+
+class KafkaConnectorError(RuntimeError):
+    """The broker refused what the connector asked, or could not be reached."""
+
+
+def kafka_client() -> ModuleType:
+    """confluent_kafka, or an error saying how to install it (it is an extra)."""
+    try:
+        return importlib.import_module("confluent_kafka")
+    except ImportError:
+        raise JobDefinitionError(
+            "the Kafka connectors need confluent-kafka: pip install 'lockgate[kafka]'"
+        ) from None
+
+
+def check_text(what: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise JobDefinitionError(f"{what} takes a non-empty string, got {type(value).__name__} {value!r}")
+    return value
+
+
+def check_choice(what: str, value: Any, choices: Iterable[Any]) -> Any:
+    options = tuple(choices)
+    if value not in options or isinstance(value, bool):
+        raise JobDefinitionError(f"{what} must be one of {', '.join(map(repr, options))}; got {value!r}")
+    return value
+
+
+def check_properties(what: str, properties: Any) -> dict[str, str]:
+    """The client properties, as librdkafka takes them (strings)."""
+    if properties is None:
+        return {}
+    if not isinstance(properties, dict):
+        raise JobDefinitionError(f"{what} properties take a dict, got {type(properties).__name__}")
+    checked: dict[str, str] = {}
+    for name, value in properties.items():
+        if not isinstance(name, str):
+            raise JobDefinitionError(f"{what} property names are strings, got {name!r}")
+        if name in OWNED_PROPERTIES:
+            raise JobDefinitionError(
+                f"{what} property {name!r} is set by Lockgate (it keeps the delivery guarantee); "
+                "remove it from properties"
+            )
+        if isinstance(value, bool):
+            checked[name] = "true" if value else "false"
+        elif isinstance(value, str | int | float):
+            checked[name] = str(value)
+        else:
+            raise JobDefinitionError(
+                f"{what} property {name!r} takes a string, number or bool, got {type(value).__name__}"
+            )
+    return checked
+
+
+def make_client(factory: Any, config: dict[str, str], what: str) -> Any:
+    """A client of `factory` (Producer, Consumer, AdminClient); a bad property is
+    an error naming it."""
+    kafka = kafka_client()
+    try:
+        return factory(config)
+    except (kafka.KafkaException, ValueError, TypeError) as error:
+        raise JobDefinitionError(f"{what}: the Kafka client refused its properties: {error}") from None
+
+
+def partition_counts(admin: Any, servers: str, topics: list[str], what: str) -> dict[str, int]:
+    """Per topic, its partitions; an error naming the broker or the topic when
+    the broker cannot be reached or a topic does not exist."""
+    kafka = kafka_client()
+    try:
+        metadata = admin.list_topics(timeout=BROKER_TIMEOUT_S)
+    except kafka.KafkaException as error:
+        raise KafkaConnectorError(
+            f"{what}: cannot reach Kafka at {servers} within {BROKER_TIMEOUT_S:.0f} s ({error}); "
+            "check bootstrap_servers and that the brokers run"
+        ) from None
+    counts: dict[str, int] = {}
+    for topic in topics:
+        found = metadata.topics.get(topic)
+        if found is None or found.error is not None or not found.partitions:
+            reason = "it does not exist" if found is None or found.error is None else str(found.error)
+            raise KafkaConnectorError(
+                f"{what}: topic {topic!r} on {servers} cannot be used: {reason}; create it first "
+                "(Lockgate does not create topics)"
+            )
+        counts[topic] = len(found.partitions)
+    return counts

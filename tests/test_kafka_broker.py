@@ -1,0 +1,56 @@
+"""Where the tests' Kafka-protocol broker (tansu 0.6.0) differs from Apache
+Kafka, shown, so that no test passes by relying on it and each difference is
+noticed when tansu changes. docs/operations.md lists them."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from tests.kafka_broker import QUIET, KafkaBroker
+
+
+def test_a_latest_offset_lookup_answers_the_last_batch_base_offset_plus_one(kafka: KafkaBroker) -> None:
+    """Apache Kafka answers 10 (the next offset). The tests' input is produced one
+    message per batch, where both agree."""
+    topic = kafka.create_topic(1)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 50, **QUIET})
+    for i in range(10):
+        producer.produce(topic, b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": "probe", **QUIET})
+    assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False) == (0, 1)
+    consumer.close()
+
+
+def test_read_committed_consumers_see_the_records_of_aborted_transactions(kafka: KafkaBroker) -> None:
+    """Apache Kafka hides them. Open transactions are hidden (the last stable
+    offset holds), so only a sink transaction aborted after it began sending is
+    seen; Lockgate's sink sends an epoch only once its checkpoint is complete."""
+    topic = kafka.create_topic(1)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": topic, **QUIET})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"aborted", partition=0)
+    producer.flush(30)
+    producer.abort_transaction(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"committed", partition=0)
+    producer.commit_transaction(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"open", partition=0)
+    producer.flush(30)
+    values = [value for _, _, _, value in kafka.read(topic, "read_committed")]
+    assert values == [b"aborted", b"committed"]
+    producer.abort_transaction(30)
+
+
+def test_partitions_cannot_be_added_to_a_topic(kafka: KafkaBroker) -> None:
+    """So KafkaSource's discovery of added partitions cannot be tried on it."""
+    topic = kafka.create_topic(1)
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers, **QUIET})
+    future = admin.create_partitions([NewPartitions(topic, 2)])[topic]
+    with pytest.raises(KafkaException, match=r"CreatePartitions .* not supported"):
+        future.result(30)
+    assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 1

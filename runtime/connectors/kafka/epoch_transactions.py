@@ -9,16 +9,24 @@ the checkpoint holds them as the sink's committable, and the whole epoch is
 sent in one short transaction once the checkpoint is complete.
 
 Inside that transaction the writer commits an offset for a consumer group of
-its own (the transactional id) on partition 0 of the topic: the checkpoint id.
-Kafka makes it visible atomically with the records. After a restore, the
-writer of each old subtask's id first fences it, then reads the group's offset:
-epochs up to it were committed; later ones are sent again from the checkpoint.
-Whatever failed (before the checkpoint, between it and the commit, during the
-commit) a `read_committed` consumer sees each epoch once.
+its own (named as the transactional id) on partition 0 of the topic: the
+epoch's marker, its checkpoint id and a random number drawn when it was
+pre-committed. Kafka makes it visible atomically with the records. After a
+restore, the writer of each old subtask's id first fences it, then reads the
+marker: the epochs the checkpoint holds up to the one it names were committed,
+the later ones are sent again. A marker that names none of them (the job was
+restored from an older checkpoint or savepoint, whose checkpoint ids may come
+again) means none was: an epoch is skipped only when this very epoch is known
+committed, never because of its number. Whatever failed (before the
+checkpoint, between it and the commit, during the commit) a `read_committed`
+consumer sees each epoch once.
 """
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from lockgate.runtime.connectors.kafka.settings import KafkaConnectorError, kafka_client, make_client
@@ -29,6 +37,39 @@ transaction coordinator when a producer starts or commits."""
 
 _CREDENTIALS = ("security.", "sasl.", "ssl.")
 _FENCED_CODES = ("_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")
+
+
+Records = list[tuple[bytes | None, bytes]]
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """The records a subtask wrote between two barriers, pre-committed at `checkpoint`."""
+
+    subtask: int
+    checkpoint: int
+    nonce: int  # drawn at the pre-commit: tells this epoch from another with its number
+    records: Records
+
+    @staticmethod
+    def seal(subtask: int, checkpoint: int, records: Records) -> Epoch:
+        return Epoch(subtask, checkpoint, secrets.randbits(32), records)
+
+    @property
+    def marker(self) -> int:
+        return self.checkpoint << 32 | self.nonce
+
+    def to_committable(self) -> dict[str, Any]:
+        return {
+            "subtask": self.subtask,
+            "checkpoint": self.checkpoint,
+            "nonce": self.nonce,
+            "records": self.records,
+        }
+
+    @staticmethod
+    def from_committable(data: dict[str, Any]) -> Epoch:
+        return Epoch(int(data["subtask"]), int(data["checkpoint"]), int(data["nonce"]), data["records"])
 
 
 class EpochTransactions:
@@ -54,19 +95,28 @@ class EpochTransactions:
         marker_config.update({k: v for k, v in config.items() if k.startswith(_CREDENTIALS)})
         self._marker_group: Any = make_client(self._kafka.Consumer, marker_config, "KafkaSink")
         self._call(lambda: self._producer.init_transactions(TRANSACTION_TIMEOUT_S), "start")
-        self.committed_through = self._read_marker()
+        self._last_marker = self._read_marker()
 
     def _read_marker(self) -> int:
-        """The last checkpoint whose epoch this id committed; 0: none."""
+        """The marker of the last epoch this id committed; negative: none."""
         tp = self._kafka.TopicPartition(self._topic, 0)
         group = self._marker_group
         found = self._call(lambda: group.committed([tp], timeout=TRANSACTION_TIMEOUT_S), "read marker")
-        return max(0, int(found[0].offset))
+        return int(found[0].offset)
 
-    def commit(self, checkpoint_id: int, records: list[tuple[bytes | None, bytes]]) -> None:
-        """Sends the epoch of `checkpoint_id` in one transaction, unless it was committed."""
-        if checkpoint_id <= self.committed_through or not records:
+    def uncommitted(self, epochs: Iterable[Epoch]) -> list[Epoch]:
+        """Of a checkpoint's epochs of this id, those the broker has not committed."""
+        ordered = sorted(epochs, key=lambda epoch: epoch.checkpoint)
+        markers = [epoch.marker for epoch in ordered]
+        if self._last_marker in markers:
+            return ordered[markers.index(self._last_marker) + 1 :]
+        return ordered
+
+    def commit(self, epoch: Epoch) -> None:
+        """Sends `epoch` in one transaction, unless it is the last one committed."""
+        if epoch.marker == self._last_marker:
             return
+        records = epoch.records
         producer = self._producer
         produce, topic = producer.produce, self._topic
         self._call(producer.begin_transaction, "begin")
@@ -77,13 +127,13 @@ class EpochTransactions:
                     break
                 except BufferError:  # the local queue is full: let librdkafka send some
                     producer.poll(0.05)
-        marker = [self._kafka.TopicPartition(topic, 0, checkpoint_id)]
+        marker = [self._kafka.TopicPartition(topic, 0, epoch.marker)]
         metadata = self._marker_group.consumer_group_metadata()
         self._call(
             lambda: producer.send_offsets_to_transaction(marker, metadata, TRANSACTION_TIMEOUT_S), "mark"
         )
         self._call(lambda: producer.commit_transaction(TRANSACTION_TIMEOUT_S), "commit")
-        self.committed_through = checkpoint_id
+        self._last_marker = epoch.marker
 
     def _call(self, step: Any, what: str) -> Any:
         try:

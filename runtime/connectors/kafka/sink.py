@@ -25,7 +25,12 @@ from typing import Any
 
 from lockgate.runtime.api.connectors import JobIdentity, Sink, SinkWriter, SubtaskContext
 from lockgate.runtime.api.validation import check_callable
-from lockgate.runtime.connectors.kafka.epoch_transactions import TRANSACTION_TIMEOUT_S, EpochTransactions
+from lockgate.runtime.connectors.kafka.epoch_transactions import (
+    TRANSACTION_TIMEOUT_S,
+    Epoch,
+    EpochTransactions,
+    Records,
+)
 from lockgate.runtime.connectors.kafka.record_format import encode_key, encoder
 from lockgate.runtime.connectors.kafka.settings import (
     VALUE_FORMATS,
@@ -37,8 +42,6 @@ from lockgate.runtime.connectors.kafka.settings import (
     make_client,
     partition_counts,
 )
-
-Records = list[tuple[bytes | None, bytes]]
 
 
 class KafkaSink(Sink):
@@ -102,31 +105,34 @@ class TransactionalKafkaWriter(SinkWriter):
         self._epoch.append(self._encoding.encode(record))
 
     def pre_commit(self, checkpoint_id: int) -> list[Any]:
-        epoch, self._epoch = self._epoch, []
-        return [{"subtask": self._context.subtask, "checkpoint": checkpoint_id, "records": epoch}]
+        records, self._epoch = self._epoch, []
+        if not records:
+            return []
+        return [Epoch.seal(self._context.subtask, checkpoint_id, records).to_committable()]
 
     def commit(self, committables: list[Any]) -> None:
-        for committable in sorted(committables, key=lambda c: c["checkpoint"]):
-            self._own.commit(committable["checkpoint"], committable["records"])
+        epochs = [Epoch.from_committable(c) for c in committables]
+        for epoch in sorted(epochs, key=lambda e: e.checkpoint):
+            self._own.commit(epoch)
 
     def recover(self, committables: list[Any]) -> None:
         """Commits, per old subtask of this writer's share, the epochs the checkpoint
         holds and the broker has not committed; fences every id of the share first."""
         parallelism, subtask = self._context.parallelism, self._context.subtask
-        by_subtask: dict[int, list[Any]] = {}
+        by_subtask: dict[int, list[Epoch]] = {}
         for committable in committables:
-            by_subtask.setdefault(int(committable["subtask"]), []).append(committable)
-        for old in sorted(by_subtask):
+            epoch = Epoch.from_committable(committable)
+            by_subtask.setdefault(epoch.subtask, []).append(epoch)
+        for old, epochs in sorted(by_subtask.items()):
             if old % parallelism != subtask:
                 continue
-            epochs = sorted(by_subtask[old], key=lambda c: c["checkpoint"])
             if old == subtask:
                 transactions = self._own
             else:
                 config, topic = self._sink.client_config(), self._sink.topic
                 transactions = EpochTransactions(config, transactional_id(self._context, old), topic)
-            for committable in epochs:
-                transactions.commit(committable["checkpoint"], committable["records"])
+            for epoch in transactions.uncommitted(epochs):
+                transactions.commit(epoch)
             if transactions is not self._own:
                 transactions.close()
 

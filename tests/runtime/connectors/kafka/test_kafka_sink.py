@@ -100,6 +100,25 @@ def test_a_restore_commits_each_epoch_of_the_checkpoint_once(
     second.close()
 
 
+def test_after_a_restore_from_an_older_savepoint_reused_checkpoint_ids_are_still_sent(
+    kafka: KafkaBroker,
+) -> None:
+    """A job restored from an older savepoint, where checkpoint ids start again (another
+    etcd): an epoch is skipped only when that very epoch was committed."""
+    topic = kafka.create_topic(1)
+    first = writer(kafka, topic)
+    for checkpoint in (1, 2, 3):
+        first.commit(write_epoch(first, records(10 * checkpoint, 2), checkpoint))
+    first.close()
+    rewound = writer(kafka, topic)
+    rewound.commit(write_epoch(rewound, records(100, 2), 2))
+    pending = write_epoch(rewound, records(200, 2), 3)
+    again = sink(kafka, topic).create_writer(context())
+    again.recover(pending)
+    assert committed_values(kafka, topic) == [10, 11, 20, 21, 30, 31, 100, 101, 200, 201]
+    again.close()
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="tansu 0.6.0 shows the records of aborted transactions to read_committed consumers "

@@ -41,21 +41,35 @@ class KafkaBroker:
     def produce(self, topic: str, values: Iterable[bytes], partition_of: Any = None) -> None:
         """`values` into `topic`, each to `partition_of(i)` (or as the producer spreads them).
 
-        One message per batch: tansu 0.6.0 answers a ListOffsets for the latest offset
-        with the last batch's base offset + 1 (test_kafka_broker.py shows it), which
-        is the end of the partition only when every batch holds one message."""
-        config = {"bootstrap.servers": self.bootstrap_servers, "batch.num.messages": 1, "linger.ms": 0}
-        producer = Producer({**config, **QUIET})
-        for i, value in enumerate(values):
-            kwargs = {} if partition_of is None else {"partition": partition_of(i)}
-            while True:
-                try:
-                    producer.produce(topic, value, **kwargs)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-        left = producer.flush(30)
-        assert left == 0, f"{left} message(s) not delivered to {topic}"
+        tansu 0.6.0 answers a ListOffsets for the latest offset with the last batch's
+        base offset + 1 (test_kafka_broker.py shows it): the end of a partition only
+        when its last batch holds one message. So each partition's last message goes
+        in a batch of its own, after the others are delivered (with no partitioner
+        given, every message does)."""
+        messages = list(values)
+        last: dict[int, int] = {}  # per partition, the index of its last message
+        if partition_of is not None:
+            for i in range(len(messages)):
+                last[partition_of(i)] = i
+        alone = set(last.values()) if partition_of is not None else set(range(len(messages)))
+        bulk = Producer({"bootstrap.servers": self.bootstrap_servers, "linger.ms": 5, **QUIET})
+        single = Producer(
+            {"bootstrap.servers": self.bootstrap_servers, "batch.num.messages": 1, "linger.ms": 0, **QUIET}
+        )
+        for batch_of_one in (False, True):
+            producer = single if batch_of_one else bulk
+            for i, value in enumerate(messages):
+                if (i in alone) != batch_of_one:
+                    continue
+                kwargs = {} if partition_of is None else {"partition": partition_of(i)}
+                while True:
+                    try:
+                        producer.produce(topic, value, **kwargs)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+            left = producer.flush(60)
+            assert left == 0, f"{left} message(s) not delivered to {topic}"
 
     def read(self, topic: str, isolation: str = "read_committed") -> list[Any]:
         """Every message a consumer of `isolation` sees now, as (partition, offset, key, value),

@@ -158,6 +158,7 @@ class CheckpointCoordinator:
         self.stopped_with: str | None = None
         # A bounded job's final checkpoint completed: nothing more to do.
         self.finished = False
+        self._final_completed = False  # set as soon as it is known; `finished` once announced
         self._sources_drained = False
         # Every completed checkpoint, after its retention ran: for the driver's
         # status and metrics.
@@ -283,6 +284,8 @@ class CheckpointCoordinator:
     # -- triggering ----------------------------------------------------------------
 
     def _periodic_due(self) -> bool:
+        if self._final_completed:
+            return False
         checkpoints = [p for p in self.pending.values() if p.trigger.kind == "checkpoint"]
         if self._sources_drained and not checkpoints:
             return True  # the final checkpoint of a bounded job: no reason to wait
@@ -448,6 +451,10 @@ class CheckpointCoordinator:
             return
         pending.status = "finished"
         del self.pending[n]
+        # Before the next await: a tick in between would see the sources drained and
+        # nothing pending, and trigger a checkpoint after the final one, which never
+        # completes (a source that pre-committed at it would wait for it forever).
+        self._final_completed = self._final_completed or summary.final
         self._latest_completed = max(self._latest_completed, n)
         self._consecutive_failures = 0
         self._last_completion = self._monotonic_s()

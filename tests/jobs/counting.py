@@ -14,6 +14,7 @@ from lockgate.runtime import (
     Sink,
     SinkWriter,
     Source,
+    SourceReader,
     StreamEnvironment,
     SubtaskContext,
 )
@@ -151,3 +152,35 @@ def slow_sink_sum(env: StreamEnvironment, source: Source, sink: SlowSink) -> Non
         .process(RunningSum(), name="sum")
         .sink(sink, name="out")
     )
+
+
+class _OffsetsCommittingReader(SourceReader):
+    """A reader that, as KafkaSource does, pre-commits its offsets at every
+    checkpoint, to hand them on when the checkpoint completes."""
+
+    def __init__(self, inner: SourceReader) -> None:
+        self.inner = inner
+        self.committed: list[Any] = []
+
+    def poll(self, max_records: int) -> list[Any]:
+        return self.inner.poll(max_records)
+
+    def offsets(self) -> dict[str, Any]:
+        return self.inner.offsets()
+
+    def reached_end(self) -> bool:
+        return self.inner.reached_end()
+
+    def pre_commit(self, checkpoint_id: int) -> list[Any]:
+        return [{"checkpoint": checkpoint_id, "offsets": self.inner.offsets()}]
+
+    def commit(self, committables: list[Any]) -> None:
+        self.committed.extend(committables)
+
+
+class OffsetsCommittingSource(Source):
+    def __init__(self, inner: Source) -> None:
+        self.inner = inner
+
+    def open_reader(self, context: SubtaskContext, offsets: dict[str, Any]) -> SourceReader:
+        return _OffsetsCommittingReader(self.inner.open_reader(context, offsets))

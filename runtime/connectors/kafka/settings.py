@@ -45,6 +45,7 @@ class KafkaConnectorError(RuntimeError):
 def kafka_client() -> ModuleType:
     """confluent_kafka, or an error saying how to install it (it is an extra)."""
     try:
+        importlib.import_module("confluent_kafka.admin")  # a submodule the package does not import
         return importlib.import_module("confluent_kafka")
     except ImportError:
         raise JobDefinitionError(

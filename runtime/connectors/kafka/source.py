@@ -127,6 +127,7 @@ class KafkaSourceReader(SourceReader):
         self._ends: dict[str, int] = {}  # stop_at="latest": where each partition ends
         self._at_eof: set[str] = set()  # partitions read up to their current end
         self._discover_due = 0.0
+        self._closed = False
         self._discover()
 
     # -- partitions ------------------------------------------------------------------
@@ -272,6 +273,8 @@ class KafkaSourceReader(SourceReader):
 
     def backlog(self) -> Backlog | None:
         """Records between each partition's position and its end (as last fetched)."""
+        if self._closed:
+            return None
         total = 0
         for name, (topic, number) in self._topic_partitions.items():
             tp = self._kafka.TopicPartition(topic, number)
@@ -296,8 +299,21 @@ class KafkaSourceReader(SourceReader):
             for name, offset in positions.items()
             if name in self._topic_partitions
         ]
-        if tps:
+        if not tps:
+            return
+        if not self._closed:
             self._consumer.commit(offsets=tps, asynchronous=True)
+            return
+        # The final checkpoint completes after the reader closed: a client of its own.
+        consumer = make_client(self._kafka.Consumer, self._source.consumer_config(), "KafkaSource")
+        try:
+            consumer.commit(offsets=tps, asynchronous=False)
+        finally:
+            consumer.close()
 
     def close(self) -> None:
-        self._consumer.close()
+        """Ends reading; a checkpoint that completes afterwards still commits its
+        offsets to the group."""
+        if not self._closed:
+            self._closed = True
+            self._consumer.close()

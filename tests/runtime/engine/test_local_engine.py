@@ -10,9 +10,17 @@ from pathlib import Path
 
 import pytest
 from lockgate.runtime import GeneratorSource, LogSource, StreamEnvironment, read_committed
+from lockgate.runtime.coordination.keys import JobKeys
 
 from tests.exactness import assert_running_sums_exact, assert_word_counts_exact
-from tests.jobs.counting import InFlight, SlowSink, running_sum, slow_sink_sum, word_count
+from tests.jobs.counting import (
+    InFlight,
+    OffsetsCommittingSource,
+    SlowSink,
+    running_sum,
+    slow_sink_sum,
+    word_count,
+)
 from tests.runtime.engine.harness import Run, run_job
 
 
@@ -52,6 +60,22 @@ async def test_keyed_running_sum_is_exact(etcd_config, keys, tmp_path: Path, par
 
     output = read_committed(f"file://{tmp_path}/out")
     assert_running_sums_exact(output, 5000, 37)
+
+
+async def test_a_bounded_job_whose_sources_commit_at_every_checkpoint_ends(
+    etcd_config, tmp_path: Path
+) -> None:
+    """The final checkpoint's completion ends the sources even when a checkpoint was
+    triggered after it: its commit never comes, and a source waiting for it hung
+    the job (a Kafka source pre-commits its group offsets at every checkpoint)."""
+    for attempt in range(40):
+        env = StreamEnvironment("sum")
+        source = OffsetsCommittingSource(GeneratorSource(3000, keys=13, partitions=4))
+        running_sum(env, source, f"file://{tmp_path}/out-{attempt}")
+        keys = JobKeys("default", f"ends-{attempt}")
+        run = Run(2, "heap", interval_s=0.005)
+        await asyncio.wait_for(run_job(etcd_config, keys, tmp_path / str(attempt), env.graph(), run), 60)
+        assert_running_sums_exact(read_committed(f"file://{tmp_path}/out-{attempt}"), 3000, 13)
 
 
 @pytest.mark.parametrize("exchange", ["memory", "tcp"])

@@ -220,3 +220,18 @@ def test_arguments_of_the_wrong_type_or_value_name_the_argument(
     arguments: dict[str, Any] = {"bootstrap_servers": "k:9092", "topics": ["t"], "group_id": "g", **options}
     with pytest.raises(JobDefinitionError, match=culprit):
         KafkaSource(**arguments)
+
+
+def test_a_checkpoint_completing_after_the_reader_closed_still_commits_the_group_offsets(
+    kafka: KafkaBroker,
+) -> None:
+    """A bounded job's final checkpoint completes after its sources ended."""
+    topic = kafka.create_topic(1)
+    produce_json(kafka, topic, 0, 7, 1)
+    reader = open_reader(source(kafka, topic))
+    drain(reader)
+    committables = reader.pre_commit(5)
+    reader.close()
+    assert reader.backlog() is None
+    reader.commit(committables)
+    assert committed_offset(kafka, topic) == 7

@@ -1,0 +1,127 @@
+"""Kafka to Kafka on Spark, exactly once through failures: what a read_committed
+consumer of the output sees equals the reference, each record once.
+
+- A Python worker killed mid-stream at P = 2 while input keeps arriving, the job
+  stopped with a savepoint, more input produced, the job resumed at P = 3 and
+  read to the end it saw at start (`stop_at="latest"`).
+- A task process dying at each phase of an epoch's transaction: before the
+  pre-commit, between the pre-commit and the commit, after the commit before
+  the runtime knew. (Dying during the commit: tests/runtime/connectors/kafka,
+  marked, since the tests' broker shows aborted transactions.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.exactness import assert_running_sums_exact
+from tests.jobs.kafka_sums import PHASES
+from tests.kafka_broker import KafkaBroker
+from tests.process_tree import python_task_workers
+from tests.runtime.recovery.lockgate_process import finish, run, run_record, start, wait_for
+
+KEYS = 23
+PARTITIONS = 4
+RESTARTS = ("--restart-strategy", "fixed-delay", "--restart-attempts", "5", "--restart-delay", "0.5")
+
+pytestmark = pytest.mark.slow
+
+
+def produce_numbers(kafka: KafkaBroker, topic: str, first: int, count: int) -> None:
+    kafka.produce(
+        topic,
+        (json.dumps({"key": n % KEYS, "n": n}).encode() for n in range(first, first + count)),
+        partition_of=lambda i: (first + i) % PARTITIONS,
+    )
+
+
+def committed_sums(kafka: KafkaBroker, topic: str) -> list[dict[str, Any]]:
+    return [json.loads(value) for _, _, _, value in kafka.read(topic)]
+
+
+def job(kafka: KafkaBroker, topics: tuple[str, str], parallelism: int, *flags: str) -> list[str]:
+    source, sink = topics
+    return [
+        "run",
+        "tests.jobs.kafka_sums:running_sum",
+        "--job-id",
+        "ksums",
+        "-p",
+        str(parallelism),
+        "--checkpoint-interval",
+        "0.3",
+        *RESTARTS,
+        "--arg",
+        f"bootstrap={kafka.bootstrap_servers}",
+        "--arg",
+        f"input={source}",
+        "--arg",
+        f"output={sink}",
+        *flags,
+    ]
+
+
+def test_killed_stopped_and_resumed_at_another_parallelism_kafka_output_is_exactly_once(
+    tmp_path: Path, kafka: KafkaBroker
+) -> None:
+    topics = (kafka.create_topic(PARTITIONS, "numbers"), kafka.create_topic(2, "sums"))
+    streamed, later = 16_000, 6_000
+    produce_numbers(kafka, topics[0], 0, 2_000)
+
+    def keep_producing() -> None:
+        """The rest of the first part at about 2,000 records/s, so that the kill and
+        the stop come while input still arrives."""
+        stop = threading.Event()
+        for first in range(2_000, streamed, 500):
+            produce_numbers(kafka, topics[0], first, 500)
+            stop.wait(0.25)  # pacing of the input, not a synchronisation
+
+    producer = threading.Thread(target=keep_producing)
+    process = start(tmp_path, *job(kafka, topics, 2))
+    producer.start()
+    try:
+        wait_for(lambda: len(committed_sums(kafka, topics[1])) > 0, "committed output", process)
+        wait_for(lambda: len(python_task_workers(process.pid)) >= 2, "two task workers", process)
+        os.kill(python_task_workers(process.pid)[0], signal.SIGKILL)
+        before = len(committed_sums(kafka, topics[1]))
+        wait_for(lambda: len(committed_sums(kafka, topics[1])) > before, "output after the restart", process)
+        assert run_record(tmp_path) is not None
+        savepoint = run(tmp_path, "savepoint", "ksums", "--stop")
+        assert savepoint.returncode == 0, savepoint.stderr
+        path = savepoint.stdout.strip().splitlines()[-1]
+        out, _ = finish(process)
+        assert "1 restart(s)" in out
+    finally:
+        producer.join()
+    stopped_at = len(committed_sums(kafka, topics[1]))
+    assert stopped_at < streamed + later, "the job was stopped before the end of its input"
+
+    produce_numbers(kafka, topics[0], streamed, later)
+    last = run(
+        tmp_path, *job(kafka, topics, 3, "--from-savepoint", path, "--bounded", "--arg", "stop_at=latest")
+    )
+    assert last.returncode == 0, last.stderr[-4000:]
+    assert f"restored from {path}" in last.stdout
+    assert_running_sums_exact(committed_sums(kafka, topics[1]), streamed + later, KEYS)
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_a_task_dying_at_each_phase_of_the_transaction_loses_and_duplicates_nothing(
+    tmp_path: Path, kafka: KafkaBroker, phase: str
+) -> None:
+    topics = (kafka.create_topic(PARTITIONS, "numbers"), kafka.create_topic(2, "sums"))
+    count = 6_000
+    produce_numbers(kafka, topics[0], 0, count)
+    flag = tmp_path / "crashed"
+    flags = ("--bounded", "--arg", "stop_at=latest", "--arg", f"crash_at={phase}", "--arg", f"flag={flag}")
+    result = run(tmp_path, *job(kafka, topics, 2, *flags))
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert flag.exists(), f"no task died {phase}"
+    assert "1 restart(s)" in result.stdout
+    assert_running_sums_exact(committed_sums(kafka, topics[1]), count, KEYS)

@@ -71,9 +71,23 @@ class KafkaBroker:
             left = producer.flush(60)
             assert left == 0, f"{left} message(s) not delivered to {topic}"
 
+    def progress(self, topic: str) -> int:
+        """A number that grows with every batch written to `topic` (committed or not):
+        the sum of its partitions' latest offsets, as the broker answers (tansu:
+        the last batch's base offset + 1). What a test waits on while a job writes
+        all the time: a reader there may never find every partition at its end."""
+        consumer = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": "progress", **QUIET})
+        try:
+            partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+            tps = [TopicPartition(topic, p) for p in partitions]
+            return sum(consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1] for tp in tps)
+        finally:
+            consumer.close()
+
     def read(self, topic: str, isolation: str = "read_committed") -> list[Any]:
-        """Every message a consumer of `isolation` sees now, as (partition, offset, key, value),
-        in partition and offset order."""
+        """Every message a consumer of `isolation` sees up to where each partition ended
+        when the read got there, as (partition, offset, key, value), in partition and
+        offset order."""
         consumer = Consumer(
             {
                 "bootstrap.servers": self.bootstrap_servers,
@@ -99,7 +113,8 @@ class KafkaBroker:
                     assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
                     at_end.add(message.partition())
                     continue
-                at_end.discard(message.partition())
+                if message.partition() in at_end:
+                    continue  # written after this read reached the partition's end
                 found.append((message.partition(), message.offset(), message.key(), message.value()))
             return sorted(found)
         finally:

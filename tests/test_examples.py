@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.exactness import assert_running_sums_exact
+from tests.kafka_broker import KafkaBroker
+from tests.runtime.recovery.lockgate_process import run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,3 +48,32 @@ def test_recovery_demo_kills_a_worker_rescales_and_checks_exactly_once() -> None
 def test_sessions_demo_gives_every_session_of_out_of_order_clicks_once_on_spark() -> None:
     result = _run_example("sessions_demo.py")
     assert "each exactly once: OK" in result.stdout
+
+
+def test_the_kafka_example_sums_a_topic_into_another_exactly_once(tmp_path: Path, kafka: KafkaBroker) -> None:
+    source, sink = kafka.create_topic(3, "numbers"), kafka.create_topic(2, "sums")
+    count, keys = 3_000, 17
+    records = (json.dumps({"key": n % keys, "n": n}).encode() for n in range(count))
+    kafka.produce(source, records, partition_of=lambda i: i % 3)
+    arguments = [
+        "--arg",
+        f"bootstrap={kafka.bootstrap_servers}",
+        "--arg",
+        f"input={source}",
+        "--arg",
+        f"output={sink}",
+    ]
+    result = run(
+        tmp_path,
+        "run",
+        "examples.kafka_sums:build",
+        "-p",
+        "2",
+        "--bounded",
+        "--arg",
+        "stop_at=latest",
+        *arguments,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    output = [json.loads(value) for _, _, _, value in kafka.read(sink)]
+    assert_running_sums_exact(output, count, keys)

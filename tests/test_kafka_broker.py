@@ -54,3 +54,19 @@ def test_partitions_cannot_be_added_to_a_topic(kafka: KafkaBroker) -> None:
     with pytest.raises(KafkaException, match=r"CreatePartitions .* not supported"):
         future.result(30)
     assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 1
+
+
+def test_the_metadata_of_an_offset_committed_in_a_transaction_is_dropped(kafka: KafkaBroker) -> None:
+    """Apache Kafka keeps it. So KafkaSink packs an epoch's marker into the offset."""
+    topic = kafka.create_topic(1)
+    group = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"g-{topic}", **QUIET})
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": topic, **QUIET})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"x", partition=0)
+    marker = [TopicPartition(topic, 0, 42, metadata="epoch-token")]
+    producer.send_offsets_to_transaction(marker, group.consumer_group_metadata(), 30)
+    producer.commit_transaction(30)
+    committed = group.committed([TopicPartition(topic, 0)], timeout=30)[0]
+    assert (committed.offset, committed.metadata) == (42, None)
+    group.close()

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from lockgate.runtime import read_committed
+from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
+from lockgate.runtime.coordination.job_status import read_status
+from lockgate.runtime.coordination.keys import JobKeys
+
+T = TypeVar("T")
 
 LOCKGATE = str(Path(sys.executable).parent / "lockgate")
 REPO = Path(__file__).resolve().parents[3]
@@ -86,3 +92,27 @@ def finish(process: subprocess.Popen[str], timeout: float = 180) -> tuple[str, s
     out, err = process.communicate(timeout=timeout)
     assert process.returncode == 0, f"exit {process.returncode}:\n{out}\n{err[-4000:]}"
     return out, err
+
+
+def ask_run_etcd(cwd: Path, question: Callable[[Etcd], Awaitable[T]], before_start: T) -> T:
+    """`question` answered by the embedded etcd of the run in `cwd`; `before_start`
+    while it has none."""
+    record = run_record(cwd)
+    if record is None:
+        return before_start
+
+    async def ask() -> T:
+        async with Etcd(EtcdConfig.from_url(record["etcd"])) as etcd:
+            return await question(etcd)
+
+    return asyncio.run(ask())
+
+
+def restarts(cwd: Path, keys: JobKeys) -> int:
+    """The restarts so far of the run in `cwd`, as its status heartbeat reports them."""
+
+    async def ask(etcd: Etcd) -> int:
+        status = await read_status(etcd, keys)
+        return 0 if status is None else status.restarts
+
+    return ask_run_etcd(cwd, ask, 0)

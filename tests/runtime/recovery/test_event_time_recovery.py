@@ -12,12 +12,11 @@ from pathlib import Path
 
 from lockgate.runtime import read_committed
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
-from lockgate.runtime.coordination.job_status import read_status
 from lockgate.runtime.coordination.keys import JobKeys
 
 from tests.jobs.sessions import write_sessions
 from tests.process_tree import python_task_workers
-from tests.runtime.recovery.lockgate_process import finish, run_record, start, wait_for
+from tests.runtime.recovery.lockgate_process import finish, restarts, run_record, start, wait_for
 
 KEYS = JobKeys("default", "sessions")
 
@@ -30,19 +29,6 @@ def _etcd_says(cwd: Path, key: bytes) -> bytes | None:
     async def ask() -> bytes | None:
         async with Etcd(EtcdConfig.from_url(record["etcd"])) as etcd:
             return await etcd.get(key)
-
-    return asyncio.run(ask())
-
-
-def _restarts(cwd: Path) -> int:
-    record = run_record(cwd)
-    if record is None:
-        return 0
-
-    async def ask() -> int:
-        async with Etcd(EtcdConfig.from_url(record["etcd"])) as etcd:
-            status = await read_status(etcd, KEYS)
-            return 0 if status is None else status.restarts
 
     return asyncio.run(ask())
 
@@ -77,7 +63,7 @@ def test_a_killed_worker_of_a_session_window_job_loses_and_repeats_no_session(tm
     wait_for(lambda: _etcd_says(tmp_path, KEYS.latest) is not None, "a completed checkpoint", process)
     wait_for(lambda: len(python_task_workers(process.pid)) >= 2, "two task workers", process)
     os.kill(python_task_workers(process.pid)[0], signal.SIGKILL)  # mid-stream, windows open
-    wait_for(lambda: _restarts(tmp_path) >= 1, "the restart", process)
+    wait_for(lambda: restarts(tmp_path, KEYS) >= 1, "the restart", process)
     stdout, _ = finish(process, timeout=300)
 
     assert "1 restart(s)" in stdout

@@ -19,14 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lockgate.runtime.coordination.keys import JobKeys
 
 from tests.exactness import assert_running_sums_exact
 from tests.jobs.kafka_sums import PHASES
 from tests.kafka_broker import KafkaBroker
 from tests.process_tree import python_task_workers
-from tests.runtime.recovery.lockgate_process import finish, run, run_record, start, wait_for
+from tests.runtime.recovery.lockgate_process import finish, restarts, run, run_record, start, wait_for
 
 KEYS = 23
+JOB = JobKeys("default", "ksums")
 PARTITIONS = 4
 RESTARTS = ("--restart-strategy", "fixed-delay", "--restart-attempts", "5", "--restart-delay", "0.5")
 
@@ -71,26 +73,30 @@ def test_killed_stopped_and_resumed_at_another_parallelism_kafka_output_is_exact
     tmp_path: Path, kafka: KafkaBroker
 ) -> None:
     topics = (kafka.create_topic(PARTITIONS, "numbers"), kafka.create_topic(2, "sums"))
-    streamed, later = 16_000, 6_000
-    produce_numbers(kafka, topics[0], 0, 2_000)
+    produced = [0]  # records produced so far: numbers 0 .. produced[0] - 1
+    stop_producing = threading.Event()
 
     def keep_producing() -> None:
-        """The rest of the first part at about 2,000 records/s, so that the kill and
+        """Input at about 1,000 records/s until the job is stopped, so that the kill and
         the stop come while input still arrives."""
-        stop = threading.Event()
-        for first in range(2_000, streamed, 500):
-            produce_numbers(kafka, topics[0], first, 500)
-            stop.wait(0.25)  # pacing of the input, not a synchronisation
+        while not stop_producing.is_set():
+            produce_numbers(kafka, topics[0], produced[0], 250)
+            produced[0] += 250
+            stop_producing.wait(0.25)  # pacing of the input, not a synchronisation
+
+    def written() -> int:
+        return kafka.progress(topics[1])
 
     producer = threading.Thread(target=keep_producing)
-    process = start(tmp_path, *job(kafka, topics, 2))
     producer.start()
     try:
-        wait_for(lambda: len(committed_sums(kafka, topics[1])) > 0, "committed output", process)
+        process = start(tmp_path, *job(kafka, topics, 2))
+        wait_for(lambda: written() > 0, "output", process)
         wait_for(lambda: len(python_task_workers(process.pid)) >= 2, "two task workers", process)
         os.kill(python_task_workers(process.pid)[0], signal.SIGKILL)
-        before = len(committed_sums(kafka, topics[1]))
-        wait_for(lambda: len(committed_sums(kafka, topics[1])) > before, "output after the restart", process)
+        wait_for(lambda: restarts(tmp_path, JOB) >= 1, "the restart", process)
+        before = written()
+        wait_for(lambda: written() > before, "output after the restart", process)
         assert run_record(tmp_path) is not None
         savepoint = run(tmp_path, "savepoint", "ksums", "--stop")
         assert savepoint.returncode == 0, savepoint.stderr
@@ -98,9 +104,10 @@ def test_killed_stopped_and_resumed_at_another_parallelism_kafka_output_is_exact
         out, _ = finish(process)
         assert "1 restart(s)" in out
     finally:
+        stop_producing.set()
         producer.join()
-    stopped_at = len(committed_sums(kafka, topics[1]))
-    assert stopped_at < streamed + later, "the job was stopped before the end of its input"
+    streamed, later = produced[0], 4_000
+    assert len(committed_sums(kafka, topics[1])) < streamed + later, "the job was stopped mid-stream"
 
     produce_numbers(kafka, topics[0], streamed, later)
     last = run(

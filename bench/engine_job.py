@@ -48,12 +48,12 @@ class _MeasuringWriter(ForwardingSinkWriter):
         self.path = os.path.join(samples, f"subtask-{subtask}-{os.getpid()}.json")
         self.latencies: list[float] = []
         self.count = 0
-        self.first = self.last = 0.0
+        self.first = self.last = self.first_write = 0.0
 
     def write(self, record: Any) -> None:
         now = time.time()
         if self.count == 0:
-            self.first = record["t"]
+            self.first, self.first_write = record["t"], now
         self.count += 1
         self.last = now
         if self.count % SAMPLE_EVERY == 0:
@@ -64,14 +64,23 @@ class _MeasuringWriter(ForwardingSinkWriter):
         self.inner.close()
         with open(self.path, "w") as out:
             json.dump(
-                {"count": self.count, "first": self.first, "last": self.last, "latencies": self.latencies},
+                {
+                    "count": self.count,
+                    "first": self.first,
+                    "first_write": self.first_write,
+                    "last": self.last,
+                    "latencies": self.latencies,
+                },
                 out,
             )
 
 
 class MeasuringSink(Sink):
-    def __init__(self, url: str, samples: str) -> None:
-        self.inner = FileSink(url)
+    """`inner`, with every write timed: each subtask's count, first and last write,
+    and a sample of source-to-sink latencies go to a file in `samples` at close."""
+
+    def __init__(self, inner: Sink, samples: str) -> None:
+        self.inner = inner
         self.samples = samples
 
     def validate(self, job: JobIdentity) -> None:
@@ -89,5 +98,5 @@ def build(env: StreamEnvironment) -> None:
         .map(stamp, name="stamp")
         .key_by(lambda record: record["key"])
         .process(Sum(), name="sum")
-        .sink(MeasuringSink(env.args["output"], env.args["samples"]), name="out")
+        .sink(MeasuringSink(FileSink(env.args["output"]), env.args["samples"]), name="out")
     )

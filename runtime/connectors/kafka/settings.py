@@ -39,7 +39,12 @@ OWNED_PROPERTIES = frozenset(
 
 
 class KafkaConnectorError(RuntimeError):
-    """The broker refused what the connector asked, or could not be reached."""
+    """While the job runs: the broker refused what the connector asked, or could not be reached."""
+
+
+class KafkaSetupError(ValueError):
+    """Before the job starts: the broker, a topic or a property the job cannot use
+    (a ValueError, so `lockgate run` refuses the job naming the connector)."""
 
 
 def kafka_client() -> ModuleType:
@@ -109,7 +114,7 @@ def partition_counts(admin: Any, servers: str, topics: list[str], what: str) -> 
     try:
         metadata = admin.list_topics(timeout=BROKER_TIMEOUT_S)
     except kafka.KafkaException as error:
-        raise KafkaConnectorError(
+        raise KafkaSetupError(
             f"{what}: cannot reach Kafka at {servers} within {BROKER_TIMEOUT_S:.0f} s ({error}); "
             "check bootstrap_servers and that the brokers run"
         ) from None
@@ -118,7 +123,7 @@ def partition_counts(admin: Any, servers: str, topics: list[str], what: str) -> 
         found = metadata.topics.get(topic)
         if found is None or found.error is not None or not found.partitions:
             reason = "it does not exist" if found is None or found.error is None else str(found.error)
-            raise KafkaConnectorError(
+            raise KafkaSetupError(
                 f"{what}: topic {topic!r} on {servers} cannot be used: {reason}; create it first "
                 "(Lockgate does not create topics)"
             )

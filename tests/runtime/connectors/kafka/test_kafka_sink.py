@@ -5,16 +5,18 @@ at another parallelism; fencing; at-least-once; refusals."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 from lockgate.runtime import JobDefinitionError, JobIdentity, KafkaSink, SinkWriter, SubtaskContext
 from lockgate.runtime.connectors.kafka.record_format import RecordFormatError
-from lockgate.runtime.connectors.kafka.settings import KafkaConnectorError
+from lockgate.runtime.connectors.kafka.settings import KafkaConnectorError, KafkaSetupError
 from lockgate.runtime.connectors.kafka.sink import transactional_id
 
 from tests.kafka_broker import QUIET, KafkaBroker
+from tests.runtime.recovery.lockgate_process import run
 
 JOB = JobIdentity("default", "kafka-job")
 QUIET_PROPERTIES = {"log_level": 3}
@@ -208,9 +210,9 @@ def test_an_unreachable_broker_a_missing_topic_and_a_bad_property_are_refused_by
     kafka: KafkaBroker,
 ) -> None:
     topic = kafka.create_topic(1)
-    with pytest.raises(KafkaConnectorError, match=r"cannot reach Kafka at 127.0.0.1:1"):
+    with pytest.raises(KafkaSetupError, match=r"cannot reach Kafka at 127.0.0.1:1"):
         KafkaSink(bootstrap_servers="127.0.0.1:1", topic=topic, properties=QUIET_PROPERTIES).validate(JOB)
-    with pytest.raises(KafkaConnectorError, match=r"topic 'missing-topic' .* does not exist"):
+    with pytest.raises(KafkaSetupError, match=r"topic 'missing-topic' .* does not exist"):
         sink(kafka, "missing-topic").validate(JOB)
     with pytest.raises(JobDefinitionError, match=r"no\.such\.property"):
         sink(kafka, topic, properties={"no.such.property": "x"}).validate(JOB)
@@ -233,3 +235,16 @@ def test_arguments_of_the_wrong_type_or_value_name_the_argument(
     arguments: dict[str, Any] = {"bootstrap_servers": "k:9092", "topic": "t", **options}
     with pytest.raises(JobDefinitionError, match=culprit):
         KafkaSink(**arguments)
+
+
+def test_lockgate_run_refuses_a_missing_output_topic_before_anything_starts(
+    tmp_path: Path, kafka: KafkaBroker
+) -> None:
+    source = kafka.create_topic(1)
+    arguments = ["--arg", f"bootstrap={kafka.bootstrap_servers}", "--arg", f"input={source}"]
+    result = run(tmp_path, "run", "examples.kafka_sums:build", *arguments, "--arg", "output=no-such-topic")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "sink 'sums': KafkaSink: topic 'no-such-topic'" in result.stderr
+    assert "does not exist; create it first" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / ".lockgate").exists(), "no etcd or Spark was started"

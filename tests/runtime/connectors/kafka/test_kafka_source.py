@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from lockgate.runtime import JobDefinitionError, KafkaRecord, KafkaSource, SourceReader
 from lockgate.runtime.connectors.kafka.record_format import RecordFormatError
-from lockgate.runtime.connectors.kafka.settings import KafkaConnectorError
+from lockgate.runtime.connectors.kafka.settings import KafkaSetupError
 
 from tests.kafka_broker import QUIET, KafkaBroker
 from tests.runtime.connectors.subtasks import JOB, open_reader
@@ -189,9 +189,9 @@ def test_an_unreachable_broker_a_missing_topic_and_a_bad_property_are_refused_by
     unreachable = KafkaSource(
         bootstrap_servers="127.0.0.1:1", topics=[topic], group_id="g", properties=QUIET_PROPERTIES
     )
-    with pytest.raises(KafkaConnectorError, match=r"cannot reach Kafka at 127.0.0.1:1"):
+    with pytest.raises(KafkaSetupError, match=r"cannot reach Kafka at 127.0.0.1:1"):
         unreachable.validate(JOB)
-    with pytest.raises(KafkaConnectorError, match=r"topic 'no-such-topic' .* does not exist"):
+    with pytest.raises(KafkaSetupError, match=r"topic 'no-such-topic' .* does not exist"):
         source(kafka, "no-such-topic").validate(JOB)
     with pytest.raises(JobDefinitionError, match=r"no\.such\.property"):
         source(kafka, topic, properties={"no.such.property": "1"}).validate(JOB)
@@ -235,3 +235,24 @@ def test_a_checkpoint_completing_after_the_reader_closed_still_commits_the_group
     assert reader.backlog() is None
     reader.commit(committables)
     assert committed_offset(kafka, topic) == 7
+
+
+def test_records_come_with_their_partition_for_per_partition_watermarks(kafka: KafkaBroker) -> None:
+    """What the engine's per-partition watermarks read: each batch under its
+    partition's name; with metadata, the Kafka timestamp to assign event time from."""
+    topic = kafka.create_topic(2)
+    produce_json(kafka, topic, 0, 20, 2)
+    reader = open_reader(source(kafka, topic, with_metadata=True))
+    by_partition: dict[str, list[Any]] = {}
+    deadline = time.monotonic() + 30
+    while sum(map(len, by_partition.values())) < 20:
+        assert time.monotonic() < deadline, "not every record was read in 30 s"
+        for name, batch in reader.poll_partitions(100):
+            by_partition.setdefault(name, []).extend(batch)
+    assert reader.partitions() == [f"{topic}-0", f"{topic}-1"]
+    for number in (0, 1):
+        records = by_partition[f"{topic}-{number}"]
+        assert {r.partition for r in records} == {number}
+        assert [r.value["n"] for r in records] == list(range(number, 20, 2))
+        assert all(isinstance(r.timestamp_ms, int) for r in records)
+    reader.close()

@@ -8,6 +8,7 @@ Where tansu differs from Apache Kafka, a test shows it (test_kafka_broker.py).""
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import subprocess
 import time
@@ -70,6 +71,13 @@ class KafkaBroker:
                         producer.poll(0.05)
             left = producer.flush(60)
             assert left == 0, f"{left} message(s) not delivered to {topic}"
+
+    def produce_numbers(self, topic: str, first: int, count: int, *, keys: int, partitions: int) -> None:
+        """The running-sum jobs' input: `{"key": n % keys, "n": n}` for n from `first`,
+        record n in partition n % `partitions`."""
+        numbers = range(first, first + count)
+        values = (json.dumps({"key": n % keys, "n": n}).encode() for n in numbers)
+        self.produce(topic, values, partition_of=lambda i: (first + i) % partitions)
 
     def progress(self, topic: str) -> int:
         """A number that grows with every batch written to `topic` (committed or not):

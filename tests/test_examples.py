@@ -53,8 +53,7 @@ def test_sessions_demo_gives_every_session_of_out_of_order_clicks_once_on_spark(
 def test_the_kafka_example_sums_a_topic_into_another_exactly_once(tmp_path: Path, kafka: KafkaBroker) -> None:
     source, sink = kafka.create_topic(3, "numbers"), kafka.create_topic(2, "sums")
     count, keys = 3_000, 17
-    records = (json.dumps({"key": n % keys, "n": n}).encode() for n in range(count))
-    kafka.produce(source, records, partition_of=lambda i: i % 3)
+    kafka.produce_numbers(source, 0, count, keys=keys, partitions=3)
     arguments = [
         "--arg",
         f"bootstrap={kafka.bootstrap_servers}",

@@ -36,11 +36,7 @@ pytestmark = pytest.mark.slow
 
 
 def produce_numbers(kafka: KafkaBroker, topic: str, first: int, count: int) -> None:
-    kafka.produce(
-        topic,
-        (json.dumps({"key": n % KEYS, "n": n}).encode() for n in range(first, first + count)),
-        partition_of=lambda i: (first + i) % PARTITIONS,
-    )
+    kafka.produce_numbers(topic, first, count, keys=KEYS, partitions=PARTITIONS)
 
 
 def committed_sums(kafka: KafkaBroker, topic: str) -> list[dict[str, Any]]:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import socket
 import subprocess
 import time
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,16 @@ QUIET = {"log_level": 3}  # librdkafka logs connection churn at info level
 @dataclass(frozen=True)
 class KafkaBroker:
     bootstrap_servers: str
+    process: subprocess.Popen[bytes] | None = field(default=None, compare=False, repr=False)
+
+    def pause(self) -> None:
+        """The broker stops answering, its connections left open: a silent network."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
 
     def create_topic(self, partitions: int, prefix: str = "t") -> str:
         """A new topic with a name no other test uses."""
@@ -162,8 +173,9 @@ def kafka_broker(log: Path) -> Iterator[KafkaBroker]:
             if broker.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"tansu did not start: {log.read_text(errors='replace')[-2000:]}")
             time.sleep(0.05)
-        yield KafkaBroker(f"127.0.0.1:{port}")
+        yield KafkaBroker(f"127.0.0.1:{port}", broker)
     finally:
+        broker.send_signal(signal.SIGCONT)  # a test that paused it may have failed before resuming
         broker.terminate()
         try:
             broker.wait(10)

@@ -24,6 +24,7 @@ consumer sees each epoch once.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -32,8 +33,9 @@ from typing import Any
 from lockgate.runtime.connectors.kafka.settings import KafkaConnectorError, kafka_client, make_client
 
 TRANSACTION_TIMEOUT_S = 60.0
-"""How long the broker lets a transaction stay open; also the wait for the
-transaction coordinator when a producer starts or commits."""
+"""How long the broker lets a transaction stay open, unless the sink's properties
+set `transaction.timeout.ms`; also how long a step of a transaction (start,
+commit, reading the marker) may wait for a broker that does not answer."""
 
 _CREDENTIALS = ("security.", "sasl.", "ssl.")
 _FENCED_CODES = ("_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")
@@ -79,11 +81,13 @@ class EpochTransactions:
         self._kafka = kafka_client()
         self.transactional_id = transactional_id
         self._topic = topic
+        timeout_ms = config.get("transaction.timeout.ms", str(int(TRANSACTION_TIMEOUT_S * 1000)))
+        self._timeout_s = int(timeout_ms) / 1000
         producer_config = {
             **config,
             "transactional.id": transactional_id,
             "enable.idempotence": "true",
-            "transaction.timeout.ms": str(int(TRANSACTION_TIMEOUT_S * 1000)),
+            "transaction.timeout.ms": timeout_ms,
         }
         self._producer: Any = make_client(self._kafka.Producer, producer_config, "KafkaSink")
         marker_config = {
@@ -94,14 +98,14 @@ class EpochTransactions:
         # The marker group is read from the same brokers, as the same principal.
         marker_config.update({k: v for k, v in config.items() if k.startswith(_CREDENTIALS)})
         self._marker_group: Any = make_client(self._kafka.Consumer, marker_config, "KafkaSink")
-        self._call(lambda: self._producer.init_transactions(TRANSACTION_TIMEOUT_S), "start")
+        self._call(lambda: self._producer.init_transactions(self._timeout_s), "start")
         self._last_marker = self._read_marker()
 
     def _read_marker(self) -> int:
         """The marker of the last epoch this id committed; negative: none."""
         tp = self._kafka.TopicPartition(self._topic, 0)
         group = self._marker_group
-        found = self._call(lambda: group.committed([tp], timeout=TRANSACTION_TIMEOUT_S), "read marker")
+        found = self._call(lambda: group.committed([tp], timeout=self._timeout_s), "read marker")
         return int(found[0].offset)
 
     def uncommitted(self, epochs: Iterable[Epoch]) -> list[Epoch]:
@@ -129,10 +133,8 @@ class EpochTransactions:
                     producer.poll(0.05)
         marker = [self._kafka.TopicPartition(topic, 0, epoch.marker)]
         metadata = self._marker_group.consumer_group_metadata()
-        self._call(
-            lambda: producer.send_offsets_to_transaction(marker, metadata, TRANSACTION_TIMEOUT_S), "mark"
-        )
-        self._call(lambda: producer.commit_transaction(TRANSACTION_TIMEOUT_S), "commit")
+        self._call(lambda: producer.send_offsets_to_transaction(marker, metadata, self._timeout_s), "mark")
+        self._call(lambda: producer.commit_transaction(self._timeout_s), "commit")
         self._last_marker = epoch.marker
 
     def _call(self, step: Any, what: str) -> Any:
@@ -147,7 +149,9 @@ class EpochTransactions:
                     f"this writer stops ({error.str()})"
                 ) from None
             if error.txn_requires_abort():
-                self._producer.abort_transaction(TRANSACTION_TIMEOUT_S)
+                # Best effort: the restore's init_transactions aborts it in any case.
+                with contextlib.suppress(self._kafka.KafkaException):
+                    self._producer.abort_transaction(self._timeout_s)
             raise KafkaConnectorError(
                 f"KafkaSink: transaction {what} of {self.transactional_id!r} failed: {error.str()}; "
                 "the job restarts from its last checkpoint and sends the epoch again"

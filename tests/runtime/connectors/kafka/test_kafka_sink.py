@@ -5,6 +5,7 @@ at another parallelism; fencing; at-least-once; refusals."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from lockgate.runtime.connectors.kafka.record_format import RecordFormatError
 from lockgate.runtime.connectors.kafka.settings import KafkaConnectorError, KafkaSetupError
 from lockgate.runtime.connectors.kafka.sink import transactional_id
 
-from tests.kafka_broker import QUIET, KafkaBroker
+from tests.kafka_broker import QUIET, KafkaBroker, kafka_broker
 from tests.runtime.recovery.lockgate_process import run
 
 JOB = JobIdentity("default", "kafka-job")
@@ -248,3 +249,31 @@ def test_lockgate_run_refuses_a_missing_output_topic_before_anything_starts(
     assert "does not exist; create it first" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / ".lockgate").exists(), "no etcd or Spark was started"
+
+
+def test_a_broker_gone_silent_during_the_commit_fails_the_commit_in_time_and_the_restore_sends_it_once(
+    tmp_path: Path,
+) -> None:
+    """A broker (or the network to it) that stops answering without closing: the
+    commit fails after `transaction.timeout.ms`, naming the transaction, instead of
+    hanging the task; once the broker answers again the restore sends the epoch once."""
+    with kafka_broker(tmp_path / "tansu.log") as silent:
+        topic = silent.create_topic(1)
+        properties = {**QUIET_PROPERTIES, "transaction.timeout.ms": 3000}
+        target = writer(silent, topic, properties=properties)
+        committables = write_epoch(target, records(0, 10), 1)
+        silent.pause()
+        started = time.monotonic()
+        try:
+            with pytest.raises(
+                KafkaConnectorError,
+                match=r"transaction \w+ of 'lockgate\.default\.kafka-job\.totals\.0' failed",
+            ):
+                target.commit(committables)
+        finally:
+            silent.resume()
+        assert time.monotonic() - started < 30, "the commit waited far past the transaction timeout"
+        restored = sink(silent, topic, properties=properties).create_writer(context())
+        restored.recover(committables)
+        assert committed_values(silent, topic) == list(range(10))
+        restored.close()

@@ -100,9 +100,8 @@ class KafkaSource(Source):
 
     def validate(self, job: JobIdentity) -> None:
         kafka = kafka_client()
-        admin_config = {k: v for k, v in self.consumer_config().items() if k == "bootstrap.servers"}
-        admin_config.update(self.properties)
         make_client(kafka.Consumer, self.consumer_config(), "KafkaSource").close()
+        admin_config = {**self.properties, "bootstrap.servers": self.bootstrap_servers}
         admin = make_client(kafka.admin.AdminClient, admin_config, "KafkaSource")
         partition_counts(admin, self.bootstrap_servers, self.topics, "KafkaSource")
 

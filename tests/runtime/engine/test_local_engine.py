@@ -73,7 +73,7 @@ async def test_a_bounded_job_whose_sources_commit_at_every_checkpoint_ends(
         source = OffsetsCommittingSource(GeneratorSource(3000, keys=13, partitions=4))
         running_sum(env, source, f"file://{tmp_path}/out-{attempt}")
         keys = JobKeys("default", f"ends-{attempt}")
-        run = Run(2, "heap", interval_s=0.005)
+        run = Run(2, "heap", interval_s=0.02)
         await asyncio.wait_for(run_job(etcd_config, keys, tmp_path / str(attempt), env.graph(), run), 60)
         assert_running_sums_exact(read_committed(f"file://{tmp_path}/out-{attempt}"), 3000, 13)
 

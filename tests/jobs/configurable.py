@@ -24,6 +24,12 @@ def running_sum(env: StreamEnvironment) -> None:
     counting.running_sum(env, source, env.args["output"], env.args.get("source_name", "numbers"))
 
 
+def offsets_committing_sum(env: StreamEnvironment) -> None:
+    """`running_sum` over a source that pre-commits its offsets at every checkpoint."""
+    source = GeneratorSource(int(env.args["count"]), keys=int(env.args["keys"]), partitions=4)
+    counting.running_sum(env, counting.OffsetsCommittingSource(source), env.args["output"])
+
+
 def failing_running_sum(env: StreamEnvironment) -> None:
     """`running_sum` that fails once, at record `fail_at` or later, after the output of
     `checkpoints` checkpoints was committed, unless the file `flag` exists."""

@@ -18,7 +18,7 @@ COUNT = 20_000
 async def test_failure_then_restart_from_checkpoint_is_exactly_once(
     etcd_config, keys, tmp_path: Path, parallelism: int, exchange
 ) -> None:
-    run = Run(parallelism, exchange=exchange, interval_s=0.02, batch_size=32)
+    run = Run(parallelism, exchange=exchange, interval_s=0.05, batch_size=32)
     env = StreamEnvironment("sum")
     source = GeneratorSource(COUNT, keys=41, partitions=6, rate=10_000)
     fail = FailOnce(at=COUNT // 4, flag=str(tmp_path / "failed-once"), committed_dir=str(tmp_path / "out"))

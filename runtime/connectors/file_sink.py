@@ -20,7 +20,6 @@ driver, and again by each writer when it starts (`output_location`).
 
 from __future__ import annotations
 
-import json
 import logging
 import posixpath
 import uuid
@@ -29,6 +28,7 @@ from typing import Any
 import fsspec
 from lockgate.runtime.api.connectors import JobIdentity, Sink, SinkWriter, SubtaskContext
 from lockgate.runtime.connectors.file_transaction import Committable, Transaction
+from lockgate.runtime.connectors.json_lines import decode_line, encode_line
 from lockgate.runtime.connectors.output_location import check_url, check_writable, open_directory, paths_in
 from lockgate.runtime.connectors.sink_file_names import FileName, check_name_length, check_prefix
 from lockgate.runtime.connectors.sink_leftovers import leftovers
@@ -38,10 +38,6 @@ log = logging.getLogger(__name__)
 # The launch of the driver's probe file: before every launch of a job, so a probe
 # a crash left behind is an earlier launch's leftover, which writer 0 deletes.
 _DRIVER_LAUNCH = 0
-
-
-_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
-"""One encoder for every record: json.dumps with any option builds a new one per call."""
 
 
 class SinkCommitError(RuntimeError):
@@ -76,7 +72,7 @@ class FileSinkWriter(SinkWriter):
         self._transaction = Transaction(self._fs, self._directory, first)
 
     def write(self, record: Any) -> None:
-        self._transaction.write(_ENCODE(record).encode() + b"\n")
+        self._transaction.write(encode_line(record))
 
     def pre_commit(self, checkpoint_id: int) -> list[Any]:
         committable = self._transaction.prepare(checkpoint_id)
@@ -136,5 +132,5 @@ def read_committed(url: str) -> list[Any]:
         if posixpath.basename(path).startswith((".", "_")):
             continue
         with fs.open(path, "rb") as stream:
-            records.extend(json.loads(line) for line in stream if line.strip())
+            records.extend(decode_line(line) for line in stream if line.strip())
     return records

@@ -7,6 +7,10 @@ from typing import IO, Any, Literal
 
 from lockgate.runtime.connectors.sink_file_names import FileName
 
+# Lines are handed to the file in chunks of about this size: a write per record was
+# a third of a file-to-file job's sink time (a Python call and a copy each).
+CHUNK_BYTES = 1 << 20
+
 
 @dataclass(frozen=True, order=True)
 class Committable:
@@ -29,19 +33,32 @@ class Transaction:
         self.name = name
         self.state: Literal["open", "prepared", "committed", "aborted"] = "open"
         self._stream: IO[bytes] | None = None
+        self._lines: list[bytes] = []
+        self._buffered = 0
         self.records = 0
 
     def write(self, line: bytes) -> None:
         if self.state != "open":
             raise RuntimeError(f"transaction {self.name.stem} is {self.state}; it cannot take records")
+        self._lines.append(line)
+        self._buffered += len(line)
+        self.records += 1
+        if self._buffered >= CHUNK_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._lines:
+            return
         if self._stream is None:
             self._stream = self._fs.open(f"{self._directory}/{self.name.in_progress}", "wb")
-        self._stream.write(line)
-        self.records += 1
+        self._stream.write(b"".join(self._lines))
+        self._lines.clear()
+        self._buffered = 0
 
     def prepare(self, checkpoint_id: int) -> Committable | None:
         if self.state != "open":
             raise RuntimeError(f"transaction {self.name.stem} is {self.state}; only an open one can prepare")
+        self._flush()
         self.state = "prepared"
         if self._stream is None:
             return None  # nothing written this epoch
@@ -52,6 +69,7 @@ class Transaction:
         return Committable(pending, self.name.final(checkpoint_id))
 
     def abort(self) -> None:
+        self._lines.clear()
         if self._stream is not None:
             self._stream.close()
             self._stream = None

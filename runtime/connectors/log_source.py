@@ -14,13 +14,13 @@ letter twice.
 
 from __future__ import annotations
 
-import json
 import posixpath
 from typing import Any
 
 import fsspec
 from lockgate.runtime.api.connectors import Backlog, JobIdentity, Source, SourceReader, SubtaskContext
 from lockgate.runtime.connectors.file_sink import FileSink
+from lockgate.runtime.connectors.json_lines import decode_line
 from lockgate.runtime.connectors.log_partition import LogPartition, PartitionOffset
 from lockgate.runtime.connectors.output_location import check_url
 from lockgate.runtime.connectors.partitions import assigned
@@ -108,7 +108,7 @@ class LogSourceReader(SourceReader):
 
     def _parse(self, partition: LogPartition, line_number: int, line: bytes, out: list[Any]) -> None:
         try:
-            out.append(json.loads(line))
+            out.append(decode_line(line))
         except ValueError as error:  # UnicodeDecodeError included: invalid UTF-8 is malformed too
             where = f"{partition.url}:{line_number}"
             if self._dead_letters is None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from lockgate.runtime import FileSink, JobIdentity, read_committed
 from lockgate.runtime.connectors.file_sink import SinkCommitError
+from lockgate.runtime.connectors.file_transaction import CHUNK_BYTES as CHUNK
 from lockgate.runtime.connectors.sink_file_names import FileName
 
 from tests.runtime.connectors.subtasks import JOB, open_writer
@@ -106,9 +107,11 @@ def test_recovery_leaves_another_jobs_pending_files_to_commit(tmp_path: Path, ot
     crashed = open_writer(sink, launch=1, job=other)
     crashed.write({"job": "other"})
     other_checkpoint = crashed.pre_commit(4)  # completed; the other job crashed before committing
-    crashed.write({"job": "other", "lost": True})
+    # Past a chunk, so each crashed writer left an in-progress file (smaller epochs
+    # are still in memory when a writer dies).
+    crashed.write({"job": "other", "lost": "x" * CHUNK})
     mine = open_writer(sink, launch=1)
-    mine.write({"job": "mine", "lost": True})
+    mine.write({"job": "mine", "lost": "x" * CHUNK})
     open_writer(sink, launch=2).recover([])  # this job restarts from nothing
     left = _hidden(tmp_path / "out")
     assert len(left) == 2, f"only the other job's pending and in-progress files are left: {left}"

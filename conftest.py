@@ -18,6 +18,7 @@ SLOW = (
     "tests/runtime/engine/test_lease_lapse.py",
     "tests/runtime/engine/test_recovery.py",
     "tests/test_examples.py",
+    "tests/test_peer_harness.py",
     "tests/test_task_leaks.py",
     "e2e/test_executor_pods.py",
     "e2e/test_lifecycle.py",

@@ -7,7 +7,7 @@ the reading rate alone, and the time from the final watermark (the sources'
 end of input) to the last window emitted. Checks that every record was counted
 once and no window was emitted twice. Then, unless `--no-flink`, the same
 workload in Flink SQL (a TUMBLE window; bench/peers/flink_window.py) in its own
-virtualenv under .cache/peers/flink (made on first use), and the ratio.
+virtualenv under .cache/peers/flink (bench/peers/virtualenvs.py), and the ratio.
 
     .venv/bin/python bench/window_throughput.py [--count N] [--keys K] [--parallelism P]
                                                 [--repeat R] [--no-flink]
@@ -20,7 +20,6 @@ import asyncio
 import json
 import secrets
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -35,25 +34,9 @@ from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.spark import BarrierStage, local_session
+from peers.virtualenvs import peer_python
 
 REPO = Path(__file__).resolve().parent.parent
-FLINK_VENV = REPO / ".cache" / "peers" / "flink"
-
-
-def flink_python() -> Path:
-    """Flink's own virtualenv (apache-flink and its JVM jars), made on first use."""
-    python = FLINK_VENV / "bin" / "python"
-    if not _has_pyflink(python):
-        subprocess.run([sys.executable, "-m", "venv", str(FLINK_VENV)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "apache-flink"], check=True)
-    return python
-
-
-def _has_pyflink(python: Path) -> bool:
-    if not python.exists():
-        return False
-    probe = subprocess.run([str(python), "-c", "import pyflink"], capture_output=True, check=False)
-    return probe.returncode == 0
 
 
 def measure_flink(work: Path, args: argparse.Namespace) -> float:
@@ -61,7 +44,7 @@ def measure_flink(work: Path, args: argparse.Namespace) -> float:
     output = work / "flink-out"
     script = REPO / "bench" / "peers" / "flink_window.py"
     command = [
-        str(flink_python()),
+        str(peer_python("flink")),
         str(script),
         str(args.count),
         str(args.keys),

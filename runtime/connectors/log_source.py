@@ -78,7 +78,9 @@ class LogSourceReader(SourceReader):
     def poll_partitions(self, max_records: int) -> list[tuple[str, list[Any]]]:
         by_partition: list[tuple[str, list[Any]]] = []
         taken = 0
-        for name in sorted(self._partitions):
+        # Partitions with lines in hand first: one found at its end is asked again
+        # (a stat, an open and a checksum) only when the others leave room.
+        for name in sorted(self._partitions, key=lambda name: (self._partitions[name].at_end, name)):
             if taken >= max_records:
                 break
             partition = self._partitions[name]

@@ -66,6 +66,12 @@ class EtcdServer:
         ]
 
     def start(self, timeout: float = 20.0) -> None:
+        self.launch()
+        self.wait_healthy(timeout)
+
+    def launch(self) -> None:
+        """Start the process without waiting for it to serve (`wait_healthy`), so
+        that other start-up work (a JVM) runs beside it."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.data_dir.parent / f"{self.data_dir.name}.log", "ab")  # noqa: SIM115
         peer = f"http://127.0.0.1:{self.peer_port}"
@@ -96,9 +102,8 @@ class EtcdServer:
             process_group=0,
         )
         log.close()
-        self._wait_healthy(timeout)
 
-    def _wait_healthy(self, timeout: float) -> None:
+    def wait_healthy(self, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self._process is not None

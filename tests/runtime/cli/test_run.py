@@ -112,7 +112,10 @@ def test_a_job_that_does_not_resolve_is_named(tmp_path: Path) -> None:
     result = _lockgate(tmp_path, "run", "tests.jobs.configurable:nothing_here", "--bounded")
     assert result.returncode == 2
     assert "module 'tests.jobs.configurable' has no 'nothing_here'" in result.stderr
-    assert "it defines: failing_running_sum, running_sum, sums_and_words, word_count" in result.stderr
+    assert (
+        "it defines: failing_running_sum, offsets_committing_sum, running_sum, sums_and_words, word_count"
+        in result.stderr
+    )
 
 
 def test_a_job_argument_without_a_value_is_named(tmp_path: Path) -> None:

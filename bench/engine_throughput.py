@@ -33,6 +33,7 @@ from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.metrics.serving import PortRange
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.spark import BarrierStage, local_session
+from plots import latency_plot
 
 
 def measure(
@@ -44,7 +45,8 @@ def measure(
     label: str,
     rate: float | None = None,
     metrics: bool = False,
-) -> None:
+) -> tuple[float, float, float]:
+    """Runs the job once; returns its records/s and latency p50 and p99 in ms."""
     samples = work / label / "samples"
     samples.mkdir(parents=True)
     spec = JobSpec(
@@ -88,6 +90,28 @@ def measure(
         f"latency p50 {p50:7.1f} ms, p99 {p99:7.1f} ms",
         flush=True,
     )
+    return count / span, p50, p99
+
+
+CURVE_FRACTIONS = (0.5, 0.7, 0.8, 0.9, 0.95)
+
+
+def latency_curve(spark: object, etcd: EtcdConfig, work: Path, args: argparse.Namespace) -> None:
+    """Latency against throughput: once at full speed, then with the sources held to
+    fractions of that rate; the points go to a plot in docs/img."""
+    full = measure(spark, etcd, work / "full", args, 5.0, "curve-full")
+    points = [(1.0, *full)]
+    for fraction in CURVE_FRACTIONS:
+        label = f"curve-{round(fraction * 100)}pct"
+        held = measure(spark, etcd, work / label, args, 5.0, label, rate=fraction * full[0])
+        points.append((fraction, *held))
+    print("| sources held to | records/s | latency p50 | latency p99 |\n|---:|---:|---:|---:|")
+    for fraction, rate, p50, p99 in sorted(points):
+        held = "unlimited" if fraction == 1.0 else f"{fraction:.0%} of full speed"
+        print(f"| {held} | {rate:,.0f} | {p50:.1f} ms | {p99:.1f} ms |")
+    plot = Path(__file__).resolve().parent.parent / "docs" / "img" / "latency_vs_throughput.svg"
+    plot.write_text(latency_plot([(rate, p50, p99) for _, rate, p50, p99 in sorted(points)]))
+    print(f"plot: {plot}")
 
 
 METRICS_PORTS = PortRange(19250, 19259)
@@ -113,6 +137,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
+    parser.add_argument("--curve", action="store_true", help="latency against throughput, plotted")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -132,6 +157,9 @@ def main() -> None:
                 # Below saturation, latency is the pipeline's own, not time spent queued.
                 "rate-50k-5s": lambda w: measure(spark, etcd, w, args, 5.0, "rate-50k-5s", rate=50_000),
             }
+            if args.curve:
+                latency_curve(spark, etcd, work / "curve", args)
+                return
             for n, row in enumerate(args.rows):  # a row may be repeated, each run in its own directory
                 runs[row](work / str(n))
         finally:

@@ -113,12 +113,25 @@ class Result:
     verified: bool
 
 
+class SystemFailedError(RuntimeError):
+    """A system's run failed or ran out of time: its row says so, and the others still run."""
+
+
+TIMEOUT_S = 900  # a peer that restarts in a loop (Flink does, by default) must not hang the run
+
+
 def _run(command: list[str], **kwargs: object) -> tuple[subprocess.CompletedProcess[str], float, float]:
     started_at = time.time()
     started = time.monotonic()
-    done = subprocess.run(command, capture_output=True, text=True, check=False, **kwargs)  # type: ignore[call-overload]
+    try:
+        done = subprocess.run(  # type: ignore[call-overload]
+            command, capture_output=True, text=True, check=False, timeout=TIMEOUT_S, **kwargs
+        )
+    except subprocess.TimeoutExpired:
+        raise SystemFailedError(f"did not finish in {TIMEOUT_S} s") from None
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command[:3])} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+        print(done.stderr[-4000:], file=sys.stderr)
+        raise SystemFailedError(f"exited with {done.returncode} (its error output is above the table)")
     return done, started_at, time.monotonic() - started
 
 
@@ -250,14 +263,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="lockgate-peers-") as tmp:
         work = Path(tmp)
         write_input(work, args.count, args.keys)
-        results = []
+        results: list[Result] = []
+        failures: list[str] = []
         for system in systems:
-            result = RUNNERS[system](work, args)
+            try:
+                result = RUNNERS[system](work, args)
+            except SystemFailedError as failure:
+                print(f"{system}: {failure}", flush=True)
+                failures.append(f"{system}: {failure}")
+                continue
             print(
                 f"{result.system}: {result.records_per_s:,.0f} records/s, {result.wall_s:.1f} s", flush=True
             )
             results.append(result)
-    text = table(results, args)
+    text = table(results, args) + "".join(f"\n\nFailed: {failure}." for failure in failures)
     print(text)
     if args.write_docs:
         write_docs(text)

@@ -27,6 +27,7 @@ from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.etcd import EtcdConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.engine.channels import DEFAULT_CHANNEL_CAPACITY
 from lockgate.runtime.engine.job_master import run_once
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.vertex_state import StateConfig
@@ -64,6 +65,7 @@ def measure(
             ("rate", "" if rate is None else str(rate)),
         ),
         bounded=True,
+        channel_capacity=args.channel_capacity,
         metrics_ports=METRICS_PORTS if metrics else None,
     )
     storage = CheckpointStorage(f"file://{work}/{label}/checkpoints")
@@ -138,6 +140,9 @@ def main() -> None:
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
     parser.add_argument("--curve", action="store_true", help="latency against throughput, plotted")
+    parser.add_argument(
+        "--channel-capacity", type=int, default=DEFAULT_CHANNEL_CAPACITY, help="frames of credit per channel"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

@@ -15,6 +15,7 @@ from lockgate.runtime.coordination.control_plane import ControlPlane
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.restore_point import RestorePoint
 from lockgate.runtime.engine.alignment import Mode
+from lockgate.runtime.engine.channels import DEFAULT_CHANNEL_CAPACITY
 from lockgate.runtime.engine.liveness import DEFAULT_LIVENESS_TIMEOUT_S, Liveness, check_liveness_timeout
 from lockgate.runtime.engine.task import TaskConfig
 from lockgate.runtime.engine.vertex_state import StateConfig
@@ -33,7 +34,7 @@ class JobSpec:
     mode: Mode = "exactly-once"
     bounded: bool = False
     batch_size: int = 512
-    channel_capacity: int = 16
+    channel_capacity: int = DEFAULT_CHANNEL_CAPACITY
     # Seconds of silence (not even a heartbeat) after which an exchange channel fails its task.
     liveness_timeout_s: float = DEFAULT_LIVENESS_TIMEOUT_S
     metrics_ports: PortRange | None = None  # each task's /metrics; None: not served

@@ -13,7 +13,13 @@ from typing import Literal
 
 from lockgate.runtime.api.graph import JobGraph
 from lockgate.runtime.coordination.restore_point import RestorePoint
-from lockgate.runtime.engine.channels import InputChannel, JobCancelledError, LocalChannel, OutputChannel
+from lockgate.runtime.engine.channels import (
+    DEFAULT_CHANNEL_CAPACITY,
+    InputChannel,
+    JobCancelledError,
+    LocalChannel,
+    OutputChannel,
+)
 from lockgate.runtime.engine.control import CheckpointControl
 from lockgate.runtime.engine.liveness import Liveness
 from lockgate.runtime.engine.network import ExchangeServer
@@ -74,7 +80,7 @@ def run_local(
     control: Callable[[int], CheckpointControl],
     restore: RestorePoint | None = None,
     *,
-    channel_capacity: int = 16,
+    channel_capacity: int = DEFAULT_CHANNEL_CAPACITY,
     trigger_revision: int | None = None,
     cancelled: threading.Event | None = None,
     exchange: Literal["memory", "tcp"] = "memory",

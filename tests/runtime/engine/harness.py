@@ -13,6 +13,7 @@ from lockgate.runtime.coordination.control_plane import ControlPlane, open_contr
 from lockgate.runtime.coordination.coordinator import CheckpointConfig, CheckpointCoordinator
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.restore_point import resolve_restore_point
+from lockgate.runtime.engine.channels import DEFAULT_CHANNEL_CAPACITY
 from lockgate.runtime.engine.control import CheckpointControl
 from lockgate.runtime.engine.local_runner import run_local
 from lockgate.runtime.engine.plan import job_plan
@@ -31,7 +32,7 @@ class Run:
     exchange: Literal["memory", "tcp"] = "memory"
     interval_s: float = 0.1
     batch_size: int = 64
-    channel_capacity: int = 16
+    channel_capacity: int = DEFAULT_CHANNEL_CAPACITY
     mode: Literal["exactly-once", "at-least-once"] = "exactly-once"
 
 

@@ -22,21 +22,13 @@ import json
 import sys
 import time
 
-from pyflink.table import EnvironmentSettings, TableEnvironment
+from flink_environment import streaming_environment
 
 
 def main() -> None:
     mode, input_dir, parallelism, output = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     started = time.monotonic()
-    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    config = env.get_config()
-    config.set("parallelism.default", str(parallelism))
-    config.set("state.backend.type", "rocksdb")
-    config.set("execution.checkpointing.interval", "5 s")
-    config.set("execution.checkpointing.mode", "EXACTLY_ONCE")
-    # Checkpoints in files, as Lockgate's are: the default keeps them in the job
-    # manager's memory, which refuses a state over 5 MB (so 1M keys never checkpoint).
-    config.set("execution.checkpointing.dir", f"file://{output}-checkpoints")
+    env = streaming_environment(parallelism, f"file://{output}-checkpoints")
     env.execute_sql(
         f"""
         CREATE TABLE records (n BIGINT, k BIGINT, v BIGINT, pt AS PROCTIME()) WITH (

@@ -3,7 +3,7 @@ in Flink's own virtualenv (never a Lockgate dependency): the same clicks (record
 n: key = n * 2654435761 mod 2^32 mod keys, event time = EPOCH + n ms) from the
 datagen sequence (unthrottled: datagen's default is 10,000 rows/s), a one-minute
 TUMBLE count per key with a watermark at the event time, RocksDB state, a
-checkpoint every 5 s, P = 2, written to CSV files.
+checkpoint every 5 s into files, P = 2, written to CSV files.
 Prints one JSON line: the job's net runtime (Flink's own measure, without the
 mini-cluster's start), the wall time of the INSERT, and the windows and records
 counted.
@@ -19,19 +19,14 @@ import sys
 import time
 from pathlib import Path
 
-from pyflink.table import EnvironmentSettings, TableEnvironment
+from flink_environment import streaming_environment
 
 EPOCH_MS = 1_700_000_000_000
 
 
 def main() -> None:
     count, keys, parallelism, output = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
-    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    config = env.get_config()
-    config.set("parallelism.default", str(parallelism))
-    config.set("state.backend.type", "rocksdb")
-    config.set("execution.checkpointing.interval", "5 s")
-    config.set("execution.checkpointing.mode", "EXACTLY_ONCE")
+    env = streaming_environment(parallelism, f"file://{output}-checkpoints")
     env.execute_sql(
         f"""
         CREATE TABLE clicks (

@@ -194,7 +194,8 @@ class CheckpointCoordinator:
         self._latest_completed = await self.store.latest_id() or 0
         self._next_id = self._last_allocated + 1
         # Acks of an earlier coordinator belong to checkpoints nobody will complete,
-        # and sources restored by this run report being drained anew.
+        # sources restored by this run report being drained anew, and earlier
+        # launches' exchange addresses name servers that are gone.
         _, revision = await self._kv.get_prefix_at(self._keys.acks)
         if not await self._kv.transaction(
             [self.leadership.guard],
@@ -202,6 +203,7 @@ class CheckpointCoordinator:
                 put_op(self._keys.last_checkpoint_id, str(self._last_allocated).encode()),
                 delete_prefix_op(self._keys.acks),
                 delete_prefix_op(self._keys.drained),
+                delete_prefix_op(self._keys.exchange),
             ],
         ):
             raise CoordinatorFencedError("the coordinator was replaced while it started")

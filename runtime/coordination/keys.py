@@ -16,6 +16,9 @@
 /lockgate/<namespace>/<job>/sources/drained/<vertex>/<subtask>
                                                         a bounded source subtask reached its end
 /lockgate/<namespace>/<job>/tasks/progress/<subtask>    records read and written, every second
+/lockgate/<namespace>/<job>/tasks/exchange/<launch>/<subtask>
+                                                        the host:port a task of that launch
+                                                        takes exchange connections on
 """
 
 from __future__ import annotations
@@ -78,6 +81,14 @@ class JobKeys:
 
     def progress_of(self, task: int) -> bytes:
         return self._key(f"tasks/progress/{task}")
+
+    @property
+    def exchange(self) -> bytes:
+        """Every launch's exchange addresses; a coordinator clears earlier launches'."""
+        return self._key("tasks/exchange/")
+
+    def exchange_of(self, launch: int) -> bytes:
+        return self._key(f"tasks/exchange/{launch}/")
 
     @property
     def drained(self) -> bytes:

@@ -38,6 +38,11 @@ class TaskProgress:
     at_ms: int
 
 
+# The tasks of a barrier stage start together; one that has not published its
+# address by then never will (its executor is gone), and Spark fails the stage.
+GATHER_TIMEOUT_S = 300.0
+
+
 class LaunchDeposedError(RuntimeError):
     """This task's launch no longer coordinates the job: it must stop."""
 
@@ -119,6 +124,32 @@ class CheckpointControl:
         async for completed in participant.completions(revision):
             for subscriber in self._completions:
                 subscriber.put(completed)
+
+    def gather_addresses(self, address: str, parallelism: int) -> list[str]:
+        """Publishes this task's exchange address under its launch and returns every
+        task's, in task order, once all `parallelism` have published. (Spark's
+        `allGather` would do, but waits for its answer in one-second sleeps: the
+        first task to arrive lost up to a second of every launch.)"""
+        return list(self._call(asyncio.wait_for(self._gather(address, parallelism), GATHER_TIMEOUT_S)))
+
+    async def _gather(self, address: str, parallelism: int) -> list[str]:
+        prefix = self.keys.exchange_of(self.launch)
+        await self._store.put(prefix + str(self._subtask).encode(), address.encode())
+        rows, revision = await self._store.get_prefix_at(prefix)
+        found = dict(rows)
+        if len(found) < parallelism:
+            async for event in self._store.watch_prefix(prefix, revision + 1):
+                if not event.deleted:
+                    found[event.key] = event.value
+                if len(found) >= parallelism:
+                    break
+        try:
+            return [found[prefix + str(i).encode()].decode() for i in range(parallelism)]
+        except KeyError:
+            raise RuntimeError(
+                f"task {self._subtask} of launch {self.launch}: the exchange addresses under "
+                f"{prefix.decode()} are {sorted(k.decode() for k in found)}, not tasks 0..{parallelism - 1}"
+            ) from None
 
     def subscribe_triggers(self) -> queue.Queue[Trigger]:
         subscriber: queue.Queue[Trigger] = queue.Queue()

@@ -1,11 +1,10 @@
 """One task of a distributed run (a Spark barrier task): exchange addresses with
-the other tasks, connect, run subtask `index` of every vertex."""
+the other tasks through the job's etcd, connect, run subtask `index` of every vertex."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 
 from lockgate.runtime.coordination.ack_seal import ack_key
 from lockgate.runtime.engine.control import CheckpointControl
@@ -18,9 +17,6 @@ from lockgate.runtime.metrics.task_metrics import task_registry
 
 log = logging.getLogger(__name__)
 
-Gather = Callable[[str], list[str]]
-"""Publishes this task's address and returns every task's, in task order."""
-
 
 def parse_address(address: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
@@ -29,16 +25,28 @@ def parse_address(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def run_task(spec: JobSpec, index: int, gather: Gather, *, bind_host: str, advertise_host: str) -> None:
+def run_task(spec: JobSpec, index: int, *, bind_host: str, advertise_host: str) -> None:
+    control = CheckpointControl(
+        spec.control_plane, spec.keys, index, spec.launch, ack_key=ack_key(spec.secret)
+    )
+    try:
+        _connect_and_run(spec, index, control, bind_host=bind_host, advertise_host=advertise_host)
+    finally:
+        control.close()
+
+
+def _connect_and_run(
+    spec: JobSpec, index: int, control: CheckpointControl, *, bind_host: str, advertise_host: str
+) -> None:
     graph = spec.graph()
     cancelled = threading.Event()
     server = ExchangeServer(spec.secret, host=bind_host, liveness=spec.liveness())
-    addresses = [parse_address(a) for a in gather(f"{advertise_host}:{server.address[1]}")]
-    if len(addresses) != spec.parallelism:
+    try:
+        published = control.gather_addresses(f"{advertise_host}:{server.address[1]}", spec.parallelism)
+        addresses = [parse_address(a) for a in published]
+    except BaseException:
         server.close()
-        raise RuntimeError(
-            f"{len(addresses)} tasks answered the address exchange, {spec.parallelism} expected"
-        )
+        raise
     wiring = tcp_wiring(
         graph,
         server,
@@ -50,32 +58,26 @@ def run_task(spec: JobSpec, index: int, gather: Gather, *, bind_host: str, adver
         capacity=spec.channel_capacity,
         cancelled=cancelled,
     )
-    control = CheckpointControl(
-        spec.control_plane, spec.keys, index, spec.launch, ack_key=ack_key(spec.secret)
-    )
     try:
-        try:
-            task = Task(
-                graph,
-                spec.task_config(index),
-                control,
-                wiring=wiring,
-                restore=spec.restore,
-                cancelled=cancelled,
-            )
-        except BaseException:
-            for close in wiring.closers:  # Task.run would have; it never started
-                close()
-            raise
-        ports = spec.metrics_ports
-        metrics = None if ports is None else serve(task_registry(task, spec.keys), ports, spec.metrics_host)
-        if metrics is not None:
-            log.info("task %s serves metrics on %s:%s", index, spec.metrics_host, metrics.port)
-        try:
-            control.start(spec.trigger_revision)
-            task.run()
-        finally:
-            if metrics is not None:
-                metrics.close()
+        task = Task(
+            graph,
+            spec.task_config(index),
+            control,
+            wiring=wiring,
+            restore=spec.restore,
+            cancelled=cancelled,
+        )
+    except BaseException:
+        for close in wiring.closers:  # Task.run would have; it never started
+            close()
+        raise
+    ports = spec.metrics_ports
+    metrics = None if ports is None else serve(task_registry(task, spec.keys), ports, spec.metrics_host)
+    if metrics is not None:
+        log.info("task %s serves metrics on %s:%s", index, spec.metrics_host, metrics.port)
+    try:
+        control.start(spec.trigger_revision)
+        task.run()
     finally:
-        control.close()
+        if metrics is not None:
+            metrics.close()

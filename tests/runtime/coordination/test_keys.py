@@ -9,7 +9,14 @@ import re
 from lockgate.runtime.coordination import keys as keys_module
 from lockgate.runtime.coordination.keys import JobKeys
 
-SAMPLE_ARGUMENTS = {"checkpoint_id": 7, "vertex": "sum", "subtask": 1, "task": 1, "request_id": "r-1"}
+SAMPLE_ARGUMENTS = {
+    "checkpoint_id": 7,
+    "vertex": "sum",
+    "subtask": 1,
+    "task": 1,
+    "request_id": "r-1",
+    "launch": 3,
+}
 
 
 def _documented() -> list[re.Pattern[str]]:

@@ -43,6 +43,10 @@ class TaskProgress:
 GATHER_TIMEOUT_S = 300.0
 
 
+class AddressExchangeTimeoutError(TimeoutError):
+    """Some tasks of a launch never published their exchange address."""
+
+
 class LaunchDeposedError(RuntimeError):
     """This task's launch no longer coordinates the job: it must stop."""
 
@@ -125,24 +129,24 @@ class CheckpointControl:
             for subscriber in self._completions:
                 subscriber.put(completed)
 
-    def gather_addresses(self, address: str, parallelism: int) -> list[str]:
+    def gather_addresses(
+        self, address: str, parallelism: int, *, timeout_s: float = GATHER_TIMEOUT_S
+    ) -> list[str]:
         """Publishes this task's exchange address under its launch and returns every
         task's, in task order, once all `parallelism` have published. (Spark's
         `allGather` would do, but waits for its answer in one-second sleeps: the
         first task to arrive lost up to a second of every launch.)"""
-        return list(self._call(asyncio.wait_for(self._gather(address, parallelism), GATHER_TIMEOUT_S)))
-
-    async def _gather(self, address: str, parallelism: int) -> list[str]:
         prefix = self.keys.exchange_of(self.launch)
-        await self._store.put(prefix + str(self._subtask).encode(), address.encode())
-        rows, revision = await self._store.get_prefix_at(prefix)
-        found = dict(rows)
-        if len(found) < parallelism:
-            async for event in self._store.watch_prefix(prefix, revision + 1):
-                if not event.deleted:
-                    found[event.key] = event.value
-                if len(found) >= parallelism:
-                    break
+        found: dict[bytes, bytes] = {}
+        try:
+            self._call(asyncio.wait_for(self._gather(prefix, address, parallelism, found), timeout_s))
+        except TimeoutError:
+            missing = [i for i in range(parallelism) if prefix + str(i).encode() not in found]
+            raise AddressExchangeTimeoutError(
+                f"task {self._subtask} of launch {self.launch} waited {timeout_s:g} s for the "
+                f"exchange addresses of tasks {missing} under {prefix.decode()}; their executors "
+                "never started them (too few executor slots for the parallelism?) or lost them"
+            ) from None
         try:
             return [found[prefix + str(i).encode()].decode() for i in range(parallelism)]
         except KeyError:
@@ -150,6 +154,18 @@ class CheckpointControl:
                 f"task {self._subtask} of launch {self.launch}: the exchange addresses under "
                 f"{prefix.decode()} are {sorted(k.decode() for k in found)}, not tasks 0..{parallelism - 1}"
             ) from None
+
+    async def _gather(self, prefix: bytes, address: str, parallelism: int, found: dict[bytes, bytes]) -> None:
+        """Fills `found` with the launch's addresses until it holds `parallelism`."""
+        await self._store.put(prefix + str(self._subtask).encode(), address.encode())
+        rows, revision = await self._store.get_prefix_at(prefix)
+        found.update(rows)
+        if len(found) < parallelism:
+            async for event in self._store.watch_prefix(prefix, revision + 1):
+                if not event.deleted:
+                    found[event.key] = event.value
+                if len(found) >= parallelism:
+                    break
 
     def subscribe_triggers(self) -> queue.Queue[Trigger]:
         subscriber: queue.Queue[Trigger] = queue.Queue()

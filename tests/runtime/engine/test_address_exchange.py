@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import concurrent.futures
 
+import pytest
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.keys import JobKeys
-from lockgate.runtime.engine.control import CheckpointControl
+from lockgate.runtime.engine.control import AddressExchangeTimeoutError, CheckpointControl
 
 from tests.runtime.coordination.running_job import Job
 
@@ -47,3 +48,16 @@ async def test_a_new_coordinator_clears_earlier_launches_addresses(job: Job, etc
         assert await etcd.get_prefix(job.keys.exchange) == []
     finally:
         await coordinator.close()
+
+
+def test_a_task_that_never_publishes_is_named_when_the_wait_ends(etcd_config, keys) -> None:
+    control = CheckpointControl(etcd_config, keys, 0, 7)
+    try:
+        with pytest.raises(AddressExchangeTimeoutError) as refused:
+            control.gather_addresses("10.0.0.0:7000", 3, timeout_s=0.3)
+    finally:
+        control.close()
+    message = str(refused.value)
+    assert "launch 7" in message
+    assert "tasks [1, 2]" in message
+    assert "0.3 s" in message

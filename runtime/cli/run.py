@@ -80,8 +80,6 @@ def run_command(arguments: argparse.Namespace) -> int:
     keys, p = settings.keys, settings.parallelism
     WORK_DIR.mkdir(exist_ok=True)
     with _etcd(arguments) as (etcd_config, etcd_ready):
-        record = {"etcd": ",".join(etcd_config.endpoints), "namespace": keys.namespace, "job_id": keys.job}
-        RUN_FILE.write_text(json.dumps({**record, "pid": os.getpid()}))
         master = arguments.master or f"local[{p}]"
         local = _LOCAL.match(master) is not None
         spark_conf = {"spark.ui.enabled": "false", **(QUICK_START_JVM if local else {})}
@@ -89,6 +87,10 @@ def run_command(arguments: argparse.Namespace) -> int:
         spark.sparkContext.setLogLevel("ERROR")
         try:
             etcd_ready()
+            # Other commands find the run's etcd by this record: only once it serves.
+            endpoints = ",".join(etcd_config.endpoints)
+            record = {"etcd": endpoints, "namespace": keys.namespace, "job_id": keys.job, "pid": os.getpid()}
+            RUN_FILE.write_text(json.dumps(record))
             where = f"{keys.namespace}/{keys.job} at parallelism {p} on {master}"
             print(f"running {settings.entrypoint} as {where}", flush=True)
             result, totals = asyncio.run(

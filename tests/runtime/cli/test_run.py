@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 from lockgate.runtime import read_committed
@@ -18,6 +19,7 @@ from lockgate.runtime.coordination.keys import JobKeys
 from tests.etcd_auth import enable_auth
 from tests.exactness import assert_word_counts_exact
 from tests.runtime.engine.test_local_engine import _write_lines
+from tests.runtime.recovery.lockgate_process import finish, start, wait_for
 
 LOCKGATE = str(Path(sys.executable).parent / "lockgate")
 REPO = Path(__file__).resolve().parents[3]
@@ -227,3 +229,36 @@ def test_a_local_master_with_fewer_slots_than_tasks_is_refused(tmp_path: Path) -
         "lockgate run: --master local[2] has 2 task slot(s); the job's 3 tasks run as one barrier stage"
         in (result.stderr)
     )
+
+
+def _etcd_serving_at(log: Path) -> float:
+    """When the embedded etcd began to serve clients, by its own log."""
+    for line in log.read_text().splitlines():
+        if "ready to serve client requests" in line:
+            return datetime.strptime(line[:26], "%Y-%m-%d %H:%M:%S.%f").timestamp()
+    raise AssertionError(f"etcd never served clients:\n{log.read_text()[-2000:]}")
+
+
+def test_the_run_record_is_written_only_once_its_etcd_serves(tmp_path: Path) -> None:
+    """Other commands (`lockgate checkpoints`, `savepoint`) find the run's etcd
+    through `.lockgate/run.json`: it must not name an etcd still starting."""
+    _write_lines(tmp_path / "lines", partitions=2, lines=50)
+    process = start(
+        tmp_path,
+        "run",
+        "tests.jobs.configurable:word_count",
+        "--bounded",
+        "--arg",
+        f"input=file://{tmp_path}/lines",
+        "--arg",
+        f"output=file://{tmp_path}/out",
+    )
+    record = tmp_path / ".lockgate" / "run.json"
+    written: list[float] = []
+    try:
+        wait_for(
+            lambda: record.exists() and not written.append(record.stat().st_mtime), "the run record", process
+        )
+    finally:
+        finish(process)
+    assert written[0] >= _etcd_serving_at(tmp_path / ".lockgate" / "etcd.log")

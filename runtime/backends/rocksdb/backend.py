@@ -28,6 +28,7 @@ from lockgate.runtime.backends.rocksdb.native_restore import restore_native
 from lockgate.runtime.backends.rocksdb.native_snapshot import NativeSnapshotStrategy
 from lockgate.runtime.backends.rocksdb.timer_queue import RocksDBTimerQueue
 from lockgate.runtime.backends.rocksdb.ttl_sweep import ColumnFamilySweep
+from lockgate.runtime.backends.rocksdb.value_table import RocksDBValueTable
 from lockgate.runtime.clock import Clock
 from lockgate.runtime.snapshot.canonical import CanonicalSnapshotStrategy
 from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend
@@ -46,27 +47,6 @@ def _write_options() -> rocksdict.WriteOptions:
     # rocksdict's stubs declare a method; at run time it is a property.
     options.disable_wal = True  # type: ignore[method-assign, assignment]
     return options
-
-
-class RocksDBValueTable:
-    def __init__(self, descriptor: StateDescriptor, cf: rocksdict.Rdict) -> None:
-        self.descriptor = descriptor
-        self.codec: Codec = codec_for(descriptor)
-        self._get = cf.get
-        self._put = cf.put
-        self._delete = cf.delete
-        self._loads = self.codec.loads
-        self._dumps = self.codec.dumps
-
-    def get(self, current: CurrentKey) -> Any:
-        data = self._get(current.db_prefix)
-        return MISSING if data is None else self._loads(data)
-
-    def put(self, current: CurrentKey, stored: Any) -> None:
-        self._put(current.db_prefix, self._dumps(stored))
-
-    def delete(self, current: CurrentKey) -> None:
-        self._delete(current.db_prefix)
 
 
 class RocksDBMapTable:
@@ -187,6 +167,8 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         self._write_options = _write_options()
         self._db: Any = None
         self._cfs: dict[str, rocksdict.Rdict] = {}
+        # By state: read and written through a cache the backend flushes (value_table).
+        self._value_tables: dict[str, RocksDBValueTable] = {}
         self._open()
         self._native = NativeSnapshotStrategy(self) if incremental else None
         self._checkpoints = self._native or CanonicalSnapshotStrategy(self)
@@ -234,9 +216,26 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
 
     def _value_table(self, descriptor: StateDescriptor) -> RocksDBValueTable:
         cf = self.column_family(descriptor.name)
-        table = RocksDBValueTable(descriptor, cf)
+        table = self._value_tables[descriptor.name] = RocksDBValueTable(descriptor, cf)
         self._sweep_if_ttl(descriptor, cf, table.codec)
         return table
+
+    def flush_cached_writes(self) -> None:
+        """Put what the value tables hold back into RocksDB: anything that reads
+        the column families past the tables calls this first."""
+        for table in self._value_tables.values():
+            table.flush()
+
+    def _forget_cached_reads(self, states: Iterable[str]) -> None:
+        for state in states:
+            table = self._value_tables.get(state)
+            if table is not None:
+                table.forget()
+
+    def drop_expired(self, budget: int | None = None) -> int:
+        # The sweep reads, rewrites and deletes rows past the tables.
+        self._forget_cached_reads(n for n, (d, _) in self._states.items() if d.ttl_ms is not None)
+        return super().drop_expired(budget)
 
     def _map_table(self, descriptor: StateDescriptor) -> RocksDBMapTable:
         cf = self.column_family(descriptor.name)
@@ -252,6 +251,7 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
             self._ttl_cleanup.add(ColumnFamilySweep(cf, codec.compact))
 
     def freeze(self) -> dict[str, FrozenTable]:
+        self.flush_cached_writes()
         directory = self.path.parent / f"frozen-{uuid.uuid4().hex}"
         return dict(_FrozenDatabase(self._db, directory).tables)
 
@@ -259,6 +259,7 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         self, state: str, meta: StateMeta, key_group: int, entries: Iterable[tuple[bytes, bytes]]
     ) -> None:
         self._accept_restored(state, meta, key_group)
+        self._forget_cached_reads([state])
         self.column_family(state)
         cf_handle = self._db.get_column_family_handle(state)
         prefix = key_group_prefix(key_group)
@@ -278,6 +279,7 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         """Delete every row outside this subtask's key groups (after a native restore)."""
         low = key_group_prefix(self.key_groups.start)
         high = key_group_prefix(self.key_groups.stop)
+        self._forget_cached_reads(list(self._value_tables))
         for cf in self._cfs.values():
             cf.delete_range(b"", low)
             # Key groups are below 2**15, so every row sorts before b"\xff".
@@ -294,6 +296,7 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
 
     def _release(self) -> None:
         self._timer_queues.clear()  # they read column families about to close
+        self._value_tables.clear()
         self._cfs.clear()
         if self._db is not None:
             self._db.close()

@@ -123,6 +123,7 @@ class NativeSnapshotStrategy(KeyedSnapshotStrategy):
         """The synchronous part: a local RocksDB checkpoint of this instant."""
         local = self.backend.path.parent / f"chk-{checkpoint_id}-{self.backend.instance_id}"
         shutil.rmtree(local, ignore_errors=True)
+        self.backend.flush_cached_writes()
         rocksdict.Checkpoint(self.backend.db).create_checkpoint(str(local))
         with self._lock:
             upload = NativeUpload(

@@ -62,3 +62,16 @@ def executor_jvms(root: int) -> list[int]:
     return [
         pid for pid, (_, cmdline) in descendants(root).items() if "CoarseGrainedExecutorBackend" in cmdline
     ]
+
+
+def working_in(directory: Path) -> list[str]:
+    """The processes whose working directory is `directory` (those a run started
+    there and left behind, whoever their parent is now)."""
+    found = []
+    for pid, (_, cmdline) in _processes().items():
+        try:
+            if Path(f"/proc/{pid}/cwd").resolve() == directory.resolve():
+                found.append(f"{pid} {cmdline[:200]}")
+        except OSError:
+            continue
+    return found

@@ -22,7 +22,7 @@ from lockgate.runtime.driver.options import OptionError
 from lockgate.runtime.driver.preflight import preflight
 from lockgate.runtime.driver.termination import until_terminated
 from lockgate.runtime.spark import BarrierStage, spark_session
-from lockgate.runtime.spark.session import QUICK_START_JVM
+from lockgate.runtime.spark.session import QUICK_START_JVM, stop_with_jvm
 
 
 def register(commands: Any) -> None:
@@ -97,7 +97,7 @@ def run_command(arguments: argparse.Namespace) -> int:
                 until_terminated(drive(settings, etcd_config, BarrierStage(spark), progress=sys.stderr))
             )
         finally:
-            spark.stop()
+            stop_with_jvm(spark)
             RUN_FILE.unlink(missing_ok=True)
     restored = f", restored from {result.restored_from}" if result.restored_from else ""
     restarts = f", {result.restarts} restart(s)" if result.restarts else ""

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Mapping
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 LOCKGATE_CONF = {
@@ -54,3 +56,25 @@ def local_session(
     Lockgate's tasks are long-running threads, not CPU-bound batch tasks)."""
     settings = {"spark.ui.enabled": "false", **QUICK_START_JVM, **(conf or {})}
     return spark_session(f"local[{slots}]", app_name, settings)
+
+
+def stop_with_jvm(spark: SparkSession, timeout_s: float = 30.0) -> None:
+    """Stop `spark` and the driver JVM this process launched for it, and wait for
+    that JVM to exit: otherwise it exits only after this process does (it watches
+    its stdin), and a command that has returned may leave it running for a while.
+    A JVM that has not exited after `timeout_s` is killed."""
+    spark.stop()
+    gateway = SparkContext._gateway
+    process: subprocess.Popen[bytes] | None = getattr(gateway, "proc", None)
+    if gateway is None or process is None:  # a driver under spark-submit: the JVM is our parent
+        return
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    gateway.shutdown()
+    if process.stdin is not None:
+        process.stdin.close()  # the JVM's signal to exit
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -18,6 +18,7 @@ from lockgate.runtime.coordination.keys import JobKeys
 
 from tests.etcd_auth import enable_auth
 from tests.exactness import assert_word_counts_exact
+from tests.process_tree import working_in
 from tests.runtime.engine.test_local_engine import _write_lines
 from tests.runtime.recovery.lockgate_process import finish, start, wait_for
 
@@ -262,3 +263,22 @@ def test_the_run_record_is_written_only_once_its_etcd_serves(tmp_path: Path) -> 
     finally:
         finish(process)
     assert written[0] >= _etcd_serving_at(tmp_path / ".lockgate" / "etcd.log")
+
+
+def test_a_finished_run_leaves_no_process_behind(tmp_path: Path) -> None:
+    """Spark's JVM would exit only once it noticed the run had gone; a run that
+    has returned has stopped it. (Output to a file: a pipe would keep the test
+    waiting for whoever else holds it open.)"""
+    _write_lines(tmp_path / "lines", partitions=1, lines=20)
+    job = ["tests.jobs.configurable:word_count", "--bounded", "--arg", f"input=file://{tmp_path}/lines"]
+    with open(tmp_path / "output.txt", "w") as output:
+        exit_code = subprocess.call(
+            [LOCKGATE, "run", *job, "--arg", f"output=file://{tmp_path}/out"],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            timeout=240,
+        )
+    assert exit_code == 0, (tmp_path / "output.txt").read_text()[-3000:]
+    assert working_in(tmp_path) == []

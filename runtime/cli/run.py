@@ -21,8 +21,8 @@ from lockgate.runtime.driver import add_job_options, drive, settings_from
 from lockgate.runtime.driver.options import OptionError
 from lockgate.runtime.driver.preflight import preflight
 from lockgate.runtime.driver.termination import until_terminated
-from lockgate.runtime.spark import BarrierStage, spark_session
-from lockgate.runtime.spark.session import QUICK_START_JVM, stop_with_jvm
+from lockgate.runtime.spark import BarrierStage
+from lockgate.runtime.spark.session import command_session
 
 
 def register(commands: Any) -> None:
@@ -81,11 +81,9 @@ def run_command(arguments: argparse.Namespace) -> int:
     WORK_DIR.mkdir(exist_ok=True)
     with _etcd(arguments) as (etcd_config, etcd_ready):
         master = arguments.master or f"local[{p}]"
-        local = _LOCAL.match(master) is not None
-        spark_conf = {"spark.ui.enabled": "false", **(QUICK_START_JVM if local else {})}
-        spark = spark_session(master, f"lockgate-{keys.job}", spark_conf)
-        spark.sparkContext.setLogLevel("ERROR")
-        try:
+        with command_session(
+            master, f"lockgate-{keys.job}", on_stop=lambda: RUN_FILE.unlink(missing_ok=True)
+        ) as spark:
             etcd_ready()
             # Other commands find the run's etcd by this record: only once it serves.
             endpoints = ",".join(etcd_config.endpoints)
@@ -96,9 +94,6 @@ def run_command(arguments: argparse.Namespace) -> int:
             result, totals = asyncio.run(
                 until_terminated(drive(settings, etcd_config, BarrierStage(spark), progress=sys.stderr))
             )
-        finally:
-            stop_with_jvm(spark)
-            RUN_FILE.unlink(missing_ok=True)
     restored = f", restored from {result.restored_from}" if result.restored_from else ""
     restarts = f", {result.restarts} restart(s)" if result.restarts else ""
     print(

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 
+from lockgate.runtime.spark.class_cache import ClassCache, cache_root
 from pyspark import SparkContext
+from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
 
 LOCKGATE_CONF = {
@@ -45,7 +48,11 @@ def spark_session(
 # A local driver's JVM only schedules: records flow between the Python workers, never
 # through it. So its JIT's peak speed does not matter and its start does: C1 alone and
 # the serial collector start the session about 0.6 s sooner (docs/benchmarks.md).
-QUICK_START_JVM = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
+def quick_start_jvm(extra_options: str = "") -> dict[str, str]:
+    """The local driver JVM's options, with `extra_options` (the class cache's)."""
+    return {
+        "spark.driver.extraJavaOptions": f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC {extra_options}".strip()
+    }
 
 
 def local_session(
@@ -54,27 +61,59 @@ def local_session(
     """A `local[slots]` session. A barrier stage needs all P slots at once, so
     `slots` must be at least the parallelism (more slots than cores is fine:
     Lockgate's tasks are long-running threads, not CPU-bound batch tasks)."""
-    settings = {"spark.ui.enabled": "false", **QUICK_START_JVM, **(conf or {})}
+    settings = {"spark.ui.enabled": "false", **quick_start_jvm(), **(conf or {})}
     return spark_session(f"local[{slots}]", app_name, settings)
 
 
-def stop_with_jvm(spark: SparkSession, timeout_s: float = 30.0) -> None:
+def stop_with_jvm(spark: SparkSession, timeout_s: float = 60.0) -> int | None:
     """Stop `spark` and the driver JVM this process launched for it, and wait for
     that JVM to exit: otherwise it exits only after this process does (it watches
     its stdin), and a command that has returned may leave it running for a while.
-    A JVM that has not exited after `timeout_s` is killed."""
+    A JVM that has not exited after `timeout_s` is killed. Returns its exit code
+    (None when this process did not launch it)."""
     spark.stop()
     gateway = SparkContext._gateway
     process: subprocess.Popen[bytes] | None = getattr(gateway, "proc", None)
     if gateway is None or process is None:  # a driver under spark-submit: the JVM is our parent
-        return
+        return None
     SparkContext._gateway = None
     SparkContext._jvm = None
     gateway.shutdown()
     if process.stdin is not None:
         process.stdin.close()  # the JVM's signal to exit
     try:
-        process.wait(timeout_s)
+        return process.wait(timeout_s)
     except subprocess.TimeoutExpired:
         process.kill()
-        process.wait()
+        return process.wait()
+
+
+@contextlib.contextmanager
+def command_session(master: str, app_name: str, *, on_stop: Callable[[], None]) -> Iterator[SparkSession]:
+    """The Spark session of a command that launches its own driver JVM (`lockgate
+    run`), stopped with that JVM at the end, after `on_stop`. A `local` driver
+    starts from the class cache (class_cache.py), which the first local run
+    writes as its JVM exits."""
+    local = master.startswith("local[") or master == "local"
+    cache = ClassCache.under(cache_root()) if local else None
+    options, dumping = cache.jvm_options() if cache is not None else ("", False)
+    conf = {"spark.ui.enabled": "false", **(quick_start_jvm(options) if local else {})}
+    try:
+        spark = spark_session(master, app_name, conf)
+    except PySparkRuntimeError:
+        if cache is None or dumping:
+            raise
+        cache.discard()
+        print(f"Spark's JVM did not start with {cache.archive}; discarded it", file=sys.stderr)
+        cache, dumping = None, False
+        spark = spark_session(master, app_name, {**conf, **quick_start_jvm("")})
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        yield spark
+    finally:
+        on_stop()
+        if cache is not None and dumping:
+            print(f"saving Spark's JVM classes in {cache.archive} for faster starts (once)", file=sys.stderr)
+            cache.publish(stop_with_jvm(spark))
+        else:
+            stop_with_jvm(spark)

@@ -27,12 +27,15 @@ def environment() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO)}
 
 
-def start(cwd: Path, *args: str, own_group: bool = False) -> subprocess.Popen[str]:
-    """`own_group`: the run leads a process group, as a command started from a shell does."""
+def start(
+    cwd: Path, *args: str, own_group: bool = False, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """`own_group`: the run leads a process group, as a command started from a shell
+    does; `env`: variables added to the run's environment."""
     return subprocess.Popen(
         [LOCKGATE, *args],
         cwd=cwd,
-        env=environment(),
+        env={**environment(), **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -1,0 +1,143 @@
+"""A class-data-sharing archive of the local driver JVM, for a faster start.
+
+Spark's driver JVM loads some ten thousand classes before a session is ready;
+on this project's 2-core machine that is most of the 4 s a local session
+takes. Java 17 can archive the classes a run loaded (`-XX:ArchiveClassesAtExit`)
+and map them on the next start (`-XX:SharedArchiveFile`): the session is then
+ready in under 2 s. The archive is made once per Java and Spark install, by
+the first local run, as that run's JVM exits (some seconds, said on stderr).
+
+The archive is about 100 MiB and the JVM trusts it, so it is guarded:
+- It is written under a name of its own and published (renamed into place)
+  only after the JVM that wrote it exited cleanly; a run killed mid-dump
+  leaves nothing another run would use.
+- A truncated archive crashes the JVM, and one changed in place is refused by
+  it with a warning on every start: its size and CRC-32 are recorded beside
+  it and checked before every use (about 50 ms); a mismatch discards it, and
+  that run writes a new one.
+- A JVM that fails to start with it anyway is started again without it, and
+  the archive is discarded (`session.command_session`).
+The name is derived from the Java binary and the pyspark install, so an
+upgrade of either makes a new archive instead of offering a stale one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyspark
+
+
+def cache_root() -> Path:
+    """`$LOCKGATE_CACHE_DIR`, else `$XDG_CACHE_HOME/lockgate`, else `~/.cache/lockgate`."""
+    explicit = os.environ.get("LOCKGATE_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "lockgate"
+
+
+def _java() -> Path | None:
+    """The java Spark's launcher will run (JAVA_HOME first, as spark-class does)."""
+    home = os.environ.get("JAVA_HOME")
+    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    return Path(found).resolve() if found and Path(found).exists() else None
+
+
+@dataclass(frozen=True)
+class ClassCache:
+    archive: Path
+    pending: Path  # where this process's JVM dumps, before it is published
+
+    @staticmethod
+    def under(root: Path) -> ClassCache | None:
+        """The archive for this Java and this pyspark under `root`; None without a java."""
+        java = _java()
+        if java is None:
+            return None
+        identity = f"{java}:{java.stat().st_mtime_ns}:{pyspark.__version__}:{Path(pyspark.__file__).parent}"
+        name = "driver-" + hashlib.sha256(identity.encode()).hexdigest()[:16]
+        directory = root / "jvm"
+        return ClassCache(directory / f"{name}.jsa", directory / f"{name}.{os.getpid()}.pending")
+
+    @property
+    def _check_record(self) -> Path:
+        return self.archive.with_suffix(".check")
+
+    def usable(self) -> bool:
+        """The archive is there and whole (its recorded size and CRC-32); a damaged
+        one is discarded."""
+        try:
+            whole = self._check_record.read_text() == _check_of(self.archive)
+        except OSError:
+            whole = False
+        if not whole:
+            self.discard()
+        return whole
+
+    def jvm_options(self) -> tuple[str, bool]:
+        """Map the archive if it is usable; else have this JVM write one as it exits
+        (then the second value is True)."""
+        if self.usable():
+            return f"-XX:SharedArchiveFile={self.archive}", False
+        self.archive.parent.mkdir(parents=True, exist_ok=True)
+        self._remove_leftovers()
+        return f"-XX:ArchiveClassesAtExit={self.pending}", True
+
+    def _remove_leftovers(self) -> None:
+        """What runs killed while dumping left (~100 MiB each), and the archives of
+        earlier Java or Spark installs."""
+        for path in self.archive.parent.iterdir():
+            parts = path.name.split(".")
+            if len(parts) == 3 and parts[2] in ("pending", "check") and parts[1].isdigit():
+                leftover = not _alive(int(parts[1]))
+            else:
+                leftover = path.stem != self.archive.stem
+            if leftover:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+
+    def publish(self, jvm_exit_code: int | None) -> bool:
+        """After the JVM exited: put what it wrote in place if it exited cleanly."""
+        try:
+            if jvm_exit_code != 0 or not self.pending.exists() or self.pending.stat().st_size == 0:
+                return False
+            staged = self.pending.with_suffix(".check")
+            staged.write_text(_check_of(self.pending))
+            # The record first: an archive without its record is discarded, never trusted.
+            os.replace(staged, self._check_record)
+            os.replace(self.pending, self.archive)
+            return True
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                self.pending.unlink()
+
+    def discard(self) -> None:
+        for path in (self.archive, self._check_record):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+
+def _check_of(path: Path) -> str:
+    """Size and CRC-32 of the file at `path`."""
+    crc = 0
+    with open(path, "rb") as archive:
+        while chunk := archive.read(1 << 22):
+            crc = zlib.crc32(chunk, crc)
+    return f"{path.stat().st_size} {crc:08x}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

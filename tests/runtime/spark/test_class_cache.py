@@ -1,0 +1,127 @@
+"""The local driver JVM's class cache (spark/class_cache.py): written once by a run
+whose JVM exited cleanly, mapped by the runs after it, and never trusted when
+damaged: a damaged archive is discarded and written again, and a JVM that
+will not start with one starts without it."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+from lockgate.runtime.spark.class_cache import ClassCache
+
+from tests.process_tree import working_in
+from tests.runtime.recovery.lockgate_process import committed_count, start, wait_for
+
+ARCHIVE_BYTES = b"archive " * 4096
+
+
+def _cache(root: Path) -> ClassCache:
+    cache = ClassCache.under(root)
+    assert cache is not None, "the suite runs with Java"
+    return cache
+
+
+def _published(cache: ClassCache) -> ClassCache:
+    options, dumping = cache.jvm_options()
+    assert dumping
+    assert options == f"-XX:ArchiveClassesAtExit={cache.pending}"
+    cache.pending.write_bytes(ARCHIVE_BYTES)
+    assert cache.publish(0)
+    return cache
+
+
+def test_an_archive_is_published_only_by_a_jvm_that_exited_cleanly(tmp_path: Path) -> None:
+    cache = _cache(tmp_path)
+    cache.jvm_options()
+    cache.pending.write_bytes(ARCHIVE_BYTES[:100])  # a JVM killed while dumping
+    assert not cache.publish(-9)
+    assert not cache.pending.exists()
+    assert not cache.archive.exists()
+    _published(cache)
+    assert cache.jvm_options() == (f"-XX:SharedArchiveFile={cache.archive}", False)
+
+
+def test_a_truncated_or_changed_archive_is_discarded_and_written_again(tmp_path: Path) -> None:
+    cache = _published(_cache(tmp_path))
+    cache.archive.chmod(0o644)
+    cache.archive.write_bytes(ARCHIVE_BYTES[:-1])
+    assert not cache.usable()
+    assert not cache.archive.exists()
+    _published(cache)
+    cache.archive.chmod(0o644)
+    with open(cache.archive, "r+b") as archive:
+        archive.seek(1000)
+        archive.write(b"X")
+    options, dumping = cache.jvm_options()
+    assert dumping, options
+
+
+def test_what_killed_runs_and_older_installs_left_is_removed(tmp_path: Path) -> None:
+    cache = _cache(tmp_path)
+    directory = cache.archive.parent
+    directory.mkdir(parents=True)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    leftovers = [
+        directory / f"{cache.archive.stem}.{dead.pid}.pending",
+        directory / "driver-0000000000000000.jsa",
+        directory / "driver-0000000000000000.check",
+    ]
+    for path in leftovers:
+        path.write_bytes(b"x")
+    running = directory / f"{cache.archive.stem}.1.pending"  # pid 1 is alive
+    running.write_bytes(b"x")
+    cache.jvm_options()
+    assert [p for p in leftovers if p.exists()] == []
+    assert running.exists()
+
+
+def _run(cwd: Path, cache_dir: Path, *args: str) -> subprocess.Popen[str]:
+    cwd.mkdir()
+    return start(
+        cwd,
+        "run",
+        "tests.jobs.configurable:running_sum",
+        "--arg",
+        f"output=file://{cwd}/out",
+        *args,
+        env={"LOCKGATE_CACHE_DIR": str(cache_dir)},
+    )
+
+
+def _bounded_run(cwd: Path, cache_dir: Path) -> str:
+    run = _run(cwd, cache_dir, "--bounded", "--arg", "count=200")
+    _, err = run.communicate(timeout=240)
+    assert run.returncode == 0, err[-3000:]
+    return err
+
+
+def test_the_first_local_run_writes_the_archive_the_next_map_it_and_survive_its_damage(
+    tmp_path: Path,
+) -> None:
+    cache = _cache(tmp_path / "cache")
+    err = _bounded_run(tmp_path / "first", tmp_path / "cache")
+    assert f"saving Spark's JVM classes in {cache.archive}" in err
+    assert cache.usable()
+
+    second = _run(tmp_path / "second", tmp_path / "cache", "--arg", "count=unbounded", "--arg", "rate=500")
+    try:
+        wait_for(lambda: committed_count(f"file://{tmp_path}/second/out") > 0, "committed output", second)
+        jvms = [line.split()[0] for line in working_in(tmp_path / "second") if "java" in line]
+        assert len(jvms) == 1, jvms
+        assert str(cache.archive) in Path(f"/proc/{jvms[0]}/maps").read_text()
+    finally:
+        second.send_signal(signal.SIGTERM)
+        _, err = second.communicate(timeout=120)
+    assert "saving Spark's JVM classes" not in err
+
+    # A truncated archive crashes the JVM; here it is recorded as whole, as if
+    # damaged in a way the size and CRC check cannot see.
+    whole = cache.archive.read_bytes()
+    cache.pending.write_bytes(whole[: len(whole) // 4])
+    assert cache.publish(0)
+    err = _bounded_run(tmp_path / "third", tmp_path / "cache")
+    assert f"Spark's JVM did not start with {cache.archive}; discarded it" in err
+    assert not cache.archive.exists()

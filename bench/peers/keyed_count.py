@@ -148,6 +148,7 @@ def run_lockgate(work: Path, args: argparse.Namespace) -> Result:
         "--arg", f"input=file://{work}/jsonl",
         "--arg", f"output=file://{run_dir}/out",
         "--arg", f"samples={samples}",
+        *(["--master", args.lockgate_master] if args.lockgate_master else []),
     ]  # fmt: skip
     environment = {**os.environ, "PYTHONPATH": str(HERE)}
     _, started_at, wall = _run(command, cwd=run_dir, env=environment)
@@ -252,6 +253,10 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=2_000_000)
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument(
+        "--lockgate-master",
+        help="Lockgate's Spark master (default local[P]); local-cluster[P,1,1024]: executors in own JVMs",
+    )
     parser.add_argument("--systems", default=",".join(RUNNERS), help=f"of {', '.join(RUNNERS)}")
     parser.add_argument("--write-docs", action="store_true", help="put the table in docs/benchmarks.md")
     args = parser.parse_args()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +49,35 @@ async def cancel_and_wait(
 
 async def bounded(awaitable: Awaitable[T], what: str, timeout_s: float = CANCEL_WAIT_S) -> T | None:
     """`awaitable`'s result, or None (logged) if it takes longer than `timeout_s`:
-    for clean-up that must not hold up a shutdown."""
+    for clean-up that must not hold up a shutdown. Not `asyncio.wait_for`: on its
+    timeout that waits for the cancelled work to end, which work that resists its
+    cancellation (a gRPC call to a silent peer) never does. Such work is cancelled
+    and left behind."""
+    task = asyncio.ensure_future(awaitable)
     try:
-        return await asyncio.wait_for(awaitable, timeout_s)
-    except TimeoutError:
-        log.warning("%s took longer than %.0f s; gave up on it", what, timeout_s)
-        return None
+        done, _ = await asyncio.wait([task], timeout=timeout_s)
+    except asyncio.CancelledError:
+        _leave_behind(task)  # our own cancellation: the work goes with it, unwaited
+        raise
+    if done:
+        return task.result()
+    _leave_behind(task)
+    log.warning("%s took longer than %.0f s; gave up on it", what, timeout_s)
+    return None
+
+
+def _leave_behind(task: asyncio.Future[Any]) -> None:
+    task.cancel()
+    _LEFT_BEHIND.add(task)
+    task.add_done_callback(_forget_left_behind)
+
+
+# Work `bounded` gave up on, referenced until it ends (the loop keeps only weak
+# references to tasks); its outcome is consumed there, not reported as unretrieved.
+_LEFT_BEHIND: set[asyncio.Future[Any]] = set()
+
+
+def _forget_left_behind(task: asyncio.Future[Any]) -> None:
+    _LEFT_BEHIND.discard(task)
+    if not task.cancelled():
+        task.exception()

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest_asyncio
-from lockgate.runtime.coordination.cancellation import CANCEL_WAIT_S
+from lockgate.runtime.coordination.cancellation import CANCEL_WAIT_S, bounded
 from lockgate.runtime.coordination.coordinator import CheckpointConfig, JobPlan
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer
@@ -80,3 +80,22 @@ async def test_a_coordinator_cut_off_from_etcd_knows_its_lease_is_gone_within_it
         own_etcd.resume()
         await coordinator.close()
     assert took <= 2 + 1, f"the lease was declared lost {took:.1f} s after etcd went silent (TTL 2 s)"
+
+
+async def test_clean_up_that_resists_its_cancellation_is_left_behind_at_the_bound() -> None:
+    """`bounded` is the bound of every clean-up step; asyncio.wait_for, on its
+    timeout, waits for the cancelled work to finish, which a gRPC call to a silent
+    peer (or any clean-up that catches its cancellation) may never do."""
+    release = asyncio.Event()
+
+    async def stubborn() -> None:
+        while not release.is_set():
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                continue  # as clean-up that retries through its cancellation does
+
+    started = time.monotonic()
+    assert await bounded(stubborn(), "stubborn clean-up", timeout_s=0.2) is None
+    assert time.monotonic() - started < 2
+    release.set()  # lets the abandoned work end before the test's loop closes

@@ -25,6 +25,8 @@ class InputChannel(Protocol):
 class OutputChannel(Protocol):
     blocked_s: float
     """Seconds `send` has waited for room so far: the backpressure its sender felt."""
+    capacity: int
+    """Frames the channel holds before `send` blocks (its credit)."""
 
     def send(self, element: Element) -> None:
         """Blocks while the channel is full (backpressure)."""
@@ -64,6 +66,7 @@ class LocalChannel:
         cancelled: threading.Event | None = None,
     ) -> None:
         self._queue: queue.Queue[Element] = queue.Queue(capacity)
+        self.capacity = capacity
         self._wakeup = wakeup
         self._cancelled = cancelled or threading.Event()
         self.blocked_s = 0.0

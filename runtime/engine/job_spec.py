@@ -16,6 +16,7 @@ from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.restore_point import RestorePoint
 from lockgate.runtime.engine.alignment import Mode
 from lockgate.runtime.engine.channels import DEFAULT_CHANNEL_CAPACITY
+from lockgate.runtime.engine.frame_sizing import DEFAULT_IN_FLIGHT_TARGET_S
 from lockgate.runtime.engine.liveness import DEFAULT_LIVENESS_TIMEOUT_S, Liveness, check_liveness_timeout
 from lockgate.runtime.engine.task import TaskConfig
 from lockgate.runtime.engine.vertex_state import StateConfig
@@ -35,6 +36,7 @@ class JobSpec:
     bounded: bool = False
     batch_size: int = 512
     channel_capacity: int = DEFAULT_CHANNEL_CAPACITY
+    in_flight_target_s: float | None = DEFAULT_IN_FLIGHT_TARGET_S
     # Seconds of silence (not even a heartbeat) after which an exchange channel fails its task.
     liveness_timeout_s: float = DEFAULT_LIVENESS_TIMEOUT_S
     metrics_ports: PortRange | None = None  # each task's /metrics; None: not served
@@ -54,7 +56,15 @@ class JobSpec:
         return build_graph(self.entrypoint, self.keys.job, dict(self.args))
 
     def task_config(self, index: int) -> TaskConfig:
-        return TaskConfig(index, self.parallelism, self.state, self.mode, self.bounded, self.batch_size)
+        return TaskConfig(
+            index,
+            self.parallelism,
+            self.state,
+            self.mode,
+            self.bounded,
+            self.batch_size,
+            self.in_flight_target_s,
+        )
 
     def for_launch(
         self, launch: int, restore: RestorePoint | None, trigger_revision: int, secret: bytes

@@ -165,6 +165,7 @@ class RemoteOutputChannel:
         self._link: Link | None = None
         self._opener: Opener | None = None
         self._credits = 0
+        self.capacity = 1  # the receiver's first grant, once connected
         self._failure: ChannelClosedError | None = None
         self._condition = threading.Condition()
         self.blocked_s = 0.0
@@ -198,7 +199,7 @@ class RemoteOutputChannel:
         if grant is None:
             self._link.close()
             raise AuthenticationError(f"{host}:{port} closed channel {self.channel} before granting credit")
-        self._credits = grant
+        self._credits = self.capacity = grant
         threading.Thread(target=self._read_credits, name=f"credit-{self.channel.vertex}", daemon=True).start()
 
     def _read_grant(self) -> int | None:

@@ -24,6 +24,7 @@ from lockgate.runtime.engine.events import (
     TimestampedBatch,
     Watermark,
 )
+from lockgate.runtime.engine.frame_sizing import DEFAULT_IN_FLIGHT_TARGET_S, FrameSizer
 from lockgate.runtime.engine.timer_service import OperatorTimers
 from lockgate.runtime.key_serializer import deserialize_key, serialize_key
 from lockgate.runtime.keygroups import key_group_of_bytes
@@ -332,6 +333,7 @@ class KeyedExchange:
         channels: Sequence[OutputChannel],
         max_parallelism: int,
         batch_size: int = 512,
+        in_flight_target_s: float | None = DEFAULT_IN_FLIGHT_TARGET_S,
     ) -> None:
         self._key_fn = key_fn
         self._channels = list(channels)
@@ -339,14 +341,16 @@ class KeyedExchange:
         self._buffers: list[list[Any]] = [[] for _ in self._channels]
         # Per channel, the buffered records' timestamps; None while none has one.
         self._stamps: list[list[int | None] | None] = [None for _ in self._channels]
-        self._batch_size = batch_size
+        # Per channel, records per frame (frame_sizing), read for every record.
+        self._sizers = [FrameSizer(c, batch_size, in_flight_target_s) for c in self._channels]
+        self._frame_sizes = [batch_size for _ in self._channels]
 
     def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
         key_fn = self._key_fn
         buffers = self._buffers
+        sizes = self._frame_sizes
         m = self._max_parallelism
         p = len(self._channels)
-        full = []
         for index, record in enumerate(records):
             key = key_fn(record)
             target = key_group_of_bytes(serialize_key(key), m) * p // m
@@ -357,10 +361,11 @@ class KeyedExchange:
                 stamps = self._stamps[target] = [None] * (len(buffer) - 1)
             if stamps is not None:
                 stamps.append(None if timestamps is None else timestamps[index])
-            if len(buffer) == self._batch_size:
-                full.append(target)
-        for target in full:
-            self._send(target)
+            if len(buffer) >= sizes[target]:
+                self._send(target)
+        for target, sizer in enumerate(self._sizers):
+            if buffers[target] and sizer.overdue():
+                self._send(target)
 
     def _send(self, target: int) -> None:
         batch = self._buffers[target]
@@ -369,6 +374,9 @@ class KeyedExchange:
             self._buffers[target] = []
             self._stamps[target] = None
             self._channels[target].send(batch if stamps is None else TimestampedBatch(batch, stamps))
+            sizer = self._sizers[target]
+            sizer.sent(len(batch))
+            self._frame_sizes[target] = sizer.size
 
     def flush(self) -> None:
         for target in range(len(self._channels)):

@@ -24,6 +24,7 @@ from lockgate.runtime.engine.alignment import InputGate, Mode
 from lockgate.runtime.engine.channels import InputChannel, OutputChannel, TaskCancelledError
 from lockgate.runtime.engine.control import CheckpointControl, TaskProgress
 from lockgate.runtime.engine.events import MAX_WATERMARK, Barrier, Idle, TimestampedBatch, Watermark
+from lockgate.runtime.engine.frame_sizing import DEFAULT_IN_FLIGHT_TARGET_S
 from lockgate.runtime.engine.operator_factories import ChainContext, make_operator
 from lockgate.runtime.engine.operators import Counted, FanOut, KeyedExchange, Output, SinkOperator
 from lockgate.runtime.engine.source_watermarks import SourceWatermarks
@@ -53,7 +54,9 @@ class TaskConfig:
     state: StateConfig
     mode: Mode = "exactly-once"
     bounded: bool = False
-    batch_size: int = 512
+    batch_size: int = 512  # records per frame of a keyed exchange, at most
+    # What a record may wait in a backpressured keyed channel (frame_sizing); None: frames stay full.
+    in_flight_target_s: float | None = DEFAULT_IN_FLIGHT_TARGET_S
 
 
 def _nothing() -> None:
@@ -140,7 +143,15 @@ class Task:
                 assert after.input.key_fn is not None
                 channels = self.wiring.outputs[after.name]
                 m = self.config.state.max_parallelism
-                outputs.append(KeyedExchange(after.input.key_fn, channels, m, self.config.batch_size))
+                outputs.append(
+                    KeyedExchange(
+                        after.input.key_fn,
+                        channels,
+                        m,
+                        self.config.batch_size,
+                        self.config.in_flight_target_s,
+                    )
+                )
             else:
                 outputs.append(self._output_of(after, sinks))
         return outputs[0] if len(outputs) == 1 else FanOut(outputs)

@@ -15,6 +15,7 @@ from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.restore_point import resolve_restore_point
 from lockgate.runtime.engine.channels import DEFAULT_CHANNEL_CAPACITY
 from lockgate.runtime.engine.control import CheckpointControl
+from lockgate.runtime.engine.frame_sizing import DEFAULT_IN_FLIGHT_TARGET_S
 from lockgate.runtime.engine.local_runner import run_local
 from lockgate.runtime.engine.plan import job_plan
 from lockgate.runtime.engine.supervision import run_beside_coordinator
@@ -34,6 +35,7 @@ class Run:
     batch_size: int = 64
     channel_capacity: int = DEFAULT_CHANNEL_CAPACITY
     mode: Literal["exactly-once", "at-least-once"] = "exactly-once"
+    in_flight_target_s: float | None = DEFAULT_IN_FLIGHT_TARGET_S
 
 
 async def run_job(
@@ -50,7 +52,15 @@ async def run_job(
         restore = await resolve_restore_point(coordinator.store)
         state = StateConfig(run.backend, tmp_path / "local", M)
         configs = [
-            TaskConfig(i, run.parallelism, state, mode=run.mode, bounded=True, batch_size=run.batch_size)
+            TaskConfig(
+                i,
+                run.parallelism,
+                state,
+                mode=run.mode,
+                bounded=True,
+                batch_size=run.batch_size,
+                in_flight_target_s=run.in_flight_target_s,
+            )
             for i in range(run.parallelism)
         ]
         cancelled = threading.Event()

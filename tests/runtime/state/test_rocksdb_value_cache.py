@@ -108,3 +108,38 @@ def test_a_read_value_changed_in_place_is_not_state_until_updated(tmp_path: Path
         assert items.value() == ["a"]
     finally:
         backend.close()
+
+
+def test_rows_read_then_written_are_counted_once_after_a_flush(tmp_path: Path) -> None:
+    backend = RocksDBKeyedStateBackend(8, range(8), tmp_path)
+    try:
+        table = RocksDBValueTable(
+            ValueStateDescriptor("count", default=0), backend.column_family("count"), cache_bytes=1 << 20
+        )
+        current = CurrentKey()
+        for key in range(100):
+            current.set(key, str(key).encode(), key % 8)
+            table.get(current)
+        read_only = table.cached_bytes
+        for key in range(100):
+            current.set(key, str(key).encode(), key % 8)
+            table.put(current, 7)
+        table.flush()
+        assert table.cached_bytes == read_only + 100 * len(table.codec.dumps(7))
+    finally:
+        backend.close()
+
+
+def test_a_hot_key_written_again_and_again_stays_in_the_cache(tmp_path: Path) -> None:
+    backend = RocksDBKeyedStateBackend(8, range(8), tmp_path)
+    try:
+        cf = backend.column_family("count")
+        table = RocksDBValueTable(ValueStateDescriptor("count", default=0), cf, cache_bytes=4096)
+        current = CurrentKey()
+        current.set("hot", b"hot", 3)
+        for n in range(10_000):
+            table.put(current, n)
+        assert cf.get(current.db_prefix) is None, "one row, far below the bound: nothing to flush"
+        assert table.get(current) == 9_999
+    finally:
+        backend.close()

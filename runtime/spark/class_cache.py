@@ -15,10 +15,17 @@ The archive is about 100 MiB and the JVM trusts it, so it is guarded:
   it with a warning on every start: its size and CRC-32 are recorded beside
   it and checked before every use (about 50 ms); a mismatch discards it, and
   that run writes a new one.
-- A JVM that fails to start with it anyway is started again without it, and
-  the archive is discarded (`session.command_session`).
-The name is derived from the Java binary and the pyspark install, so an
-upgrade of either makes a new archive instead of offering a stale one.
+- A JVM that fails to start with it anyway is started again without it; if
+  that one starts, the archive is discarded (`session.command_session`).
+- A JVM that cannot write an archive (no base archive: `-Xshare:off` in
+  `JAVA_TOOL_OPTIONS`, a JDK built without one) refuses to start when asked
+  to; it is started again without, and a marker keeps later runs from asking.
+- A cache directory that cannot be used (no home, not writable, a path with
+  spaces, which Spark's option splitting would cut) means no cache, said once.
+The name is derived from the Java binary, the options every JVM reads from the
+environment and the pyspark install, so a change of any makes a new archive
+instead of offering a stale one. Archives of other installs are removed once
+unused for `UNUSED_DAYS`: two installs sharing a cache keep theirs.
 """
 
 from __future__ import annotations
@@ -27,11 +34,14 @@ import contextlib
 import hashlib
 import os
 import shutil
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyspark
+
+UNUSED_DAYS = 30
 
 
 def cache_root() -> Path:
@@ -57,14 +67,28 @@ class ClassCache:
 
     @staticmethod
     def under(root: Path) -> ClassCache | None:
-        """The archive for this Java and this pyspark under `root`; None without a java."""
+        """The archive for this Java and this pyspark under `root`; None without a
+        java or where this JVM cannot write one."""
         java = _java()
         if java is None:
             return None
-        identity = f"{java}:{java.stat().st_mtime_ns}:{pyspark.__version__}:{Path(pyspark.__file__).parent}"
+        jvm_environment = [os.environ.get(v, "") for v in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS")]
+        spark = [pyspark.__version__, str(Path(pyspark.__file__).parent)]
+        identity = ":".join([str(java), str(java.stat().st_mtime_ns), *jvm_environment, *spark])
         name = "driver-" + hashlib.sha256(identity.encode()).hexdigest()[:16]
         directory = root / "jvm"
-        return ClassCache(directory / f"{name}.jsa", directory / f"{name}.{os.getpid()}.pending")
+        if any(c.isspace() or c in "\"'" for c in str(directory)):
+            raise OSError(f"{directory}: Spark splits JVM options at spaces and quotes")
+        cache = ClassCache(directory / f"{name}.jsa", directory / f"{name}.{os.getpid()}.pending")
+        return None if cache._unsupported.exists() else cache
+
+    @property
+    def _unsupported(self) -> Path:
+        return self.archive.with_suffix(".unsupported")
+
+    def mark_unsupported(self, why: str) -> None:
+        """This JVM refused to start when asked to write an archive: never ask it again."""
+        self._unsupported.write_text(why)
 
     @property
     def _check_record(self) -> Path:
@@ -84,21 +108,26 @@ class ClassCache:
     def jvm_options(self) -> tuple[str, bool]:
         """Map the archive if it is usable; else have this JVM write one as it exits
         (then the second value is True)."""
-        if self.usable():
-            return f"-XX:SharedArchiveFile={self.archive}", False
         self.archive.parent.mkdir(parents=True, exist_ok=True)
         self._remove_leftovers()
+        if self.usable():
+            os.utime(self._check_record)  # in use: not another install's to remove
+            return f"-XX:SharedArchiveFile={self.archive}", False
         return f"-XX:ArchiveClassesAtExit={self.pending}", True
 
     def _remove_leftovers(self) -> None:
         """What runs killed while dumping left (~100 MiB each), and the archives of
-        earlier Java or Spark installs."""
+        other installs unused for UNUSED_DAYS."""
+        unused_since = time.time() - UNUSED_DAYS * 86400
         for path in self.archive.parent.iterdir():
             parts = path.name.split(".")
             if len(parts) == 3 and parts[2] in ("pending", "check") and parts[1].isdigit():
                 leftover = not _alive(int(parts[1]))
+            elif path.stem != self.archive.stem:
+                record = path.with_suffix(".check")
+                leftover = not record.exists() or record.stat().st_mtime < unused_since
             else:
-                leftover = path.stem != self.archive.stem
+                leftover = False
             if leftover:
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()

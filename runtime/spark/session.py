@@ -95,18 +95,22 @@ def command_session(master: str, app_name: str, *, on_stop: Callable[[], None]) 
     starts from the class cache (class_cache.py), which the first local run
     writes as its JVM exits."""
     local = master.startswith("local[") or master == "local"
-    cache = ClassCache.under(cache_root()) if local else None
-    options, dumping = cache.jvm_options() if cache is not None else ("", False)
+    cache, options, dumping = local_class_cache() if local else (None, "", False)
     conf = {"spark.ui.enabled": "false", **(quick_start_jvm(options) if local else {})}
     try:
         spark = spark_session(master, app_name, conf)
     except PySparkRuntimeError:
-        if cache is None or dumping:
+        if cache is None:
             raise
-        cache.discard()
-        print(f"Spark's JVM did not start with {cache.archive}; discarded it", file=sys.stderr)
-        cache, dumping = None, False
+        # Without the cache's option; if this fails too, its error is the one to see.
         spark = spark_session(master, app_name, {**conf, **quick_start_jvm("")})
+        if dumping:
+            cache.mark_unsupported("the JVM did not start when asked to write a class archive")
+            print("Spark's JVM cannot write a class archive here; runs start without one", file=sys.stderr)
+        else:
+            cache.discard()
+            print(f"Spark's JVM did not start with {cache.archive}; discarded it", file=sys.stderr)
+        cache, dumping = None, False
     spark.sparkContext.setLogLevel("ERROR")
     try:
         yield spark
@@ -117,3 +121,17 @@ def command_session(master: str, app_name: str, *, on_stop: Callable[[], None]) 
             cache.publish(stop_with_jvm(spark))
         else:
             stop_with_jvm(spark)
+
+
+def local_class_cache() -> tuple[ClassCache | None, str, bool]:
+    """The class cache for a local driver, its JVM options and whether the JVM
+    writes it; no cache (said once) where the cache directory cannot be used."""
+    try:
+        cache = ClassCache.under(cache_root())
+        if cache is None:
+            return None, "", False
+        options, dumping = cache.jvm_options()
+    except (OSError, RuntimeError) as error:
+        print(f"no class cache for Spark's JVM ({error}); it starts without one", file=sys.stderr)
+        return None, "", False
+    return cache, options, dumping

@@ -5,11 +5,15 @@ will not start with one starts without it."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
-from lockgate.runtime.spark.class_cache import ClassCache
+import pytest
+from lockgate.runtime.spark.class_cache import UNUSED_DAYS, ClassCache
+from lockgate.runtime.spark.session import local_class_cache
 
 from tests.process_tree import working_in
 from tests.runtime.recovery.lockgate_process import committed_count, start, wait_for
@@ -58,27 +62,38 @@ def test_a_truncated_or_changed_archive_is_discarded_and_written_again(tmp_path:
     assert dumping, options
 
 
-def test_what_killed_runs_and_older_installs_left_is_removed(tmp_path: Path) -> None:
+def test_what_killed_runs_left_and_archives_unused_for_a_month_are_removed(tmp_path: Path) -> None:
     cache = _cache(tmp_path)
     directory = cache.archive.parent
     directory.mkdir(parents=True)
     dead = subprocess.Popen(["true"])
     dead.wait()
-    leftovers = [
-        directory / f"{cache.archive.stem}.{dead.pid}.pending",
-        directory / "driver-0000000000000000.jsa",
-        directory / "driver-0000000000000000.check",
-    ]
-    for path in leftovers:
+    unused = [directory / "driver-0000000000000000.jsa", directory / "driver-0000000000000000.check"]
+    in_use = [directory / "driver-1111111111111111.jsa", directory / "driver-1111111111111111.check"]
+    leftovers = [directory / f"{cache.archive.stem}.{dead.pid}.pending", *unused]
+    for path in [*leftovers, *in_use]:
         path.write_bytes(b"x")
+    month_ago = time.time() - (UNUSED_DAYS + 1) * 86400
+    os.utime(unused[1], (month_ago, month_ago))  # another install's, last used a month ago
     running = directory / f"{cache.archive.stem}.1.pending"  # pid 1 is alive
     running.write_bytes(b"x")
     cache.jvm_options()
     assert [p for p in leftovers if p.exists()] == []
-    assert running.exists()
+    assert all(p.exists() for p in [*in_use, running]), "another install's, in use; a dump under way"
 
 
-def _run(cwd: Path, cache_dir: Path, *args: str) -> subprocess.Popen[str]:
+def test_a_cache_directory_that_cannot_be_used_means_no_cache_said_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for unusable in (tmp_path / "with space", Path("/proc/lockgate")):
+        monkeypatch.setenv("LOCKGATE_CACHE_DIR", str(unusable))
+        assert local_class_cache() == (None, "", False)
+        said = capsys.readouterr().err
+        assert said.startswith("no class cache for Spark's JVM"), said
+        assert said.count("\n") == 1
+
+
+def _run(cwd: Path, cache_dir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     cwd.mkdir()
     return start(
         cwd,
@@ -87,12 +102,12 @@ def _run(cwd: Path, cache_dir: Path, *args: str) -> subprocess.Popen[str]:
         "--arg",
         f"output=file://{cwd}/out",
         *args,
-        env={"LOCKGATE_CACHE_DIR": str(cache_dir)},
+        env={"LOCKGATE_CACHE_DIR": str(cache_dir), **(env or {})},
     )
 
 
-def _bounded_run(cwd: Path, cache_dir: Path) -> str:
-    run = _run(cwd, cache_dir, "--bounded", "--arg", "count=200")
+def _bounded_run(cwd: Path, cache_dir: Path, env: dict[str, str] | None = None) -> str:
+    run = _run(cwd, cache_dir, "--bounded", "--arg", "count=200", env=env)
     _, err = run.communicate(timeout=240)
     assert run.returncode == 0, err[-3000:]
     return err
@@ -125,3 +140,12 @@ def test_the_first_local_run_writes_the_archive_the_next_map_it_and_survive_its_
     err = _bounded_run(tmp_path / "third", tmp_path / "cache")
     assert f"Spark's JVM did not start with {cache.archive}; discarded it" in err
     assert not cache.archive.exists()
+
+
+def test_a_jvm_that_cannot_write_an_archive_runs_without_and_is_not_asked_again(tmp_path: Path) -> None:
+    no_base_archive = {"JAVA_TOOL_OPTIONS": "-Xshare:off"}  # a JVM then refuses to dump one
+    err = _bounded_run(tmp_path / "first", tmp_path / "cache", no_base_archive)
+    assert "Spark's JVM cannot write a class archive here; runs start without one" in err
+    err = _bounded_run(tmp_path / "second", tmp_path / "cache", no_base_archive)
+    assert "class archive" not in err
+    assert "saving Spark's JVM classes" not in err

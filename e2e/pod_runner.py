@@ -252,7 +252,8 @@ class PodRunner:
             with contextlib.suppress(ProcessLookupError):
                 pod.process.send_signal(signal.SIGTERM)  # to the main process, as tini passes it on
             try:
-                await asyncio.wait_for(pod.process.wait(), grace_s)
+                async with asyncio.timeout(grace_s):
+                    await pod.process.wait()
             except TimeoutError:
                 pod.signal_group(signal.SIGKILL)
                 await pod.process.wait()

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lockgate.runtime.cli import etcd_options
+from lockgate.runtime.coordination.cancellation import run_with_bounded_shutdown
 from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.records import CompletedCheckpoint, decode
 from lockgate.runtime.coordination.unusable import UnusableCheckpoint, UnusableCheckpoints
@@ -22,11 +23,11 @@ def register(commands: Any) -> None:
     actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = actions.add_parser("list", help="the completed checkpoints and savepoints of a job")
     etcd_options.add(listing)
-    listing.set_defaults(handler=lambda a: asyncio.run(list_checkpoints(a)))
+    listing.set_defaults(handler=lambda a: run_with_bounded_shutdown(list_checkpoints(a)))
     show = actions.add_parser("show", help="one checkpoint, with its metadata")
     etcd_options.add(show)
     show.add_argument("checkpoint_id", metavar="N", nargs="?", type=int, help="default: the latest")
-    show.set_defaults(handler=lambda a: asyncio.run(show_checkpoint(a)))
+    show.set_defaults(handler=lambda a: run_with_bounded_shutdown(show_checkpoint(a)))
 
 
 async def _completed(arguments: argparse.Namespace) -> list[CompletedCheckpoint]:

@@ -4,7 +4,6 @@ under `.lockgate/` unless `--etcd` names one. The driver's code, on this machine
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
@@ -14,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from lockgate.runtime.cli.etcd_options import RUN_FILE, WORK_DIR
+from lockgate.runtime.coordination.cancellation import run_with_bounded_shutdown
 from lockgate.runtime.coordination.etcd import EtcdConfig
 from lockgate.runtime.coordination.etcd_options import add_security, config_of
 from lockgate.runtime.coordination.etcd_server import EtcdServer
@@ -91,7 +91,7 @@ def run_command(arguments: argparse.Namespace) -> int:
             RUN_FILE.write_text(json.dumps(record))
             where = f"{keys.namespace}/{keys.job} at parallelism {p} on {master}"
             print(f"running {settings.entrypoint} as {where}", flush=True)
-            result, totals = asyncio.run(
+            result, totals = run_with_bounded_shutdown(
                 until_terminated(drive(settings, etcd_config, BarrierStage(spark), progress=sys.stderr))
             )
     restored = f", restored from {result.restored_from}" if result.restored_from else ""

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import Any
 
 from lockgate.runtime.cli import etcd_options
+from lockgate.runtime.coordination.cancellation import run_with_bounded_shutdown
 from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
 
@@ -23,7 +23,7 @@ def register(commands: Any) -> None:
         default=600.0,
         help="seconds to wait (default 600); a request no driver took up by then expires",
     )
-    command.set_defaults(handler=lambda a: asyncio.run(take_savepoint(a)))
+    command.set_defaults(handler=lambda a: run_with_bounded_shutdown(take_savepoint(a)))
 
 
 async def take_savepoint(arguments: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
@@ -28,6 +28,29 @@ def raise_if_cancelling() -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError
+
+
+def cancellation_requests() -> int:
+    """How many times the current task has been asked to stop: read it before
+    awaiting code that may swallow a cancellation, for `raise_if_cancelled_since`."""
+    task = asyncio.current_task()
+    return 0 if task is None else task.cancelling()
+
+
+def raise_if_cancelled_since(requests: int) -> None:
+    """Re-raise a cancellation of the current task requested after `requests` was
+    read, which the code awaited since swallowed: Python 3.11's `asyncio.wait_for`
+    returns its work's result instead when the work completes as it is cancelled
+    (aetcd waits for a watch's creation so), and the task would then wait forever."""
+    if cancellation_requests() > requests:
+        raise asyncio.CancelledError
+
+
+async def within(awaitable: Awaitable[T], timeout_s: float) -> T:
+    """`awaitable`'s result, or TimeoutError after `timeout_s`. Not `asyncio.wait_for`:
+    in Python 3.11 that swallows a cancellation that comes as its work completes."""
+    async with asyncio.timeout(timeout_s):
+        return await awaitable
 
 
 async def cancel_and_wait(
@@ -81,3 +104,21 @@ def _forget_left_behind(task: asyncio.Future[Any]) -> None:
     _LEFT_BEHIND.discard(task)
     if not task.cancelled():
         task.exception()
+
+
+def run_with_bounded_shutdown(main: Coroutine[Any, Any, T], timeout_s: float = CANCEL_WAIT_S) -> T:
+    """`asyncio.run(main)`, except that the work still running when `main` ends is
+    given `timeout_s` to end after its cancellation, and what resists is logged and
+    abandoned with the loop: asyncio.run waits for it without a bound, so one stuck
+    gRPC call would keep a finished command (and its embedded etcd) alive forever."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        try:
+            leftovers = [task for task in asyncio.all_tasks(loop) if not task.done()]
+            loop.run_until_complete(cancel_and_wait(leftovers, "shutting down", timeout_s))
+            loop.run_until_complete(bounded(loop.shutdown_asyncgens(), "closing generators", timeout_s))
+            loop.run_until_complete(bounded(loop.shutdown_default_executor(), "joining threads", timeout_s))
+        finally:
+            loop.close()

@@ -20,7 +20,13 @@ import aetcd.exceptions
 import aetcd.transactions
 import grpc
 from aetcd import rpc
-from lockgate.runtime.coordination.cancellation import bounded, raise_if_cancelling
+from lockgate.runtime.coordination.cancellation import (
+    bounded,
+    cancellation_requests,
+    raise_if_cancelled_since,
+    raise_if_cancelling,
+    within,
+)
 from lockgate.runtime.coordination.etcd_tls import connect_tls
 from lockgate.runtime.coordination.kv_store import (
     Compare,
@@ -133,7 +139,7 @@ class Etcd:
             client = self._make_client(endpoint)
             try:
                 await (connect_tls(client, self.config) if endpoint.startswith("https") else client.connect())
-                await asyncio.wait_for(client.status(), self.config.request_timeout_s)
+                await within(client.status(), self.config.request_timeout_s)
             except Exception as error:  # noqa: BLE001 - each endpoint's failure is reported
                 await _close_quietly(client)
                 self._raise_if_refused(endpoint, error)
@@ -315,8 +321,10 @@ class Etcd:
         while True:
             client = self._client
             try:
+                requests = cancellation_requests()
                 watch = await self._call("watch_prefix", prefix, start_revision=next_revision)
                 try:
+                    raise_if_cancelled_since(requests)
                     async for event in watch:
                         kv = event.kv
                         next_revision = int(kv.mod_revision) + 1

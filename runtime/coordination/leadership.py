@@ -15,7 +15,7 @@ import time
 import uuid
 from dataclasses import replace
 
-from lockgate.runtime.coordination.cancellation import bounded
+from lockgate.runtime.coordination.cancellation import bounded, within
 from lockgate.runtime.coordination.errors import CoordinatorConflictError
 from lockgate.runtime.coordination.etcd import EtcdUnavailableError
 from lockgate.runtime.coordination.keys import JobKeys
@@ -116,7 +116,7 @@ class Leadership:
                     return
 
         try:
-            await asyncio.wait_for(deleted(), timeout)
+            await within(deleted(), timeout)
         except TimeoutError:
             return
 
@@ -131,7 +131,7 @@ class Leadership:
             sent = time.monotonic()
             remaining = confirmed_sent + self.ttl_s - sent
             try:
-                ttl = await asyncio.wait_for(self._store.refresh_lease(self.lease_id), max(remaining, 0.001))
+                ttl = await within(self._store.refresh_lease(self.lease_id), max(remaining, 0.001))
             except (EtcdUnavailableError, TimeoutError):
                 if time.monotonic() - confirmed_sent >= self.ttl_s:
                     log.error(

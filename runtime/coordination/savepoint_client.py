@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 import uuid
 
+from lockgate.runtime.coordination.cancellation import within
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.kv_store import KeyValueStore
 from lockgate.runtime.coordination.records import (
@@ -55,4 +55,4 @@ async def await_savepoint(
                     return result
         raise AssertionError("a watch does not end")
 
-    return await asyncio.wait_for(final(), timeout_s)
+    return await within(final(), timeout_s)

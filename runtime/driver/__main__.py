@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from lockgate.runtime.coordination import etcd_options
+from lockgate.runtime.coordination.cancellation import run_with_bounded_shutdown
 from lockgate.runtime.driver.drive import drive
 from lockgate.runtime.driver.options import add_job_options, settings_from
 from lockgate.runtime.driver.preflight import REFUSED_INPUT, preflight
@@ -54,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     spark = spark_session(None, f"lockgate-{settings.keys.job}")
     try:
-        result, totals = asyncio.run(until_terminated(drive(settings, etcd_config, BarrierStage(spark))))
+        result, totals = run_with_bounded_shutdown(
+            until_terminated(drive(settings, etcd_config, BarrierStage(spark)))
+        )
     except (KeyboardInterrupt, asyncio.CancelledError):
         print(f"lockgate driver: job {settings.keys.job} interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -6,13 +6,13 @@ the operator always has), so whoever watches the job sees why it did not start."
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from lockgate.runtime.api.connectors import JobIdentity
 from lockgate.runtime.api.entrypoint import build_graph
 from lockgate.runtime.api.graph import JobGraph
 from lockgate.runtime.api.validation import JobDefinitionError, validate_connectors
+from lockgate.runtime.coordination.cancellation import run_with_bounded_shutdown
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig, EtcdUnavailableError
 from lockgate.runtime.coordination.job_status import record_refusal
 from lockgate.runtime.driver.manifest import ManifestError
@@ -81,7 +81,7 @@ def preflight(settings: JobSettings, etcd: EtcdConfig | None) -> JobGraph:
         _check_savepoint(settings, graph)
     except REFUSED_INPUT as error:
         if etcd is not None:
-            asyncio.run(_record(etcd, settings, str(error)))
+            run_with_bounded_shutdown(_record(etcd, settings, str(error)))
         raise
     return graph
 

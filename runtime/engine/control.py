@@ -22,6 +22,7 @@ from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from lockgate.runtime.coordination.cancellation import within
 from lockgate.runtime.coordination.control_plane import ControlPlane, open_control_plane
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.participant import CheckpointParticipant
@@ -139,7 +140,7 @@ class CheckpointControl:
         prefix = self.keys.exchange_of(self.launch)
         found: dict[bytes, bytes] = {}
         try:
-            self._call(asyncio.wait_for(self._gather(prefix, address, parallelism, found), timeout_s))
+            self._call(within(self._gather(prefix, address, parallelism, found), timeout_s))
         except TimeoutError:
             missing = [i for i in range(parallelism) if prefix + str(i).encode() not in found]
             raise AddressExchangeTimeoutError(

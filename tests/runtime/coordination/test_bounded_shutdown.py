@@ -5,12 +5,16 @@ neither the operator nor a replacement can act. Against a real etcd, paused."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import random
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 import pytest_asyncio
-from lockgate.runtime.coordination.cancellation import CANCEL_WAIT_S, bounded
+from lockgate.runtime.coordination.cancellation import CANCEL_WAIT_S, bounded, run_with_bounded_shutdown
 from lockgate.runtime.coordination.coordinator import CheckpointConfig, JobPlan
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer
@@ -99,3 +103,49 @@ async def test_clean_up_that_resists_its_cancellation_is_left_behind_at_the_boun
     assert await bounded(stubborn(), "stubborn clean-up", timeout_s=0.2) is None
     assert time.monotonic() - started < 2
     release.set()  # lets the abandoned work end before the test's loop closes
+
+
+async def test_watches_cancelled_the_moment_they_are_created_end(etcd: Etcd) -> None:
+    """aetcd waits for a watch's creation with Python 3.11's `asyncio.wait_for`,
+    which returns instead of raising when the creation completes as its task is
+    cancelled: a coordinator closed just after it started (`lockgate run` refusing
+    an earlier run's checkpoints) then waited forever for its watch loops."""
+
+    async def watching(prefix: bytes, revision: int) -> None:
+        async for _ in etcd.watch_prefix(prefix, revision):
+            pass
+
+    moments = random.Random(11)
+    for attempt in range(300):
+        _, revision = await etcd.get_prefix_at(b"/watched/")
+        watches = [asyncio.create_task(watching(p, revision + 1)) for p in (b"/watched/a/", b"/watched/b/")]
+        await asyncio.sleep(moments.choice([0, 0.0005, 0.001, 0.002, 0.003]))
+        for watch in watches:
+            watch.cancel()
+        _, stuck = await asyncio.wait(watches, timeout=CANCEL_WAIT_S)
+        assert not stuck, f"attempt {attempt}: a watch cancelled as it was created never ended"
+
+
+def test_a_command_ends_although_work_it_left_behind_resists_cancellation(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """asyncio.run cancels what is still running when the command's coroutine ends
+    and waits for it without a bound: a `lockgate run` that had logged a watch left
+    behind then never exited, and its embedded etcd and Spark JVM lived on with it."""
+    release = threading.Event()
+
+    async def stubborn() -> None:
+        while not release.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(3600)
+
+    async def command() -> str:
+        asyncio.get_running_loop().create_task(stubborn(), name="stuck watch")
+        await asyncio.sleep(0)
+        return "finished"
+
+    started = time.monotonic()
+    assert run_with_bounded_shutdown(command(), timeout_s=0.2) == "finished"
+    assert time.monotonic() - started < 2
+    assert "stuck watch did not stop" in caplog.text
+    release.set()

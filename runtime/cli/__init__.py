@@ -9,6 +9,7 @@ import sys
 from importlib.metadata import entry_points
 
 from lockgate.runtime.cli import checkpoints, run, savepoint
+from lockgate.runtime.cli.run_lock import DirectoryInUseError
 from lockgate.runtime.coordination.errors import (
     CoordinatorConflictError,
     JobFailedError,
@@ -54,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_REFUSED
     except (
         CommandError,
+        DirectoryInUseError,
         EtcdUnavailableError,
         EtcdConfigError,
         CoordinatorConflictError,

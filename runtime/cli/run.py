@@ -13,14 +13,17 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from lockgate.runtime.cli.etcd_options import RUN_FILE, WORK_DIR
+from lockgate.runtime.cli.run_lock import exclusive_run
 from lockgate.runtime.coordination.cancellation import run_with_bounded_shutdown
 from lockgate.runtime.coordination.etcd import EtcdConfig
 from lockgate.runtime.coordination.etcd_options import add_security, config_of
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.driver import add_job_options, drive, settings_from
-from lockgate.runtime.driver.options import OptionError
+from lockgate.runtime.driver.options import JobSettings, OptionError
 from lockgate.runtime.driver.preflight import preflight
+from lockgate.runtime.driver.progress import Totals
 from lockgate.runtime.driver.termination import until_terminated
+from lockgate.runtime.engine.job_master import RunResult
 from lockgate.runtime.spark import BarrierStage
 from lockgate.runtime.spark.session import command_session
 
@@ -75,10 +78,25 @@ def run_command(arguments: argparse.Namespace) -> int:
     _check_slots(arguments.master, settings.parallelism)
     if arguments.etcd_user and not arguments.etcd:
         raise OptionError("--etcd-user goes with --etcd: the embedded etcd has no users")
-    # Before etcd or Spark start; an embedded etcd is not started just to record a refusal.
-    preflight(settings, config_of(arguments.etcd, arguments) if arguments.etcd else None)
+    with exclusive_run(WORK_DIR):
+        # Before etcd or Spark start; an embedded etcd is not started just to record a refusal.
+        preflight(settings, config_of(arguments.etcd, arguments) if arguments.etcd else None)
+        result, totals = _run_here(settings, arguments)
+    restored = f", restored from {result.restored_from}" if result.restored_from else ""
+    restarts = f", {result.restarts} restart(s)" if result.restarts else ""
+    print(
+        f"finished: read {totals.read:,} records, wrote {totals.written:,}; "
+        f"last checkpoint {totals.last_checkpoint}{restored}{restarts}"
+    )
+    if result.savepoint is not None:
+        print(f"stopped with savepoint {result.savepoint}")
+        print(result.savepoint)
+    return 0
+
+
+def _run_here(settings: JobSettings, arguments: argparse.Namespace) -> tuple[RunResult, Totals]:
+    """The job on Spark beside its etcd (embedded, or `--etcd`), to its end."""
     keys, p = settings.keys, settings.parallelism
-    WORK_DIR.mkdir(exist_ok=True)
     with _etcd(arguments) as (etcd_config, etcd_ready):
         master = arguments.master or f"local[{p}]"
         with command_session(
@@ -91,16 +109,6 @@ def run_command(arguments: argparse.Namespace) -> int:
             RUN_FILE.write_text(json.dumps(record))
             where = f"{keys.namespace}/{keys.job} at parallelism {p} on {master}"
             print(f"running {settings.entrypoint} as {where}", flush=True)
-            result, totals = run_with_bounded_shutdown(
+            return run_with_bounded_shutdown(
                 until_terminated(drive(settings, etcd_config, BarrierStage(spark), progress=sys.stderr))
             )
-    restored = f", restored from {result.restored_from}" if result.restored_from else ""
-    restarts = f", {result.restarts} restart(s)" if result.restarts else ""
-    print(
-        f"finished: read {totals.read:,} records, wrote {totals.written:,}; "
-        f"last checkpoint {totals.last_checkpoint}{restored}{restarts}"
-    )
-    if result.savepoint is not None:
-        print(f"stopped with savepoint {result.savepoint}")
-        print(result.savepoint)
-    return 0

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.coordination.job_identity import JobIdentity, grant, new_password
 from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.driver.termination import EXIT_INTERRUPTED
 
 from tests.etcd_auth import enable_auth
 from tests.exactness import assert_word_counts_exact
@@ -263,6 +266,29 @@ def test_the_run_record_is_written_only_once_its_etcd_serves(tmp_path: Path) -> 
     finally:
         finish(process)
     assert written[0] >= _etcd_serving_at(tmp_path / ".lockgate" / "etcd.log")
+
+
+def test_a_second_run_in_the_same_directory_is_refused_naming_the_first(tmp_path: Path) -> None:
+    """Two runs would share `.lockgate/`: the second's embedded etcd waited on the
+    first's database until its start-up bound ran out, and said only that it was
+    not healthy."""
+    _write_lines(tmp_path / "lines", partitions=1, lines=20)
+    job = ["tests.jobs.configurable:word_count", "--arg", f"input=file://{tmp_path}/lines"]
+    first = start(tmp_path, "run", *job, "--arg", f"output=file://{tmp_path}/first")
+    try:
+        wait_for((tmp_path / ".lockgate" / "run.json").exists, "the first run running", first)
+        started = time.monotonic()
+        second = _word_count(tmp_path, "second")
+        took = time.monotonic() - started
+        assert first.poll() is None, "the refused run disturbed the first"
+    finally:
+        first.send_signal(signal.SIGTERM)
+        _, first_errors = first.communicate(timeout=120)
+    assert first.returncode == EXIT_INTERRUPTED, first_errors[-3000:]
+    assert second.returncode == 1, second.stderr[-3000:]
+    assert f"another `lockgate run` (pid {first.pid}) is running in {tmp_path}" in second.stderr
+    assert "Spark" not in second.stderr, "Spark was started for a run refused at once"
+    assert took < 15, f"the refusal took {took:.1f} s"
 
 
 def test_a_finished_run_leaves_no_process_behind(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from lockgate.runtime.coordination.etcd_server import EtcdServerError
 from lockgate.runtime.driver.preflight import REFUSED_INPUT
 from lockgate.runtime.driver.termination import EXIT_INTERRUPTED
 from lockgate.runtime.engine.job_master import EarlierRunError, JobGaveUpError
+from lockgate.runtime.spark.session import SparkStartError
 
 EXIT_REFUSED = 2
 """What the user gave cannot run (as argparse exits on a bad flag)."""
@@ -64,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         JobGaveUpError,
         NoUsableCheckpointError,
         EtcdServerError,
+        SparkStartError,
         ValueError,
     ) as error:
         print(f"lockgate {arguments.command}: {error}", file=sys.stderr)

@@ -43,6 +43,10 @@ import pyspark
 
 UNUSED_DAYS = 30
 
+# The JVM writing the archive warns of every class it leaves out (about 140
+# lines on the user's terminal); its errors still show.
+QUIET_DUMP = "-Xlog:cds*=error"
+
 
 def cache_root() -> Path:
     """`$LOCKGATE_CACHE_DIR`, else `$XDG_CACHE_HOME/lockgate`, else `~/.cache/lockgate`."""
@@ -113,7 +117,7 @@ class ClassCache:
         if self.usable():
             os.utime(self._check_record)  # in use: not another install's to remove
             return f"-XX:SharedArchiveFile={self.archive}", False
-        return f"-XX:ArchiveClassesAtExit={self.pending}", True
+        return f"-XX:ArchiveClassesAtExit={self.pending} {QUIET_DUMP}", True
 
     def _remove_leftovers(self) -> None:
         """What runs killed while dumping left (~100 MiB each), and the archives of

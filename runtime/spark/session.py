@@ -88,6 +88,16 @@ def stop_with_jvm(spark: SparkSession, timeout_s: float = 60.0) -> int | None:
         return process.wait()
 
 
+class SparkStartError(RuntimeError):
+    """Spark's driver JVM did not start; what the JVM said is on stderr above."""
+
+    def __init__(self, error: PySparkRuntimeError) -> None:
+        super().__init__(
+            f"Spark's JVM did not start ({error.getCondition()}; its own message is above): check that "
+            "`java -version` shows Java 17 or newer, and JAVA_HOME and JAVA_TOOL_OPTIONS"
+        )
+
+
 @contextlib.contextmanager
 def command_session(master: str, app_name: str, *, on_stop: Callable[[], None]) -> Iterator[SparkSession]:
     """The Spark session of a command that launches its own driver JVM (`lockgate
@@ -99,11 +109,14 @@ def command_session(master: str, app_name: str, *, on_stop: Callable[[], None]) 
     conf = {"spark.ui.enabled": "false", **(quick_start_jvm(options) if local else {})}
     try:
         spark = spark_session(master, app_name, conf)
-    except PySparkRuntimeError:
+    except PySparkRuntimeError as error:
         if cache is None:
-            raise
-        # Without the cache's option; if this fails too, its error is the one to see.
-        spark = spark_session(master, app_name, {**conf, **quick_start_jvm("")})
+            raise SparkStartError(error) from error
+        print("Spark's JVM did not start; starting it once more, without the class cache", file=sys.stderr)
+        try:
+            spark = spark_session(master, app_name, {**conf, **quick_start_jvm("")})
+        except PySparkRuntimeError as again:
+            raise SparkStartError(again) from again  # not the cache's fault: it is kept
         if dumping:
             cache.mark_unsupported("the JVM did not start when asked to write a class archive")
             print("Spark's JVM cannot write a class archive here; runs start without one", file=sys.stderr)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from lockgate.runtime.spark.class_cache import UNUSED_DAYS, ClassCache
+from lockgate.runtime.spark.class_cache import QUIET_DUMP, UNUSED_DAYS, ClassCache
 from lockgate.runtime.spark.session import local_class_cache
 
 from tests.process_tree import working_in
@@ -30,7 +30,7 @@ def _cache(root: Path) -> ClassCache:
 def _published(cache: ClassCache) -> ClassCache:
     options, dumping = cache.jvm_options()
     assert dumping
-    assert options == f"-XX:ArchiveClassesAtExit={cache.pending}"
+    assert options == f"-XX:ArchiveClassesAtExit={cache.pending} {QUIET_DUMP}"
     cache.pending.write_bytes(ARCHIVE_BYTES)
     assert cache.publish(0)
     return cache
@@ -119,6 +119,7 @@ def test_the_first_local_run_writes_the_archive_the_next_map_it_and_survive_its_
     cache = _cache(tmp_path / "cache")
     err = _bounded_run(tmp_path / "first", tmp_path / "cache")
     assert f"saving Spark's JVM classes in {cache.archive}" in err
+    assert "[cds]" not in err, "the dump's warnings about each class it left out reached the terminal"
     assert cache.usable()
 
     second = _run(tmp_path / "second", tmp_path / "cache", "--arg", "count=unbounded", "--arg", "rate=500")
@@ -149,3 +150,19 @@ def test_a_jvm_that_cannot_write_an_archive_runs_without_and_is_not_asked_again(
     err = _bounded_run(tmp_path / "second", tmp_path / "cache", no_base_archive)
     assert "class archive" not in err
     assert "saving Spark's JVM classes" not in err
+
+
+def test_a_jvm_failing_for_another_reason_ends_the_run_saying_so_and_the_archive_is_kept(
+    tmp_path: Path,
+) -> None:
+    cache = _published(_cache(tmp_path / "cache"))
+    broken = {"JAVA_TOOL_OPTIONS": "-XX:+NoSuchLockgateOption"}
+    run = _run(tmp_path / "run", tmp_path / "cache", "--bounded", "--arg", "count=10", env=broken)
+    _, err = run.communicate(timeout=240)
+    assert run.returncode == 1, err[-3000:]
+    assert "Unrecognized VM option 'NoSuchLockgateOption'" in err, "the JVM's own message was hidden"
+    assert err.splitlines()[-1].startswith("lockgate run: Spark's JVM did not start (JAVA_GATEWAY_EXITED;"), (
+        err
+    )
+    assert "Traceback" not in err
+    assert cache.usable(), "the archive was discarded although the JVM failed without it too"

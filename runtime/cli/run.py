@@ -78,9 +78,9 @@ def run_command(arguments: argparse.Namespace) -> int:
     _check_slots(arguments.master, settings.parallelism)
     if arguments.etcd_user and not arguments.etcd:
         raise OptionError("--etcd-user goes with --etcd: the embedded etcd has no users")
+    # Before etcd or Spark start; an embedded etcd is not started just to record a refusal.
+    preflight(settings, config_of(arguments.etcd, arguments) if arguments.etcd else None)
     with exclusive_run(WORK_DIR):
-        # Before etcd or Spark start; an embedded etcd is not started just to record a refusal.
-        preflight(settings, config_of(arguments.etcd, arguments) if arguments.etcd else None)
         result, totals = _run_here(settings, arguments)
     restored = f", restored from {result.restored_from}" if result.restored_from else ""
     restarts = f", {result.restarts} restart(s)" if result.restarts else ""

@@ -38,6 +38,7 @@ def job_spec(settings: JobSettings, etcd: EtcdConfig) -> JobSpec:
         mode=settings.mode,  # type: ignore[arg-type]
         bounded=settings.bounded,
         liveness_timeout_s=settings.exchange_timeout_s,
+        in_flight_target_s=settings.in_flight_target_s,
         metrics_ports=settings.task_metrics_ports,
         metrics_host=settings.metrics_bind,
     )

@@ -14,6 +14,7 @@ from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.restore_point import Trust
 from lockgate.runtime.driver import option_types as types
 from lockgate.runtime.driver.manifest import load_manifest
+from lockgate.runtime.engine.frame_sizing import DEFAULT_IN_FLIGHT_TARGET_S
 from lockgate.runtime.engine.job_master import EarlierCheckpoints
 from lockgate.runtime.engine.liveness import DEFAULT_LIVENESS_TIMEOUT_S, check_liveness_timeout
 from lockgate.runtime.engine.restart import STRATEGIES, RestartStrategy, restart_strategy
@@ -130,6 +131,15 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
         "long for it to go instead of failing at once (default 0)",
     )
     command.add_argument(
+        "--in-flight-target",
+        type=types.seconds,
+        default=DEFAULT_IN_FLIGHT_TARGET_S,
+        metavar="SECONDS",
+        help="how long a record may wait in a keyed exchange, in its sender's frame and its channel: "
+        "frames are sized to each channel's rate to keep to it (Flink's buffer debloating). Lower for "
+        f"lower latency; 0 for full frames always (default {DEFAULT_IN_FLIGHT_TARGET_S:g}, or 50ms)",
+    )
+    command.add_argument(
         "--exchange-timeout",
         type=float,
         default=DEFAULT_LIVENESS_TIMEOUT_S,
@@ -208,6 +218,7 @@ class JobSettings:
     driver_name: str = ""
     takeover_wait_s: float = 0.0
     exchange_timeout_s: float = DEFAULT_LIVENESS_TIMEOUT_S
+    in_flight_target_s: float | None = DEFAULT_IN_FLIGHT_TARGET_S  # None: full frames always
     metrics_port: int | None = None
     task_metrics_ports: PortRange | None = None
     metrics_bind: str = "127.0.0.1"
@@ -390,6 +401,7 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
         driver_name=arguments.driver_name,
         takeover_wait_s=arguments.takeover_wait,
         exchange_timeout_s=arguments.exchange_timeout,
+        in_flight_target_s=arguments.in_flight_target or None,
         metrics_port=arguments.metrics_port,
         task_metrics_ports=arguments.task_metrics_ports,
         metrics_bind=arguments.metrics_bind,

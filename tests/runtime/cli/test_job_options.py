@@ -19,6 +19,7 @@ from lockgate.runtime.driver.__main__ import main as driver_main
 from lockgate.runtime.driver.drive import job_spec
 from lockgate.runtime.driver.options import JobSettings, OptionError
 from lockgate.runtime.driver.preflight import preflight
+from lockgate.runtime.engine.frame_sizing import DEFAULT_IN_FLIGHT_TARGET_S
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.liveness import Liveness
 
@@ -56,6 +57,22 @@ def test_an_exchange_timeout_heartbeats_cannot_keep_is_refused_naming_the_option
 ) -> None:
     with pytest.raises(ValueError, match=r"--exchange-timeout must be between 0\.1 and 3600 seconds, got"):
         _spec_from(tmp_path, "--exchange-timeout", value)
+
+
+def test_the_in_flight_target_reaches_every_task_and_0_means_full_frames(tmp_path: Path) -> None:
+    assert _spec_from(tmp_path).task_config(0).in_flight_target_s == DEFAULT_IN_FLIGHT_TARGET_S
+    assert _spec_from(tmp_path, "--in-flight-target", "20ms").task_config(1).in_flight_target_s == 0.02
+    assert _spec_from(tmp_path, "--in-flight-target", "0").task_config(0).in_flight_target_s is None
+
+
+@pytest.mark.parametrize("value", ["-1", "abc", "nan"])
+def test_an_in_flight_target_that_is_no_duration_is_refused_naming_the_option(
+    tmp_path: Path, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        _spec_from(tmp_path, "--in-flight-target", value)
+    assert exit_.value.code == 2
+    assert "argument --in-flight-target:" in capsys.readouterr().err
 
 
 def test_a_job_spec_refuses_a_liveness_timeout_naming_its_field(tmp_path: Path) -> None:

@@ -22,8 +22,9 @@ from lockgate.operator.job import OperatorContext
 from lockgate.operator.job_etcd import JobEtcd
 from lockgate.operator.job_policy import PRIVILEGED_OPTION, STORAGE_OPTION, JobPolicy
 from lockgate.operator.kube import Kube
-from lockgate.operator.metrics import OperatorMetrics
+from lockgate.operator.metrics import OPERATOR_METRICS_PORT, OperatorMetrics
 from lockgate.runtime.coordination import etcd_options
+from lockgate.runtime.driver import option_types
 from prometheus_client import start_http_server
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,11 @@ def register(commands: Any) -> None:
         help="let a StreamingJob name checkpoint and savepoint locations outside ROOT/<namespace>",
     )
     command.add_argument(
-        "--observe-interval", type=float, default=5.0, help="seconds between status checks (5)"
+        "--observe-interval",
+        type=option_types.positive_seconds,
+        default=5.0,
+        metavar="DURATION",
+        help="between status checks: 5s, 500ms, 1m30s, or plain seconds (default 5s)",
     )
     command.add_argument("--peering", help="kopf peering name: run several replicas, one active")
     command.add_argument(
@@ -72,7 +77,12 @@ def register(commands: Any) -> None:
         type=int,
         help="peering priority; the highest is active (default: random: peers of equal priority all pause)",
     )
-    command.add_argument("--metrics-port", type=int, default=9090, help="Prometheus metrics port (0: none)")
+    command.add_argument(
+        "--metrics-port",
+        type=int,
+        default=OPERATOR_METRICS_PORT,
+        help=f"Prometheus metrics port (default {OPERATOR_METRICS_PORT}; 0: none)",
+    )
     command.add_argument("--liveness", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     command.set_defaults(handler=run_operator)
 

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from lockgate.operator.phase import JobPhase
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+# Beside the drivers' 9249 and the tasks' 9250; not 9090, Prometheus's own port,
+# which an operator run beside a local Prometheus would take.
+OPERATOR_METRICS_PORT = 9251
 DURATION_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 
 

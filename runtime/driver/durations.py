@@ -1,22 +1,33 @@
-"""Durations as a StreamingJob and the command line write them: `30`, `30s`, `500ms`,
-`2m`, `1h` (a bare number is seconds). No sign, no `nan`, no `inf`: the pattern is
-the CRD's, so a value `kubectl apply` takes is one `lockgate run` takes."""
+"""Durations wherever a person types one: a StreamingJob, the command line, the
+operator's flags and the Helm chart. One grammar, Go's and Kubernetes' (`500ms`,
+`10s`, `1m30s`, `1.5h`; units ns, us, ms, s, m, h), where a plain number is seconds
+(`30`, `0.5`). No sign, no `nan` or `inf`, no days: DURATION_PATTERN is that
+grammar, written into the CRD's and the chart's schemas, so that a value
+`kubectl apply` or `helm install` takes is one every command takes. durationpy
+computes the value."""
 
 from __future__ import annotations
 
 import re
 
-DURATION_PATTERN = r"^\d+(\.\d+)?(ms|s|m|h)?$"
-_DURATION = re.compile(r"^(?P<value>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)?$")
-_SECONDS_PER_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+import durationpy
+
+_NUMBER = r"[0-9]+(\.[0-9]+)?"
+DURATION_PATTERN = rf"^({_NUMBER}|({_NUMBER}(ns|us|ms|s|m|h))+)$"
+_DURATION = re.compile(DURATION_PATTERN)
+_PLAIN_SECONDS = re.compile(rf"^{_NUMBER}$")
+EXAMPLES = "500ms, 10s, 1m30s or 2h (a plain number is seconds)"
 
 
 def parse_duration(text: str) -> float:
     """Seconds; raises ValueError saying what a duration looks like."""
-    match = _DURATION.match(text.strip())
-    if match is None:
-        raise ValueError(f"{text!r} is not a duration like 30s, 500ms, 2m or 1h")
-    return float(match["value"]) * _SECONDS_PER_UNIT[match["unit"]]
+    if not _DURATION.match(text):
+        raise ValueError(f"{text!r} is not a duration like {EXAMPLES}")
+    with_unit = f"{text}s" if _PLAIN_SECONDS.match(text) else text
+    try:
+        return float(durationpy.from_str(with_unit).total_seconds())
+    except durationpy.DurationError:
+        raise ValueError(f"{text!r} is longer than any duration Lockgate takes") from None
 
 
 def positive_duration(text: str) -> float:

@@ -59,7 +59,9 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
         help="key groups (default: Flink's rule from P)",
     )
     command.add_argument(
-        "--checkpoint-interval", type=types.positive_seconds, help="seconds, or 500ms, 30s, 2m (default 5)"
+        "--checkpoint-interval",
+        type=types.positive_seconds,
+        help="like 500ms, 30s, 1m30s, or plain seconds (default 5)",
     )
     command.add_argument("--checkpoint-timeout", type=types.positive_seconds, help="seconds (default 600)")
     command.add_argument(

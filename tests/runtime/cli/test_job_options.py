@@ -164,7 +164,7 @@ def test_the_cluster_driver_refuses_an_unwritable_output_with_exit_2(
         (["--checkpoint-timeout", "0s"], r"argument --checkpoint-timeout: must be more than 0 seconds"),
         (
             ["--min-pause", "soon"],
-            r"argument --min-pause: 'soon' is not a duration like 30s, 500ms, 2m or 1h",
+            r"argument --min-pause: 'soon' is not a duration like 500ms, 10s, 1m30s or 2h \(a plain number is seconds\)",
         ),
         (["--max-concurrent", "0"], r"argument --max-concurrent: must be an integer from 1 to"),
         (["--tolerable-failures", "-1"], r"argument --tolerable-failures: must be an integer from 0 to"),

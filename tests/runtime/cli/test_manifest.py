@@ -36,7 +36,7 @@ from tests.runtime.cli.refusals import ARGS, WORD_COUNT, manifest, refusal, sett
         ),
         (
             {"checkpointing": {"interval": "soon"}},
-            r"spec\.checkpointing\.interval: 'soon' is not a duration like 30s, 500ms, 2m or 1h",
+            r"spec\.checkpointing\.interval: 'soon' is not a duration like 500ms, 10s, 1m30s or 2h \(a plain number is seconds\)",
         ),
         ({"checkpointing": {"interval": "0s"}}, r"spec\.checkpointing\.interval must be more than 0 seconds"),
         ({"checkpointing": {"retained": 0}}, r"spec\.checkpointing\.retained must be at least 1, got 0"),

@@ -9,7 +9,7 @@ ConfigMap, mounted at /etc/lockgate.
 
 from __future__ import annotations
 
-import re
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -19,6 +19,7 @@ from lockgate.runtime.coordination.etcd_options import PASSWORD_ENV as ETCD_PASS
 from lockgate.runtime.coordination.job_identity import JobIdentity
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.leadership import LEASE_TTL_S
+from lockgate.runtime.driver.streaming_job import amount_of
 
 CONFIG_DIR = "/etc/lockgate"
 ETCD_TLS_DIR, ETCD_TLS_VOLUME = "/etc/lockgate-etcd-tls", "etcd-tls"  # same path in driver and executors
@@ -149,16 +150,20 @@ class Cluster:
         return [{"name": ETCD_TLS_VOLUME, "mountPath": ETCD_TLS_DIR, "readOnly": True}]
 
 
-_QUANTITY = re.compile(r"^(\d+)(Ki|Mi|Gi|Ti|k|M|G|T)?$")
-_SPARK_UNIT = {None: "b", "Ki": "k", "k": "k", "Mi": "m", "M": "m", "Gi": "g", "G": "g", "Ti": "t", "T": "t"}
+# Spark refuses an executor with less: it reserves 300 MiB and needs 1.5 times that.
+MIN_EXECUTOR_MEMORY = 450 * 2**20
+_SPARK_UNITS = (("t", 2**40), ("g", 2**30), ("m", 2**20), ("k", 2**10))
 
 
 def spark_memory(quantity: str, where: str) -> str:
-    """A Kubernetes memory quantity (`2Gi`) as Spark's size string (`2g`)."""
-    match = _QUANTITY.match(quantity)
-    if match is None:
-        raise SpecError(f"{where}: {quantity!r} is not a memory quantity like 512Mi or 2Gi")
-    return f"{match[1]}{_SPARK_UNIT[match[2]]}"
+    """A Kubernetes memory quantity (`2Gi`, `1.5Gi`, `2G`) as Spark's size string,
+    exactly (`2g`, `1536m`, `1953125k`); a part of a KiB is rounded up."""
+    size = math.ceil(amount_of(quantity))  # a valid quantity: the spec's model checked it
+    if size < MIN_EXECUTOR_MEMORY:
+        raise SpecError(f"{where}: {quantity} is less than the 450Mi Spark needs for an executor")
+    kib = -(-size // 2**10)
+    unit, per = next((u, n) for u, n in _SPARK_UNITS if (kib * 2**10) % n == 0)
+    return f"{kib * 2**10 // per}{unit}"
 
 
 def _executor_conf(resources: Resources) -> dict[str, str]:

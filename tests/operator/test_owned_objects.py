@@ -64,6 +64,46 @@ def test_every_object_is_valid_kubernetes() -> None:
         assert obj["metadata"]["labels"]["lockgate.dev/job"] == "sums"
 
 
+@pytest.mark.parametrize(
+    ("memory", "spark"),
+    [("2Gi", "2g"), ("1.5Gi", "1536m"), ("2G", "1953125k"), ("512Mi", "512m"), ("1Ti", "1t"), (2**30, "1g")],
+)
+def test_an_executors_memory_is_given_to_spark_exactly(memory: object, spark: str) -> None:
+    """Failed before: 1.5Gi passed the CRD and was refused by the operator, and 2G
+    (10^9 bytes) was given to Spark as 2g (2^30)."""
+    spec = {**SPEC, "executor": {"resources": {"limits": {"memory": memory}}}}
+    assert (
+        _conf(driver_pod(NAMES, parse_spec(spec), Launch(3, 128, "latest"), CLUSTER))["spark.executor.memory"]
+        == spark
+    )
+
+
+@pytest.mark.parametrize(
+    ("resources", "complaint"),
+    [
+        (
+            {"requests": {"memory": "lots"}},
+            r"requests\.memory: 'lots' is not a quantity like 500m, 2, 512Mi or 1\.5Gi",
+        ),
+        ({"limits": {"cpu": "-1"}}, r"limits\.cpu must not be negative, got '-1'"),
+        (
+            {"requests": {"cpu": "2"}, "limits": {"cpu": "500m"}},
+            r"requests\.cpu 2 is more than limits\.cpu 500m",
+        ),
+        ({"requests": {"memory": "256Mi"}}, r"256Mi is less than the 450Mi Spark needs for an executor"),
+    ],
+)
+def test_a_resource_quantity_the_pods_could_not_have_is_refused_naming_it(
+    resources: dict[str, Any], complaint: str
+) -> None:
+    for part in ("executor", "driver"):
+        if "450Mi" in complaint and part == "driver":
+            continue  # Spark's minimum is the executors'
+        spec = {**SPEC, part: {"resources": resources}}
+        with pytest.raises(SpecError, match=rf"spec\.{part}\.resources.*{complaint}"):
+            driver_pod(NAMES, parse_spec(spec), Launch(3, 128, "latest"), CLUSTER)
+
+
 def test_the_driver_runs_one_executor_per_subtask_owned_by_its_pod() -> None:
     pod = driver_pod(NAMES, parse_spec(SPEC), Launch(3, 128, "latest"), CLUSTER)
     conf = _conf(pod)
@@ -200,7 +240,10 @@ def test_driver_and_executors_expose_their_metrics_ports() -> None:
     ("change", "culprit"),
     [
         ({"sparkConf": {"spark.executor.instances": "9"}}, r"spec.sparkConf\['spark.executor.instances'\]"),
-        ({"executor": {"resources": {"requests": {"memory": "lots"}}}}, "spec.executor.resources memory"),
+        (
+            {"executor": {"resources": {"requests": {"memory": "256Mi"}}}},
+            "spec.executor.resources memory: 256Mi",
+        ),
         ({"checkpointing": {"storage": None}}, "spec.checkpointing.storage is required"),
     ],
 )

@@ -38,3 +38,45 @@ def set_condition(
     if generation is not None:
         condition["observedGeneration"] = generation
     return [c for c in conditions or [] if c.get("type") != kind] + [condition]
+
+
+# What `Ready` and `Progressing` say through a job's life. Ready: the current
+# launch runs the spec of the job's generation at its parallelism, with a
+# heartbeat. Progressing: a change is being carried out (True), or it is done,
+# or was refused (False, with the reason).
+Conditions = list[dict[str, Any]]
+
+
+def changing(conditions: Conditions | None, phase: str, message: str, generation: int) -> Conditions:
+    """A change (a start, an upgrade, a restart, a suspension) is being carried out."""
+    conditions = set_condition(conditions, "Ready", true=False, reason=phase, message=message)
+    return set_condition(
+        conditions, "Progressing", true=True, reason=phase, message=message, generation=generation
+    )
+
+
+def runs(conditions: Conditions | None, *, running: int, desired: int, generation: int) -> Conditions:
+    """The current driver says it runs, at parallelism `running`."""
+    if running != desired:
+        message = f"the driver runs at parallelism {running}, not the spec's {desired}"
+        return set_condition(conditions, "Ready", true=False, reason="ParallelismDiffers", message=message)
+    message = f"generation {generation} runs at parallelism {running}"
+    conditions = set_condition(
+        conditions, "Ready", true=True, reason="Running", message=message, generation=generation
+    )
+    return set_condition(
+        conditions, "Progressing", true=False, reason="Running", message=message, generation=generation
+    )
+
+
+def stopped(conditions: Conditions | None, reason: str, message: str) -> Conditions:
+    """No driver runs, and none is on its way: suspended, finished or failed."""
+    conditions = set_condition(conditions, "Ready", true=False, reason=reason, message=message)
+    return set_condition(conditions, "Progressing", true=False, reason=reason, message=message)
+
+
+def refused(conditions: Conditions | None, message: str, generation: int) -> Conditions:
+    """A spec change was refused: nothing is being carried out for it."""
+    return set_condition(
+        conditions, "Progressing", true=False, reason="SpecRefused", message=message, generation=generation
+    )

@@ -8,7 +8,7 @@ import json
 import time
 from typing import Any
 
-from lockgate.operator.conditions import iso_time, set_condition
+from lockgate.operator.conditions import changing, iso_time, refused, runs, set_condition, stopped
 from lockgate.operator.driver_pod import storage_layout
 from lockgate.operator.errors import RefusedError, RetryLaterError
 from lockgate.operator.job import Job
@@ -39,6 +39,7 @@ async def _degraded(job: Job, error: SpecError) -> None:
     conditions = set_condition(
         job.status.get("conditions"), "Degraded", true=True, reason="InvalidSpec", message=message
     )
+    conditions = refused(conditions, message, job.generation)
     await job.record(conditions=conditions, message=message)
     job.warn("InvalidSpec", message)
 
@@ -79,7 +80,10 @@ async def on_create(job: Job) -> None:
         return
     spec = await _checked_spec(job)
     if spec.state == "suspended":
-        await job.record(phase=JobPhase.SUSPENDED, maxParallelism=max_parallelism(job))
+        conditions = stopped(job.status.get("conditions"), "Suspended", "created suspended")
+        await job.record(
+            phase=JobPhase.SUSPENDED, maxParallelism=max_parallelism(job), replicas=0, conditions=conditions
+        )
         return
     if spec.job.import_unsigned_savepoint is not None:
         await carry_out(job, import_plan(job, spec.job.import_unsigned_savepoint, Step.STARTING))
@@ -227,18 +231,27 @@ async def observe(job: Job) -> None:
     pod_phase = None if pod is None else (pod.get("status") or {}).get("phase") or "Pending"
     # What an earlier driver said (its failure, its lingering heartbeat) is not this one's.
     own = running if _said_by(running, names.driver_pod(launch)) else None
+    conditions = job.status.get("conditions")
     if own is not None and own.state == "finished" and pod_phase in (None, "Succeeded"):
-        await job.record(phase=JobPhase.FINISHED)
+        finished = stopped(conditions, "Finished", "the job's sources ran out and it finished")
+        await job.record(phase=JobPhase.FINISHED, replicas=0, conditions=finished)
     elif pod_phase in (None, "Failed") or (own is not None and own.state == "failed"):
         cause = own.message if own is not None else None
         await _driver_lost(job, pod_phase, cause)
     elif pod_phase == "Running" and own is not None and own.state == "running":
-        conditions = set_condition(job.status.get("conditions"), "Ready", true=True, reason="Running")
+        generation = int(job.status.get("observedGeneration") or job.generation)
         await job.record(
             phase=JobPhase.RUNNING,
-            conditions=conditions,
+            replicas=own.parallelism,
+            conditions=runs(
+                conditions, running=own.parallelism, desired=job.spec.replicas, generation=generation
+            ),
             restarts=own.restarts + job.status.get("driverRestarts", 0),
         )
+    elif job.phase is JobPhase.RUNNING:  # its pod is there, its heartbeat is not
+        message = f"driver {names.driver_pod(launch)} has stopped saying it runs"
+        silent = set_condition(conditions, "Ready", true=False, reason="NoHeartbeat", message=message)
+        await job.record(replicas=0, conditions=silent)
 
 
 def _said_by(status: JobStatus | None, driver: str) -> bool:
@@ -263,11 +276,9 @@ async def _driver_lost(job: Job, pod_phase: str | None, cause: str | None) -> No
         now = time.time()
         decision = decide(job.spec.restart_strategy.strategy(), restart_history(job.status), now)
         if decision.delay_s is None:
-            conditions = set_condition(
-                job.status.get("conditions"), "Ready", true=False, reason="Failed", message=why
-            )
             message = f"{why}; gave up after {restarts} restart(s)"
-            await job.record(phase=JobPhase.FAILED, message=message, conditions=conditions)
+            conditions = stopped(job.status.get("conditions"), "Failed", message)
+            await job.record(phase=JobPhase.FAILED, message=message, replicas=0, conditions=conditions)
             job.warn("JobFailed", message)
             return
         await job.record(
@@ -275,6 +286,8 @@ async def _driver_lost(job: Job, pod_phase: str | None, cause: str | None) -> No
             restartAt=now + decision.delay_s,
             message=why,
             driverFailureTimes=list(decision.history.failures),
+            replicas=0,
+            conditions=changing(job.status.get("conditions"), JobPhase.RESTARTING.value, why, job.generation),
         )
         return
     if time.time() < restart_at:

@@ -12,7 +12,7 @@ import json
 import logging
 import time
 
-from lockgate.operator.conditions import now_iso, set_condition
+from lockgate.operator.conditions import changing, now_iso, stopped
 from lockgate.operator.driver_pod import Launch, driver_pod
 from lockgate.operator.errors import RetryLaterError
 from lockgate.operator.job import Job
@@ -45,7 +45,9 @@ async def carry_out(job: Job, plan: UpgradePlan) -> None:
     )
     if plan.started_at is None:  # kept across resumes: durations count the whole change
         plan = plan.at(plan.step, started_at=time.time())
-    await job.record(upgrade=plan.for_status(), phase=phase)
+    message = f"{plan.reason}: {plan.step.value}, then launch {plan.launch}"
+    conditions = changing(job.status.get("conditions"), phase.value, message, job.generation)
+    await job.record(upgrade=plan.for_status(), phase=phase, conditions=conditions)
     if plan.step is Step.SAVEPOINT:
         plan = await _take_savepoint(job, plan)
     if plan.step is Step.STOPPING:
@@ -54,7 +56,15 @@ async def carry_out(job: Job, plan: UpgradePlan) -> None:
         await _start_driver(job, plan)
     elif plan.step is Step.SUSPENDED:
         _observe_duration(job, plan)
-        await job.record(upgrade=None, phase=JobPhase.SUSPENDED, suspendedWith=plan.savepoint or "latest")
+        suspended_with = plan.savepoint or "latest"
+        conditions = stopped(job.status.get("conditions"), "Suspended", f"suspended with {suspended_with}")
+        await job.record(
+            upgrade=None,
+            phase=JobPhase.SUSPENDED,
+            suspendedWith=suspended_with,
+            replicas=0,
+            conditions=conditions,
+        )
 
 
 def recorded_plan(job: Job) -> UpgradePlan | None:
@@ -192,7 +202,7 @@ async def _stop_driver(job: Job, plan: UpgradePlan) -> UpgradePlan:
         stopped = plan.restore == "savepoint" and not plan.imported
         await remove_driver(job, launch, stopped_with_savepoint=stopped)
     after = plan.at(Step.SUSPENDED if plan.suspend else Step.STARTING)
-    await job.record(upgrade=after.for_status())
+    await job.record(upgrade=after.for_status(), replicas=0)
     return after
 
 
@@ -234,20 +244,18 @@ async def _start_driver(job: Job, plan: UpgradePlan) -> None:
         phase=JobPhase.DEPLOYING,
         launch=launch.number,
         maxParallelism=launch.max_parallelism,
-        replicas=spec.replicas,
+        replicas=0,  # until the new driver says it runs: the old one is gone
         selector=names.executor_selector,
         jobId=f"{names.namespace}/{names.name}",
         observedGeneration=job.generation,
         deployment={"launch": launch.number, "restore": launch.restore, "savepoint": launch.savepoint},
         reconciledSpec=json.dumps(job.raw_spec, sort_keys=True),
         suspendedWith=None,
-        conditions=set_condition(
+        conditions=changing(
             job.status.get("conditions"),
-            "Progressing",
-            true=True,
-            reason="DriverStarted",
-            message=f"driver {pod['metadata']['name']} restoring {launch.savepoint or launch.restore}",
-            generation=job.generation,
+            JobPhase.DEPLOYING.value,
+            f"driver {pod['metadata']['name']} restoring {launch.savepoint or launch.restore}",
+            job.generation,
         ),
     )
     log.info("job %s: launch %s from %s", job.keys.job, launch.number, launch.savepoint or launch.restore)

@@ -106,13 +106,20 @@ class StandInDriver:
     """Answers through etcd as a running driver does: heartbeat, savepoints."""
 
     def __init__(
-        self, kubelet: Kubelet, etcd: Etcd, keys: JobKeys, *, answer: bool = True, launch: int = 1
+        self,
+        kubelet: Kubelet,
+        etcd: Etcd,
+        keys: JobKeys,
+        *,
+        answer: bool = True,
+        launch: int = 1,
+        parallelism: int = 2,
     ) -> None:
         self.kubelet, self.etcd, self.keys, self.answer = kubelet, etcd, keys, answer
         self.requests: list[tuple[str, SavepointRequest]] = []
         self.pod = f"{keys.job}-driver-{launch}"  # the name the operator gives it
         self.heartbeat = StatusHeartbeat(
-            etcd, keys, parallelism=2, restarts=lambda: 0, driver=self.pod, ttl_s=5
+            etcd, keys, parallelism=parallelism, restarts=lambda: 0, driver=self.pod, ttl_s=5
         )
 
     async def _serve(self, revision: int) -> None:

@@ -65,8 +65,17 @@ def test_the_crd_is_a_valid_kubernetes_object() -> None:
         "labelSelectorPath": ".status.selector",
     }
     assert CRD["spec"]["names"]["shortNames"] == ["sj"]
-    columns = [c["name"] for c in version["additionalPrinterColumns"]]
-    assert columns == ["Phase", "Replicas", "Last Checkpoint", "Age"]
+    columns = {c["name"]: (c["jsonPath"], c.get("priority", 0)) for c in version["additionalPrinterColumns"]}
+    assert columns == {  # `kubectl get sj`; Message only with -o wide
+        "Phase": (".status.phase", 0),
+        "Desired": (".spec.replicas", 0),
+        "Running": (".status.replicas", 0),
+        "Ready": ('.status.conditions[?(@.type=="Ready")].status', 0),
+        "Last Checkpoint": (".status.lastCheckpoint.time", 0),
+        "Last Savepoint": (".status.lastSavepoint.time", 0),
+        "Age": (".metadata.creationTimestamp", 0),
+        "Message": (".status.message", 1),
+    }
 
 
 def test_the_example_manifest_passes_the_schema_and_runs_locally() -> None:

@@ -84,7 +84,7 @@ async def test_create_makes_the_owned_objects(kubectl: Kubectl, job_name: str) -
     assert _conf(pod, "spark.kubernetes.driver.pod.name") == f"{job_name}-driver-1"
     status = kubectl.status(job_name)
     assert status["phase"] == "Deploying"
-    assert (status["replicas"], status["maxParallelism"], status["launch"]) == (2, 64, 1)
+    assert (status["replicas"], status["maxParallelism"], status["launch"]) == (0, 64, 1), "none runs yet"
     assert status["selector"] == f"lockgate.dev/job={job_name},app.kubernetes.io/component=executor"
 
 
@@ -132,7 +132,7 @@ async def test_scale_takes_a_savepoint_and_restarts_from_it(
     assert args[args.index("--parallelism") + 1] == "4"
     assert _conf(pod, "spark.executor.instances") == "4"
     status = kubectl.status(job_name)
-    assert (status["replicas"], status["launch"], status["maxParallelism"]) == (4, 2, 64)
+    assert (status["replicas"], status["launch"], status["maxParallelism"]) == (0, 2, 64), "none runs yet"
     assert status["lastSavepoint"]["path"] == savepoint
     assert "upgrade" not in status
     assert operator.context is not None
@@ -147,6 +147,49 @@ async def test_scale_takes_a_savepoint_and_restarts_from_it(
         )
         == 1
     )
+
+
+def _ready(kubectl: Kubectl, name: str) -> bool:
+    """What `kubectl wait --for=condition=Ready` waits for, at the job's current
+    generation (the condition's observedGeneration: right after a change, the
+    condition still describes the generation before it)."""
+    job = kubectl.job(name)
+    conditions = (job.get("status") or {}).get("conditions", [])
+    ready = next((c for c in conditions if c["type"] == "Ready"), {})
+    return ready.get("status") == "True" and ready.get("observedGeneration") == job["metadata"]["generation"]
+
+
+def _condition(kubectl: Kubectl, name: str, kind: str) -> tuple[str, str]:
+    found = next(c for c in kubectl.status(name)["conditions"] if c["type"] == kind)
+    return found["status"], found["reason"]
+
+
+async def test_ready_after_a_scale_means_the_new_parallelism_runs(
+    kubectl: Kubectl, job_name: str, etcd: Etcd
+) -> None:
+    """Failed before: Ready stayed True through the upgrade, and status.replicas
+    jumped to the target when the new driver pod was created."""
+    await _created(kubectl, job_name)
+    keys = JobKeys(NAMESPACE, job_name)
+    async with StandInDriver(kubectl, etcd, keys).running():
+        await kubectl.set_pod_phase(f"{job_name}-driver-1", "Running")
+        await eventually(lambda: _ready(kubectl, job_name), "launch 1 is Ready")
+        assert kubectl.status(job_name)["replicas"] == 2
+        assert _condition(kubectl, job_name, "Progressing") == ("False", "Running")
+        await kubectl.patch_spec(job_name, {"replicas": 4})  # what `kubectl scale --replicas=4` sets
+        await eventually(lambda: _condition(kubectl, job_name, "Ready")[0] == "False", "Ready is False")
+        assert _condition(kubectl, job_name, "Progressing") == ("True", "Upgrading")
+        await _launched(kubectl, job_name, 2)
+    assert not _ready(kubectl, job_name), "the new driver has not said it runs"
+    assert kubectl.status(job_name)["replicas"] == 0
+    assert _condition(kubectl, job_name, "Progressing") == ("True", "Deploying")
+
+    async with StandInDriver(kubectl, etcd, keys, launch=2, parallelism=4).running():
+        await kubectl.set_pod_phase(f"{job_name}-driver-2", "Running")
+        await eventually(lambda: _ready(kubectl, job_name), "Ready at the scaled generation")
+        status = kubectl.status(job_name)
+        assert (status["replicas"], status["phase"]) == (4, "Running")
+        assert _condition(kubectl, job_name, "Progressing") == ("False", "Running")
 
 
 async def test_a_savepoint_that_times_out_falls_back_to_the_latest_checkpoint(

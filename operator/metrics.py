@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import platform
 from dataclasses import dataclass, field
+from importlib.metadata import version
 
 from lockgate.operator.phase import JobPhase
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 # Beside the drivers' 9249 and the tasks' 9250; not 9090, Prometheus's own port,
 # which an operator run beside a local Prometheus would take.
@@ -41,10 +43,28 @@ class OperatorMetrics:
             buckets=DURATION_BUCKETS,
             registry=self.registry,
         )
+        # Per job, so that an alert names the job (the labels of the drivers' metrics:
+        # Prometheus keeps `namespace` and `job` for the target scraped).
+        self.phase_of_job = Gauge(
+            "lockgate_job_phase",
+            "1 for the phase each StreamingJob is in, 0 for the others.",
+            ["job_namespace", "job_id", "phase"],
+            registry=self.registry,
+        )
+        Info("lockgate_build", "The operator's version.", registry=self.registry).info(
+            {"version": version("lockgate"), "python": platform.python_version()}
+        )
         self._phases: dict[str, JobPhase] = {}
 
     def job_phase(self, job: str, phase: JobPhase | None) -> None:
-        """Count `job` under `phase` (None: the job is gone)."""
+        """Count `job` ("namespace/name") under `phase` (None: the job is gone)."""
+        namespace, _, name = job.partition("/")
+        for known in JobPhase:
+            if phase is None:
+                if job in self._phases:
+                    self.phase_of_job.remove(namespace, name, known)
+            else:
+                self.phase_of_job.labels(namespace, name, known).set(1 if known == phase else 0)
         if phase is None:
             self._phases.pop(job, None)
         else:

@@ -32,6 +32,7 @@ RUNTIME_AND_OPERATOR_METRICS = {
     # the operator's
     "lockgate_operator_reconciles_total",
     "lockgate_operator_jobs",
+    "lockgate_job_phase",
 }
 
 

@@ -37,6 +37,15 @@ async def test_the_operator_command_reconciles_a_job(
 
         await eventually_true(counted, "the create handler is counted in the scraped metrics")
         assert 'lockgate_operator_jobs{phase="Deploying"} 1.0' in scraped[-1]
+        # Per job, so that an alert can name the one that failed.
+        assert (
+            'lockgate_job_phase{job_id="cli-job",job_namespace="streams",phase="Deploying"} 1.0'
+            in scraped[-1]
+        )
+        assert (
+            'lockgate_job_phase{job_id="cli-job",job_namespace="streams",phase="Failed"} 0.0' in scraped[-1]
+        )
+        assert 'lockgate_build_info{python="' in scraped[-1]
     finally:
         assert await operator.stop() == 0, operator.log_tail()
 

@@ -17,6 +17,7 @@ from typing import Any
 import kopf
 from kubernetes import client, config
 from lockgate.operator.driver_pod import Cluster
+from lockgate.operator.handlers import configure
 from lockgate.operator.handlers import register as register_handlers
 from lockgate.operator.job import OperatorContext
 from lockgate.operator.job_etcd import JobEtcd
@@ -133,6 +134,7 @@ def run_operator(arguments: argparse.Namespace) -> int:
     asyncio.run(
         kopf.operator(
             registry=registry,
+            settings=configure(kopf.OperatorSettings()),
             clusterwide=arguments.all_namespaces,
             namespaces=arguments.namespace,
             standalone=arguments.peering is None,

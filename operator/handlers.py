@@ -19,6 +19,46 @@ from lockgate.operator.naming import GROUP, PLURAL, VERSION
 from lockgate.runtime.coordination.etcd import EtcdAccessError, EtcdUnavailableError
 
 RESOURCE = (GROUP, VERSION, PLURAL)
+# kopf's bookkeeping (finalizer, handled spec, handler progress) under the
+# operator's own domain. Earlier operators left theirs under kopf's default:
+# read from there until rewritten, and their finalizer removed (it would hold a
+# deleted job forever: no operator removes it any more).
+FINALIZER = f"{GROUP}/finalizer"
+LEGACY_PREFIX = "kopf.zalando.org"
+LEGACY_FINALIZER = f"{LEGACY_PREFIX}/KopfFinalizerMarker"
+
+
+class _DiffBaseCarriedOver(kopf.AnnotationsDiffBaseStorage):
+    """The last handled spec under lockgate.dev/; one an earlier operator stored
+    under kopf's default prefix is read until the next store moves it here."""
+
+    def __init__(self) -> None:
+        super().__init__(prefix=GROUP)
+        self._legacy = kopf.AnnotationsDiffBaseStorage(prefix=LEGACY_PREFIX)
+
+    def _legacy_keys(self, body: kopf.Body) -> set[str]:
+        return set(self._legacy.make_keys(self._legacy.key, body=body))
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        essence = super().build(body=body, extra_fields=extra_fields)
+        self.remove_annotations(essence, self._legacy_keys(body))
+        return essence
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return super().fetch(body=body) or self._legacy.fetch(body=body)
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        super().store(body=body, patch=patch, essence=essence)
+        for key in self._legacy_keys(body) & set(body.metadata.annotations):
+            patch.metadata.annotations[key] = None
+
+
+def configure(settings: kopf.OperatorSettings) -> kopf.OperatorSettings:
+    """The operator's kopf settings: its bookkeeping under lockgate.dev/."""
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = _DiffBaseCarriedOver()
+    return settings
 
 
 @dataclass(frozen=True)
@@ -50,6 +90,8 @@ async def _guarded(
         async with context.lock(job.names):
             await job.refresh_status()
             await work(job)
+            if LEGACY_FINALIZER in (body.metadata.get("finalizers") or []):
+                await context.kube.drop_finalizer(dict(body), LEGACY_FINALIZER)
     except (EtcdUnavailableError, ApiException) as error:
         count.labels(handler, "retry").inc()
         raise kopf.TemporaryError(f"{type(error).__name__}: {error}", delay=5) from error

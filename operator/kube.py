@@ -109,3 +109,22 @@ class Kube:
             {"status": status},
             _content_type=MERGE_PATCH,
         )
+
+    async def drop_finalizer(self, body: dict[str, Any], finalizer: str) -> None:
+        """Remove `finalizer` from the StreamingJob `body` (as read): a merge patch of
+        the whole list, conditional on the resourceVersion read, so that a list
+        changed meanwhile (kopf adding its own) fails the patch (409, retried)
+        instead of losing an entry."""
+        metadata = body["metadata"]
+        finalizers = [f for f in metadata.get("finalizers") or [] if f != finalizer]
+        patch = {"metadata": {"finalizers": finalizers, "resourceVersion": metadata["resourceVersion"]}}
+        await asyncio.to_thread(
+            self._custom.patch_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            metadata["namespace"],
+            PLURAL,
+            metadata["name"],
+            patch,
+            _content_type=MERGE_PATCH,
+        )

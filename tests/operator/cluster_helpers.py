@@ -56,6 +56,21 @@ class Kubectl:
             _content_type="application/merge-patch+json",
         )
 
+    async def patch_metadata(self, name: str, metadata: dict[str, Any]) -> None:
+        """`kubectl patch --type merge -p '{"metadata": ...}'`, on a connection of its
+        own (see set_pod_phase): it is made while no operator runs."""
+        custom = client.CustomObjectsApi(client.ApiClient(self.custom.api_client.configuration))
+        await asyncio.to_thread(
+            custom.patch_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            NAMESPACE,
+            PLURAL,
+            name,
+            {"metadata": metadata},
+            _content_type="application/merge-patch+json",
+        )
+
     async def delete(self, name: str) -> None:
         await asyncio.to_thread(
             self.custom.delete_namespaced_custom_object, GROUP, VERSION, NAMESPACE, PLURAL, name

@@ -19,7 +19,7 @@ import pytest
 import pytest_asyncio
 from kubernetes import client
 from lockgate.operator.driver_pod import Cluster
-from lockgate.operator.handlers import register
+from lockgate.operator.handlers import configure, register
 from lockgate.operator.job import OperatorContext
 from lockgate.operator.job_etcd import JobEtcd
 from lockgate.operator.kube import Kube
@@ -56,7 +56,7 @@ class Operator:
             driver_exit_timeout_s=10,
         )
         register(registry, context, observe_every_s=0.3)
-        settings = kopf.OperatorSettings()
+        settings = configure(kopf.OperatorSettings())
         settings.watching.reconnect_backoff = 0.1
         settings.posting.level = logging.WARNING  # kmock stores one event per namespace (no generateName)
         self.stop_flag = asyncio.Event()

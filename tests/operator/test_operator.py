@@ -207,6 +207,57 @@ async def test_a_savepoint_that_times_out_falls_back_to_the_latest_checkpoint(
     assert await etcd.get_prefix(keys.savepoint_requests) == [], "the unanswered request is withdrawn"
 
 
+def _bookkeeping(kubectl: Kubectl, name: str) -> tuple[list[str], set[str]]:
+    metadata = kubectl.job(name)["metadata"]
+    return list(metadata.get("finalizers") or []), set(metadata.get("annotations") or {})
+
+
+async def test_kopfs_bookkeeping_is_under_lockgate_dev_and_an_earlier_operators_is_taken_over(
+    kubectl: Kubectl, job_name: str, operator: Operator
+) -> None:
+    """A job an operator of kopf's default domain handled: its handled spec is
+    read (the job is not created again), its finalizer removed (it would hold the
+    deleted job forever), and the job deleted as usual."""
+    await _created(kubectl, job_name)
+    await eventually(
+        lambda: _bookkeeping(kubectl, job_name)[1] >= {"lockgate.dev/last-handled-configuration"},
+        "the handled spec is stored",
+    )
+    finalizers, annotations = _bookkeeping(kubectl, job_name)
+    assert finalizers == ["lockgate.dev/finalizer"]
+    assert not [a for a in annotations if a.startswith("kopf.zalando.org/")], annotations
+
+    await operator.stop()  # as an earlier operator left it:
+    handled = kubectl.job(job_name)["metadata"]["annotations"]["lockgate.dev/last-handled-configuration"]
+    await kubectl.patch_metadata(
+        job_name,
+        {
+            "finalizers": ["kopf.zalando.org/KopfFinalizerMarker"],
+            "annotations": {
+                "lockgate.dev/last-handled-configuration": None,
+                "kopf.zalando.org/last-handled-configuration": handled,
+            },
+        },
+    )
+    await operator.start()
+    kubectl = Kubectl(kubectl.emulator, operator.api())  # connections the stopped operator did not see
+    await eventually(
+        lambda: _bookkeeping(kubectl, job_name)[0] == ["lockgate.dev/finalizer"],
+        "the earlier operator's finalizer is replaced",
+    )
+    assert not kubectl.exists(PODS, f"{job_name}-driver-2"), "the job was taken for a new one"
+    assert kubectl.status(job_name)["launch"] == 1
+
+    await kubectl.patch_spec(job_name, {"restartStrategy": {"type": "fixed-delay", "attempts": 5}})
+    await eventually(
+        lambda: "kopf.zalando.org/last-handled-configuration" not in _bookkeeping(kubectl, job_name)[1],
+        "the handled spec moves under lockgate.dev/",
+    )
+    assert not kubectl.exists(PODS, f"{job_name}-driver-2"), "a live change restarts nothing"
+    await kubectl.delete(job_name)
+    await eventually(lambda: not kubectl.exists(JOBS, job_name), "the deleted job is gone")
+
+
 async def test_an_operator_restarted_mid_upgrade_resumes_it(
     kubectl: Kubectl, job_name: str, etcd: Etcd, operator: Operator
 ) -> None:

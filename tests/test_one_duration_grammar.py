@@ -142,6 +142,14 @@ def test_a_duration_beyond_any_lockgate_takes_is_refused_saying_so() -> None:
         parse_duration("1" * 30)
 
 
+@pytest.mark.parametrize("value", ["1ns", "0.4us", "0.0000001"])
+def test_a_duration_shorter_than_a_microsecond_is_refused_not_read_as_0(value: str) -> None:
+    """Counted in microseconds, it was 0, which means "none" where 0 does
+    (`--in-flight-target 1ns` asked for the tightest latency and got full frames)."""
+    with pytest.raises(ValueError, match="is shorter than 1us, the shortest duration Lockgate takes"):
+        parse_duration(value)
+
+
 def test_the_charts_prometheus_windows_are_durations_prometheus_and_lockgate_both_read() -> None:
     """Alert windows and the scrape interval go to Prometheus, which reads no
     fractions and no plain numbers: the chart takes the part of the grammar both read."""

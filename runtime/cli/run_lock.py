@@ -13,26 +13,47 @@ from pathlib import Path
 
 
 class DirectoryInUseError(RuntimeError):
-    """Another `lockgate run` holds this directory's work directory."""
+    """Another `lockgate run` holds this directory's work directory, or it cannot be held."""
 
 
 @contextlib.contextmanager
 def exclusive_run(work_dir: Path) -> Iterator[None]:
     """Hold `work_dir` for this process until the block ends. The lock is the
     kernel's (flock): it goes with the process, so a killed run leaves none behind."""
-    work_dir.mkdir(exist_ok=True)
-    with open(work_dir / "run.lock", "a+") as lock:
+    where = Path.cwd()
+    try:
+        work_dir.mkdir(exist_ok=True)
+        # Not through a symlink: a planted one would have us write over its target.
+        descriptor = os.open(work_dir / "run.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as error:
+        raise DirectoryInUseError(f"cannot use {where / work_dir} for this run: {error}") from None
+    with open(descriptor, "r+") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            lock.seek(0)
-            holder = lock.read().strip() or "unknown"
+            holder = _holder(lock.read().strip())
             raise DirectoryInUseError(
-                f"another `lockgate run` (pid {holder}) is running in {work_dir.resolve().parent}, "
-                f"with its etcd and run record in {work_dir}/: wait for it to end, stop it "
-                f"(Ctrl-C, or kill -TERM {holder}), or start this run from another directory"
+                f"another `lockgate run` ({holder}) is running in {where}, with its etcd and run "
+                f"record in {work_dir}/: wait for it to end, stop it (Ctrl-C in its terminal, or "
+                "kill -TERM its pid), or start this run from another directory"
             ) from None
         lock.truncate(0)
         lock.write(str(os.getpid()))
         lock.flush()
-        yield
+        try:
+            yield
+        finally:
+            lock.truncate(0)  # a pid read later would name a process that is not the run
+
+
+def _holder(recorded: str) -> str:
+    """The holder's pid, when it wrote one and that process is alive."""
+    if not recorded.isdigit():
+        return "pid unknown"
+    try:
+        os.kill(int(recorded), 0)
+    except ProcessLookupError:
+        return "pid unknown"
+    except PermissionError:
+        pass  # alive, another user's
+    return f"pid {recorded}"

@@ -25,9 +25,13 @@ def parse_duration(text: str) -> float:
         raise ValueError(f"{text!r} is not a duration like {EXAMPLES}")
     with_unit = f"{text}s" if _PLAIN_SECONDS.match(text) else text
     try:
-        return float(durationpy.from_str(with_unit).total_seconds())
+        seconds = float(durationpy.from_str(with_unit).total_seconds())
     except durationpy.DurationError:
         raise ValueError(f"{text!r} is longer than any duration Lockgate takes") from None
+    if seconds == 0 and any(digit in text for digit in "123456789"):
+        # Counted in microseconds: read as 0, it would mean "none" where 0 does.
+        raise ValueError(f"{text!r} is shorter than 1us, the shortest duration Lockgate takes")
+    return seconds
 
 
 def positive_duration(text: str) -> float:

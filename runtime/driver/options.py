@@ -403,7 +403,7 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
         driver_name=arguments.driver_name,
         takeover_wait_s=arguments.takeover_wait,
         exchange_timeout_s=arguments.exchange_timeout,
-        in_flight_target_s=arguments.in_flight_target or None,
+        in_flight_target_s=arguments.in_flight_target or None,  # 0: full frames
         metrics_port=arguments.metrics_port,
         task_metrics_ports=arguments.task_metrics_ports,
         metrics_bind=arguments.metrics_bind,

@@ -65,7 +65,7 @@ def test_the_in_flight_target_reaches_every_task_and_0_means_full_frames(tmp_pat
     assert _spec_from(tmp_path, "--in-flight-target", "0").task_config(0).in_flight_target_s is None
 
 
-@pytest.mark.parametrize("value", ["-1", "abc", "nan"])
+@pytest.mark.parametrize("value", ["-1", "abc", "nan", "1ns", "0.0000000001"])
 def test_an_in_flight_target_that_is_no_duration_is_refused_naming_the_option(
     tmp_path: Path, value: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

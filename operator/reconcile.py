@@ -244,7 +244,7 @@ async def observe(job: Job) -> None:
             phase=JobPhase.RUNNING,
             replicas=own.parallelism,
             conditions=runs(
-                conditions, running=own.parallelism, desired=job.spec.replicas, generation=generation
+                conditions, running=own.parallelism, desired=_desired(job), generation=generation
             ),
             restarts=own.restarts + job.status.get("driverRestarts", 0),
         )
@@ -252,6 +252,17 @@ async def observe(job: Job) -> None:
         message = f"driver {names.driver_pod(launch)} has stopped saying it runs"
         silent = set_condition(conditions, "Ready", true=False, reason="NoHeartbeat", message=message)
         await job.record(replicas=0, conditions=silent)
+
+
+def _desired(job: Job) -> int:
+    """The spec's replicas; those of the spec the driver runs while a new one is
+    refused (Degraded): observing goes on beside it."""
+    try:
+        return job.spec.replicas
+    except SpecError:
+        reconciled = job.status.get("reconciledSpec")
+        running = _parsed(json.loads(reconciled)) if reconciled else None
+        return running.replicas if running is not None else 0
 
 
 def _said_by(status: JobStatus | None, driver: str) -> bool:

@@ -327,6 +327,29 @@ async def test_an_invalid_change_keeps_the_last_good_spec_running(kubectl: Kubec
     assert not kubectl.exists(PODS, f"{job_name}-driver-2")
 
 
+async def test_a_running_job_with_a_refused_spec_is_still_observed(
+    kubectl: Kubectl, job_name: str, etcd: Etcd, operator: Operator
+) -> None:
+    """A spec the model refuses (a memory that is no quantity passes the CRD's
+    int-or-string) failed every observation of the job's driver."""
+    await _created(kubectl, job_name)
+    async with StandInDriver(kubectl, etcd, JobKeys(NAMESPACE, job_name)).running():
+        await kubectl.set_pod_phase(f"{job_name}-driver-1", "Running")
+        await eventually(lambda: _ready(kubectl, job_name), "launch 1 is Ready")
+        await kubectl.patch_spec(job_name, {"executor": {"resources": {"requests": {"memory": "lots"}}}})
+        await _degraded(kubectl, job_name)
+        assert operator.context is not None
+        observed = operator.context.metrics.registry.get_sample_value
+        ok = {"handler": "observe", "result": "ok"}
+        after = observed("lockgate_operator_reconciles_total", ok) or 0
+        await eventually(
+            lambda: (observed("lockgate_operator_reconciles_total", ok) or 0) > after + 1,
+            "the driver is observed beside the refused spec",
+        )
+    assert observed("lockgate_operator_reconciles_total", {"handler": "observe", "result": "error"}) is None
+    assert kubectl.status(job_name)["replicas"] == 2
+
+
 async def test_a_job_asking_for_the_node_is_refused_before_anything_is_created(
     kubectl: Kubectl, job_name: str
 ) -> None:

@@ -54,7 +54,10 @@ class _DiffBaseCarriedOver(kopf.AnnotationsDiffBaseStorage):
 
 
 def configure(settings: kopf.OperatorSettings) -> kopf.OperatorSettings:
-    """The operator's kopf settings: its bookkeeping under lockgate.dev/."""
+    """The operator's kopf settings: its bookkeeping under lockgate.dev/; a job's
+    Events are the transitions the operator posts, not kopf's log lines (a timer
+    that observes every few seconds would bury them)."""
+    settings.posting.loggers = False
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = _DiffBaseCarriedOver()

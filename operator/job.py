@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -21,7 +22,7 @@ from lockgate.operator.kube import Kube
 from lockgate.operator.metrics import OperatorMetrics
 from lockgate.operator.naming import JobNames
 from lockgate.operator.phase import JobPhase
-from lockgate.operator.spec import StreamingJobSpec, parse_spec
+from lockgate.operator.spec import SpecError, StreamingJobSpec, parse_spec
 from lockgate.runtime.coordination.keys import JobKeys
 
 
@@ -89,6 +90,27 @@ class Job:
     def spec(self) -> StreamingJobSpec:
         """The parsed spec; raises SpecError naming the field (each time it is read)."""
         return parse_spec(self.raw_spec)
+
+    @property
+    def applied_raw_spec(self) -> dict[str, Any]:
+        """The spec carried out: the job's own, or while that one is refused, the one
+        the driver runs (a lost driver is restarted by it, savepoints go on by it)."""
+        try:
+            _ = self.spec
+        except SpecError:
+            reconciled = self.status.get("reconciledSpec")
+            if reconciled is None:  # nothing ran: nothing to go on by
+                raise
+            return dict(json.loads(reconciled))
+        return self.raw_spec
+
+    @property
+    def applied_spec(self) -> StreamingJobSpec:
+        """`applied_raw_spec`, parsed; raises SpecError when no spec was ever good."""
+        try:
+            return self.spec
+        except SpecError:
+            return parse_spec(self.applied_raw_spec)
 
     @property
     def phase(self) -> JobPhase | None:

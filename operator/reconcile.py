@@ -14,7 +14,7 @@ from lockgate.operator.errors import RefusedError, RetryLaterError
 from lockgate.operator.job import Job
 from lockgate.operator.job_policy import check_job, check_service_account
 from lockgate.operator.phase import JobPhase
-from lockgate.operator.spec import SpecError, StreamingJobSpec, parse_spec
+from lockgate.operator.spec import RestartStrategySpec, SpecError, StreamingJobSpec, parse_spec
 from lockgate.operator.transition import (
     ask_savepoint,
     carry_out,
@@ -84,6 +84,7 @@ async def on_create(job: Job) -> None:
         await job.record(
             phase=JobPhase.SUSPENDED, maxParallelism=max_parallelism(job), replicas=0, conditions=conditions
         )
+        job.inform("Suspended", "created suspended")
         return
     if spec.job.import_unsigned_savepoint is not None:
         await carry_out(job, import_plan(job, spec.job.import_unsigned_savepoint, Step.STARTING))
@@ -129,6 +130,7 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
     # have been refused, and undoing a refused change must restart nothing.
     reconciled = job.status.get("reconciledSpec")
     running = _parsed(json.loads(reconciled)) if reconciled else old
+    _announce_change(job, json.loads(reconciled) if reconciled else old_spec)
     if new.state == "suspended":
         if job.phase is not JobPhase.SUSPENDED:
             await carry_out(job, upgrade_plan(job, new, "suspend", suspend=True))
@@ -150,6 +152,14 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
     if old is not None and new.savepoints.trigger_nonce not in (None, old.savepoints.trigger_nonce):
         await savepoint_now(job)
     await job.record(observedGeneration=job.generation)
+
+
+def _announce_change(job: Job, running: dict[str, Any]) -> None:
+    """A `SpecChanged` Event naming the fields that differ from the spec the driver runs."""
+    new = job.raw_spec
+    fields = sorted(name for name in running.keys() | new.keys() if running.get(name) != new.get(name))
+    if fields:
+        job.inform("SpecChanged", f"generation {job.generation} changes {', '.join(fields)}")
 
 
 async def savepoint_now(job: Job) -> None:
@@ -233,13 +243,18 @@ async def observe(job: Job) -> None:
     own = running if _said_by(running, names.driver_pod(launch)) else None
     conditions = job.status.get("conditions")
     if own is not None and own.state == "finished" and pod_phase in (None, "Succeeded"):
-        finished = stopped(conditions, "Finished", "the job's sources ran out and it finished")
-        await job.record(phase=JobPhase.FINISHED, replicas=0, conditions=finished)
+        message = "the job's sources ran out and it finished"
+        await job.record(
+            phase=JobPhase.FINISHED, replicas=0, conditions=stopped(conditions, "Finished", message)
+        )
+        job.inform("Finished", message)
     elif pod_phase in (None, "Failed") or (own is not None and own.state == "failed"):
         cause = own.message if own is not None else None
         await _driver_lost(job, pod_phase, cause)
     elif pod_phase == "Running" and own is not None and own.state == "running":
         generation = int(job.status.get("observedGeneration") or job.generation)
+        if job.phase is not JobPhase.RUNNING or not job.status.get("replicas"):
+            job.inform("Running", f"launch {launch} runs at parallelism {own.parallelism}")
         await job.record(
             phase=JobPhase.RUNNING,
             replicas=own.parallelism,
@@ -250,19 +265,23 @@ async def observe(job: Job) -> None:
         )
     elif job.phase is JobPhase.RUNNING:  # its pod is there, its heartbeat is not
         message = f"driver {names.driver_pod(launch)} has stopped saying it runs"
+        if job.status.get("replicas"):  # the first observation without a heartbeat
+            job.warn("NoHeartbeat", message)
         silent = set_condition(conditions, "Ready", true=False, reason="NoHeartbeat", message=message)
         await job.record(replicas=0, conditions=silent)
 
 
-def _desired(job: Job) -> int:
-    """The spec's replicas; those of the spec the driver runs while a new one is
-    refused (Degraded): observing goes on beside it."""
+def _applied(job: Job) -> StreamingJobSpec | None:
+    """The spec in force (`Job.applied_spec`); None when no spec was ever good."""
     try:
-        return job.spec.replicas
+        return job.applied_spec
     except SpecError:
-        reconciled = job.status.get("reconciledSpec")
-        running = _parsed(json.loads(reconciled)) if reconciled else None
-        return running.replicas if running is not None else 0
+        return None
+
+
+def _desired(job: Job) -> int:
+    applied = _applied(job)
+    return applied.replicas if applied is not None else 0
 
 
 def _said_by(status: JobStatus | None, driver: str) -> bool:
@@ -284,8 +303,9 @@ async def _driver_lost(job: Job, pod_phase: str | None, cause: str | None) -> No
     why = f"driver {'gone' if pod_phase is None else 'failed'}" + (f": {cause}" if cause else "")
     restart_at = float(job.status.get("restartAt") or 0)
     if not restart_at:  # a new loss: restart after the strategy's delay, or give up
-        now = time.time()
-        decision = decide(job.spec.restart_strategy.strategy(), restart_history(job.status), now)
+        now, applied = time.time(), _applied(job)
+        strategy = (applied.restart_strategy if applied is not None else RestartStrategySpec()).strategy()
+        decision = decide(strategy, restart_history(job.status), now)
         if decision.delay_s is None:
             message = f"{why}; gave up after {restarts} restart(s)"
             conditions = stopped(job.status.get("conditions"), "Failed", message)
@@ -300,9 +320,9 @@ async def _driver_lost(job: Job, pod_phase: str | None, cause: str | None) -> No
             replicas=0,
             conditions=changing(job.status.get("conditions"), JobPhase.RESTARTING.value, why, job.generation),
         )
+        job.warn("Restarting", f"{why}; restart {restarts + 1} in {decision.delay_s:g} s")
         return
     if time.time() < restart_at:
         return
     await job.record(driverRestarts=restarts + 1, restartAt=None)
-    job.inform("Restart", f"{why}; restart {restarts + 1} from the latest checkpoint")
     await carry_out(job, restart_plan(job, "driver-lost"))

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 def max_parallelism(job: Job) -> int:
     """Fixed at the first launch: key groups of written state never change."""
     recorded = job.status.get("maxParallelism")
-    spec = job.spec
+    spec = job.applied_spec
     return int(recorded or spec.max_parallelism or default_max_parallelism(spec.replicas))
 
 
@@ -49,10 +49,16 @@ async def carry_out(job: Job, plan: UpgradePlan) -> None:
     conditions = changing(job.status.get("conditions"), phase.value, message, job.generation)
     await job.record(upgrade=plan.for_status(), phase=phase, conditions=conditions)
     if plan.step is Step.SAVEPOINT:
+        job.inform("TakingSavepoint", f"{plan.reason}: savepoint {plan.request}, stopping the driver")
         plan = await _take_savepoint(job, plan)
     if plan.step is Step.STOPPING:
+        launch = int(job.status.get("launch", 0))
+        if launch:
+            job.inform("StoppingDriver", f"{plan.reason}: stopping {job.names.driver_pod(launch)}")
         plan = await _stop_driver(job, plan)
     if plan.step is Step.STARTING:
+        restores = plan.savepoint or ("no state" if plan.restore == "empty" else "the latest checkpoint")
+        job.inform("LaunchingDriver", f"{plan.reason}: launch {plan.launch}, restoring {restores}")
         await _start_driver(job, plan)
     elif plan.step is Step.SUSPENDED:
         _observe_duration(job, plan)
@@ -65,6 +71,7 @@ async def carry_out(job: Job, plan: UpgradePlan) -> None:
             replicas=0,
             conditions=conditions,
         )
+        job.inform("Suspended", f"suspended with {suspended_with}")
 
 
 def recorded_plan(job: Job) -> UpgradePlan | None:
@@ -119,7 +126,7 @@ async def _fall_back(job: Job, plan: UpgradePlan, reason: str, why: str) -> Upgr
 
 
 async def _take_savepoint(job: Job, plan: UpgradePlan) -> UpgradePlan:
-    spec, etcd = job.spec, job.context.etcd
+    spec, etcd = job.applied_spec, job.context.etcd
     assert plan.request is not None, "a savepoint step names its request"
     # Resumed after the driver answered (and stopped): take that answer.
     result = await etcd.savepoint_result(job.keys, plan.request)
@@ -142,7 +149,7 @@ async def _take_savepoint(job: Job, plan: UpgradePlan) -> UpgradePlan:
 
 async def ask_savepoint(job: Job, request_id: str, *, stop: bool) -> SavepointResult | None:
     """Request a savepoint and wait up to `savepoints.timeout`; None when none came."""
-    spec, started = job.spec, time.monotonic()
+    spec, started = job.applied_spec, time.monotonic()
     try:
         result = await job.context.etcd.savepoint(
             job.keys,
@@ -160,7 +167,7 @@ async def ask_savepoint(job: Job, request_id: str, *, stop: bool) -> SavepointRe
 
 async def record_savepoint(job: Job, path: str, reason: str) -> None:
     entry = {"path": path, "time": now_iso(), "reason": reason}
-    history = [entry, *job.status.get("savepointHistory", [])][: job.spec.savepoints.history_size]
+    history = [entry, *job.status.get("savepointHistory", [])][: job.applied_spec.savepoints.history_size]
     await job.record(lastSavepoint=entry, savepointHistory=history)
     job.inform("Savepoint", f"savepoint {path} ({reason})")
 
@@ -220,13 +227,16 @@ async def _new_etcd_password(job: Job, spec: StreamingJobSpec) -> None:
 
 
 async def _start_driver(job: Job, plan: UpgradePlan) -> None:
-    spec, names, kube = job.spec, job.names, job.context.kube
+    spec, names, kube = job.applied_spec, job.names, job.context.kube
     launch = Launch(
         plan.launch, max_parallelism(job), plan.restore, plan.savepoint, import_unsigned=plan.imported
     )
     pod = driver_pod(names, spec, launch, job.context.cluster)
     objects = owned_objects(
-        names, job.raw_spec, job.context.cluster, own_service_account=spec.service_account_name is None
+        names,
+        job.applied_raw_spec,
+        job.context.cluster,
+        own_service_account=spec.service_account_name is None,
     )
     key = snapshot_key_secret(names)
     for obj in [key, *objects, pod]:
@@ -249,7 +259,7 @@ async def _start_driver(job: Job, plan: UpgradePlan) -> None:
         jobId=f"{names.namespace}/{names.name}",
         observedGeneration=job.generation,
         deployment={"launch": launch.number, "restore": launch.restore, "savepoint": launch.savepoint},
-        reconciledSpec=json.dumps(job.raw_spec, sort_keys=True),
+        reconciledSpec=json.dumps(job.applied_raw_spec, sort_keys=True),
         suspendedWith=None,
         conditions=changing(
             job.status.get("conditions"),

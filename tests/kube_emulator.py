@@ -56,7 +56,7 @@ def _now() -> str:
 
 class VersionedEmulator(kmock.KubernetesEmulator):
     """The emulator with what the API server assigns: the namespace of the URL,
-    a uid, a creationTimestamp and generation 1 on create (a pod Pending, a Secret's
+    a name from `generateName` (kopf's Events ask for one), a uid, a creationTimestamp and generation 1 on create (a pod Pending, a Secret's
     `stringData` stored base64-encoded in `data`), the
     generation bumped by every change of the spec (through the object or its
     scale subresource, not its status); a resourceVersion bumped by every write
@@ -129,6 +129,8 @@ class VersionedEmulator(kmock.KubernetesEmulator):
         if request.resource is not None and request.action == kmock.action.CREATE and isinstance(data, dict):
             metadata = data.setdefault("metadata", {})
             metadata["resourceVersion"] = self._next_version()
+            if "name" not in metadata and "generateName" in metadata:
+                metadata["name"] = f"{metadata['generateName']}{uuid.uuid4().hex[:5]}"
             if request.namespace is not None:  # created through the namespace's URL
                 metadata.setdefault("namespace", request.namespace)
             metadata.setdefault("uid", str(uuid.uuid4()))

@@ -92,6 +92,22 @@ class Kubectl:
         """The stored object as plain JSON data (the emulator keeps its own views of it)."""
         return dict(json.loads(json.dumps(self.emulator.objects[resource, NAMESPACE, name].raw)))
 
+    def events(self, name: str) -> list[tuple[str, str, str]]:
+        """The Events of job `name` as `kubectl describe sj` lists them: (type, reason,
+        message), oldest first."""
+        posted = [
+            stored.raw
+            for (resource, _, _), stored in self.emulator.objects.items()
+            if resource.plural == "events"
+            and not stored.deleted
+            and stored.raw.get("involvedObject", {}).get("name") == name
+        ]
+        posted.sort(key=lambda event: int(event["metadata"]["resourceVersion"]))
+        return [(event["type"], event["reason"], event["message"]) for event in posted]
+
+    def event_reasons(self, name: str) -> list[str]:
+        return [reason for _, reason, _ in self.events(name)]
+
     async def set_pod_phase(self, name: str, phase: str) -> None:
         # A connection of its own, as a kubelet has: a stopped in-process operator
         # cancels the server's handlers of the connections its lifetime saw.
@@ -107,6 +123,22 @@ class Kubectl:
 
 class Kubelet(Protocol):
     """What reports a pod's phase: `Kubectl` on the emulated cluster, `FakeKube` in unit tests."""
+
+    def events(self, name: str) -> list[tuple[str, str, str]]:
+        """The Events of job `name` as `kubectl describe sj` lists them: (type, reason,
+        message), oldest first."""
+        posted = [
+            stored.raw
+            for (resource, _, _), stored in self.emulator.objects.items()
+            if resource.plural == "events"
+            and not stored.deleted
+            and stored.raw.get("involvedObject", {}).get("name") == name
+        ]
+        posted.sort(key=lambda event: int(event["metadata"]["resourceVersion"]))
+        return [(event["type"], event["reason"], event["message"]) for event in posted]
+
+    def event_reasons(self, name: str) -> list[str]:
+        return [reason for _, reason, _ in self.events(name)]
 
     async def set_pod_phase(self, name: str, phase: str) -> None: ...
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -58,7 +57,6 @@ class Operator:
         register(registry, context, observe_every_s=0.3)
         settings = configure(kopf.OperatorSettings())
         settings.watching.reconnect_backoff = 0.1
-        settings.posting.level = logging.WARNING  # kmock stores one event per namespace (no generateName)
         self.stop_flag = asyncio.Event()
         ready = asyncio.Event()
         self.task = asyncio.create_task(

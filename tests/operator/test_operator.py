@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -190,6 +191,21 @@ async def test_ready_after_a_scale_means_the_new_parallelism_runs(
         status = kubectl.status(job_name)
         assert (status["replicas"], status["phase"]) == (4, "Running")
         assert _condition(kubectl, job_name, "Progressing") == ("False", "Running")
+    # What `kubectl describe sj` lists under Events: every step of the scale.
+    scale = [
+        "LaunchingDriver",
+        "Running",
+        "SpecChanged",
+        "TakingSavepoint",
+        "Savepoint",
+        "StoppingDriver",
+        "LaunchingDriver",
+        "Running",
+    ]
+    await eventually(lambda: kubectl.event_reasons(job_name) == scale, f"the Events {scale}")
+    messages = {reason: message for _, reason, message in kubectl.events(job_name)[2:]}
+    assert messages["SpecChanged"] == "generation 2 changes replicas"
+    assert messages["Running"] == "launch 2 runs at parallelism 4"
 
 
 async def test_a_savepoint_that_times_out_falls_back_to_the_latest_checkpoint(
@@ -317,12 +333,10 @@ async def test_an_invalid_change_keeps_the_last_good_spec_running(kubectl: Kubec
     await _degraded(kubectl, job_name)
     condition = next(c for c in kubectl.status(job_name)["conditions"] if c["type"] == "Degraded")
     assert "spec.replicas 100 exceeds" in condition["message"]
-    # kmock does not emulate generateName: the first event of the namespace is stored unnamed.
-    await eventually(lambda: kubectl.exists("v1/events", None), "a warning event is posted")
-    event = kubectl.get("v1/events", None)
-    assert (event["type"], event["reason"]) == ("Warning", "InvalidSpec")
-    assert event["involvedObject"]["name"] == job_name
-    assert "spec.replicas 100 exceeds" in event["message"]
+    await eventually(lambda: "InvalidSpec" in kubectl.event_reasons(job_name), "a warning event is posted")
+    (event,) = [event for event in kubectl.events(job_name) if event[1] == "InvalidSpec"]
+    assert event[0] == "Warning"
+    assert "spec.replicas 100 exceeds" in event[2]
     assert kubectl.exists(PODS, f"{job_name}-driver-1")
     assert not kubectl.exists(PODS, f"{job_name}-driver-2")
 
@@ -504,6 +518,35 @@ async def test_a_lost_driver_is_restarted_then_given_up_on(
     status = kubectl.status(job_name)
     assert "gave up after 1 restart(s)" in status["message"]
     assert not kubectl.exists(PODS, f"{job_name}-driver-3")
+    await eventually(lambda: "JobFailed" in kubectl.event_reasons(job_name), "a JobFailed Event")
+    assert [(kind, reason) for kind, reason, _ in kubectl.events(job_name)] == [
+        ("Normal", "LaunchingDriver"),
+        ("Normal", "Running"),
+        ("Warning", "Restarting"),
+        ("Normal", "StoppingDriver"),
+        ("Normal", "LaunchingDriver"),
+        ("Warning", "JobFailed"),
+    ]
+    restarting = next(message for _, reason, message in kubectl.events(job_name) if reason == "Restarting")
+    assert restarting == "driver failed; restart 1 in 0.1 s"
+
+
+async def test_a_lost_driver_is_restarted_while_a_new_spec_is_refused(
+    kubectl: Kubectl, job_name: str, etcd: Etcd
+) -> None:
+    """Failed before: the restart strategy was read from the refused spec, so the
+    lost driver was never restarted (every observation failed) until the spec was fixed."""
+    await _created(kubectl, job_name)
+    async with StandInDriver(kubectl, etcd, JobKeys(NAMESPACE, job_name)).running():
+        await kubectl.set_pod_phase(f"{job_name}-driver-1", "Running")
+        await eventually(lambda: _ready(kubectl, job_name), "launch 1 is Ready")
+        await kubectl.patch_spec(job_name, {"executor": {"resources": {"requests": {"memory": "lots"}}}})
+        await _degraded(kubectl, job_name)
+        await kubectl.patch_spec(job_name, {"restartStrategy": {"type": "fixed-delay", "delay": "100ms"}})
+        await kubectl.set_pod_phase(f"{job_name}-driver-1", "Failed")
+        pod = await _launched(kubectl, job_name, 2)
+    assert "lots" not in json.dumps(pod), "launched by the spec that ran"
+    assert json.loads(kubectl.status(job_name)["reconciledSpec"]) == SPEC
 
 
 def _observations(operator: Operator) -> Callable[[], float]:

@@ -85,6 +85,7 @@ class JobUnderTest:
         await carry_out(job, start_plan(job, "created"))
         await self.kube.set_pod_phase(f"{self.name}-driver-1", "Running")
         self.kube.status_patches.clear()
+        self.events.events.clear()
 
 
 @pytest_asyncio.fixture
@@ -140,7 +141,7 @@ async def test_a_savepoint_taken_carries_the_state_to_the_next_driver(
     assert (status["launch"], status["replicas"], status["lastSavepoint"]["path"]) == (2, 0, path), (
         "status.replicas counts what runs: nothing until the new driver says it does"
     )
-    assert under_test.events.reasons() == ["Savepoint"]
+    assert under_test.events.reasons() == ["TakingSavepoint", "Savepoint", "StoppingDriver", "LaunchingDriver"]
 
 
 async def test_a_savepoint_that_times_out_falls_back_to_the_latest_checkpoint(
@@ -154,7 +155,7 @@ async def test_a_savepoint_that_times_out_falls_back_to_the_latest_checkpoint(
     assert under_test.recorded_steps() == ["savepoint", "stopping", "starting"]
     assert _restores(under_test.pod(2)) == "latest"
     assert "no savepoint within 1 s" in under_test.status()["message"]
-    assert under_test.events.reasons() == ["SavepointTimedOut"]
+    assert under_test.events.reasons() == ["TakingSavepoint", "SavepointTimedOut", "StoppingDriver", "LaunchingDriver"]
     assert await etcd.get_prefix(under_test.keys.savepoint_requests) == [], "the request is withdrawn"
 
 
@@ -170,7 +171,7 @@ async def test_a_failed_savepoint_falls_back_to_the_latest_checkpoint(
     await carry_out(job, plan)
     assert _restores(under_test.pod(2)) == "latest"
     assert "savepoint failed (disk full)" in under_test.status()["message"]
-    assert under_test.events.reasons() == ["SavepointFailed"]
+    assert under_test.events.reasons() == ["TakingSavepoint", "SavepointFailed", "StoppingDriver", "LaunchingDriver"]
 
 
 async def test_a_job_not_running_is_upgraded_from_its_latest_checkpoint(under_test: JobUnderTest) -> None:
@@ -180,7 +181,7 @@ async def test_a_job_not_running_is_upgraded_from_its_latest_checkpoint(under_te
     await carry_out(job, upgrade_plan(job, job.spec, "upgrade"))
     assert under_test.recorded_steps() == ["savepoint", "stopping", "starting"]
     assert _restores(under_test.pod(2)) == "latest"
-    assert under_test.events.reasons() == ["SavepointSkipped"]
+    assert under_test.events.reasons() == ["TakingSavepoint", "SavepointSkipped", "StoppingDriver", "LaunchingDriver"]
 
 
 @pytest.mark.parametrize(("mode", "restores"), [("last-state", "latest"), ("stateless", "empty")])
@@ -266,7 +267,7 @@ async def test_a_savepoint_answered_while_no_operator_ran_is_taken(
     await reconcile.on_change(job, SPEC)
     assert _restores(under_test.pod(2)) == path
     assert under_test.status()["lastSavepoint"]["path"] == path
-    assert under_test.events.reasons() == ["Savepoint"]
+    assert under_test.events.reasons() == ["TakingSavepoint", "Savepoint", "StoppingDriver", "LaunchingDriver"]
 
 
 async def test_a_savepoint_recorded_before_the_operator_stopped_is_recorded_once(
@@ -290,7 +291,7 @@ async def test_a_savepoint_recorded_before_the_operator_stopped_is_recorded_once
     await reconcile.on_change(job, SPEC)
     assert _restores(under_test.pod(2)) == path
     assert under_test.status()["savepointHistory"] == [entry]
-    assert under_test.events.reasons() == []
+    assert under_test.events.reasons() == ["TakingSavepoint", "StoppingDriver", "LaunchingDriver"]
     assert await etcd.get_prefix(under_test.keys.savepoint_requests) == [], "nothing asked again"
 
 

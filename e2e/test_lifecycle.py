@@ -48,8 +48,8 @@ async def test_a_savepoint_trigger_records_a_whole_savepoint_and_the_job_runs_on
     await job.apply()
     await job.running(launch=1)
     await kubectl.patch(job.name, {"savepoints": {"triggerNonce": 1}})
-    status = await job.wait_for(lambda s: bool(s.get("savepointHistory")), "a savepoint in the history")
-    (savepoint,) = status["savepointHistory"]
+    status = await job.wait_for(lambda s: bool(s.get("savepoints")), "a savepoint in the history")
+    (savepoint,) = status["savepoints"]
     assert savepoint["reason"] == "trigger nonce 1"
     assert status["lastSavepoint"] == savepoint
     metadata = snapshot_metadata(savepoint["path"])

@@ -66,5 +66,5 @@ async def test_scaling_up_and_down_carries_the_state_over_exactly(
     job.words.append()
     await job.output_is_exact()
     status = await job.status()
-    assert [s["reason"] for s in status["savepointHistory"]] == ["upgrade", "upgrade"]
+    assert [s["reason"] for s in status["savepoints"]] == ["upgrade", "upgrade"]
     assert status["maxParallelism"] == 64, "the key groups never change"

@@ -11,6 +11,12 @@ def iso_time(epoch_s: float) -> str:
     return datetime.datetime.fromtimestamp(epoch_s, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def epoch_of(timestamp: str) -> float:
+    """`iso_time`'s inverse."""
+    parsed = datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ")
+    return parsed.replace(tzinfo=datetime.UTC).timestamp()
+
+
 def now_iso() -> str:
     return iso_time(datetime.datetime.now(datetime.UTC).timestamp())
 

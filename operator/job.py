@@ -139,7 +139,7 @@ class Job:
         field None is removed); fields that already hold those values are not written
         again."""
         if phase is not None:
-            self.context.metrics.job_phase(f"{self.names.namespace}/{self.names.name}", phase)
+            self.context.metrics.job_phase(self.names.qualified, phase)
             fields["phase"] = phase.value
         changed = {name: value for name, value in fields.items() if self.status.get(name) != value}
         if not changed:

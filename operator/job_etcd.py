@@ -30,6 +30,11 @@ class JobEtcd:
         data = None if latest is None else await self._etcd.get(keys.completed_of(int(latest)))
         return None if data is None else decode(CompletedCheckpoint, data)
 
+    async def snapshot_paths(self, keys: JobKeys) -> set[str]:
+        """Where the job's completed snapshots in etcd are: what its next launch may restore."""
+        completed = await self._etcd.get_prefix(keys.completed)
+        return {decode(CompletedCheckpoint, data).path for _, data in completed}
+
     async def savepoint_result(self, keys: JobKeys, request_id: str) -> SavepointResult | None:
         """The final result of an earlier request, if it has one."""
         data = await self._etcd.get(keys.savepoint_result(request_id))

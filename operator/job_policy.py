@@ -149,14 +149,15 @@ def _mapping(value: object, where: str) -> Mapping[str, Any]:
 
 
 def check_storage(spec: StreamingJobSpec, names: JobNames, cluster: Cluster) -> None:
-    """Where the job's checkpoints and savepoints go, and the savepoint it imports,
-    must lie in the namespace's directory of the operator's storage root: one
-    namespace cannot point a job at another's state (to read it, or to restore it
-    into its own job)."""
+    """Where the job's checkpoints and savepoints go, and the savepoint it imports
+    (importUnsignedSavepoint, initialSavepointPath), must lie in the namespace's
+    directory of the operator's storage root: one namespace cannot point a job at
+    another's state (to read it, or to restore it into its own job)."""
     named = {
         "spec.checkpointing.storage": spec.checkpointing.storage,
         "spec.savepoints.dir": spec.savepoints.dir,
         "spec.job.importUnsignedSavepoint": spec.job.import_unsigned_savepoint,
+        "spec.initialSavepointPath": spec.initial_savepoint_path,
     }
     given = {field: url for field, url in named.items() if url is not None}
     if not given:
@@ -174,6 +175,7 @@ def check_storage(spec: StreamingJobSpec, names: JobNames, cluster: Cluster) -> 
         "spec.checkpointing.storage": layout.checkpoints,
         "spec.savepoints.dir": layout.savepoints,
         "spec.job.importUnsignedSavepoint": spec.job.import_unsigned_savepoint or "",
+        "spec.initialSavepointPath": spec.initial_savepoint_path or "",
     }
     for field, url in given.items():
         if not _inside(locations[field], allowed):

@@ -31,15 +31,16 @@ class OperatorMetrics:
         )
         self.upgrade_seconds = Histogram(
             "lockgate_operator_upgrade_duration_seconds",
-            "From a change's first step to its new driver's creation, by reason.",
-            ["reason"],
+            "From a change's first step to its new driver's creation, by job and reason "
+            "(upgrade: a rescale or another spec change; suspend, resume, restart, driver-lost).",
+            ["job_namespace", "job_id", "reason"],
             buckets=DURATION_BUCKETS,
             registry=self.registry,
         )
         self.savepoint_seconds = Histogram(
             "lockgate_operator_savepoint_duration_seconds",
-            "From a savepoint request to its result, by result (completed, failed, timeout).",
-            ["result"],
+            "From a savepoint request to its result, by job and result (completed, failed, timeout).",
+            ["job_namespace", "job_id", "result"],
             buckets=DURATION_BUCKETS,
             registry=self.registry,
         )
@@ -55,6 +56,19 @@ class OperatorMetrics:
             {"version": version("lockgate"), "python": platform.python_version()}
         )
         self._phases: dict[str, JobPhase] = {}
+        self._durations: dict[str, set[tuple[Histogram, str]]] = {}  # a job's series, to remove
+
+    def upgrade_took(self, job: str, reason: str, seconds: float) -> None:
+        """A change of `job` ("namespace/name") for `reason` was carried out in `seconds`."""
+        self._observe(self.upgrade_seconds, job, reason, seconds)
+
+    def savepoint_took(self, job: str, result: str, seconds: float) -> None:
+        self._observe(self.savepoint_seconds, job, result, seconds)
+
+    def _observe(self, histogram: Histogram, job: str, label: str, seconds: float) -> None:
+        namespace, _, name = job.partition("/")
+        histogram.labels(namespace, name, label).observe(seconds)
+        self._durations.setdefault(job, set()).add((histogram, label))
 
     def job_phase(self, job: str, phase: JobPhase | None) -> None:
         """Count `job` ("namespace/name") under `phase` (None: the job is gone)."""
@@ -67,6 +81,8 @@ class OperatorMetrics:
                 self.phase_of_job.labels(namespace, name, known).set(1 if known == phase else 0)
         if phase is None:
             self._phases.pop(job, None)
+            for histogram, label in self._durations.pop(job, set()):
+                histogram.remove(namespace, name, label)
         else:
             self._phases[job] = phase
         for known in JobPhase:

@@ -18,6 +18,11 @@ class JobNames:
     name: str
 
     @property
+    def qualified(self) -> str:
+        """`namespace/name`, as the job's metrics and `status.jobId` name it."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
     def service_account(self) -> str:
         return f"{self.name}-lockgate"
 

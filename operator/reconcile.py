@@ -8,17 +8,27 @@ import json
 import time
 from typing import Any
 
-from lockgate.operator.conditions import changing, iso_time, refused, runs, set_condition, stopped
+from lockgate.operator.conditions import (
+    changing,
+    epoch_of,
+    iso_time,
+    refused,
+    runs,
+    set_condition,
+    stopped,
+)
 from lockgate.operator.driver_pod import storage_layout
 from lockgate.operator.errors import RefusedError, RetryLaterError
 from lockgate.operator.job import Job
 from lockgate.operator.job_policy import check_job, check_service_account
 from lockgate.operator.phase import JobPhase
+from lockgate.operator.savepoint_history import completed, failed
 from lockgate.operator.spec import RestartStrategySpec, SpecError, StreamingJobSpec, parse_spec
 from lockgate.operator.transition import (
     ask_savepoint,
     carry_out,
     import_plan,
+    keep_savepoint_history,
     max_parallelism,
     record_savepoint,
     recorded_plan,
@@ -28,7 +38,7 @@ from lockgate.operator.transition import (
     upgrade_plan,
 )
 from lockgate.operator.upgrade_plan import Step
-from lockgate.runtime.coordination.records import JobStatus
+from lockgate.runtime.coordination.records import JobStatus, SavepointResult
 from lockgate.runtime.engine.restart import RestartHistory, decide
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
@@ -86,6 +96,10 @@ async def on_create(job: Job) -> None:
         )
         job.inform("Suspended", "created suspended")
         return
+    if spec.initial_savepoint_path is not None:
+        plan = import_plan(job, spec.initial_savepoint_path, Step.STARTING, "initial savepoint")
+        await carry_out(job, plan)
+        return
     if spec.job.import_unsigned_savepoint is not None:
         await carry_out(job, import_plan(job, spec.job.import_unsigned_savepoint, Step.STARTING))
         return
@@ -102,6 +116,7 @@ def _needs_restart(old: StreamingJobSpec, new: StreamingJobSpec) -> bool:
             "state": new.state,
             "restart_nonce": new.restart_nonce,
             "restart_strategy": new.restart_strategy,  # the operator's own restarts read it live
+            "initial_savepoint_path": new.initial_savepoint_path,  # a first launch's only
             # Read at a launch; a new value is carried out by on_change, a removed one needs nothing.
             "job": old.job.model_copy(update={"import_unsigned_savepoint": imported}),
         }
@@ -168,10 +183,41 @@ async def savepoint_now(job: Job) -> None:
     result = await ask_savepoint(job, f"nonce-{nonce}", stop=False)
     if result is None:
         raise RetryLaterError(f"no savepoint for trigger nonce {nonce} yet", delay_s=30)
-    if result.status != "completed" or result.path is None:
-        job.warn("SavepointFailed", f"trigger nonce {nonce}: {result.error}")
+    await _record_outcome(job, f"trigger nonce {nonce}", result)
+
+
+async def _record_outcome(job: Job, reason: str, result: SavepointResult | None) -> None:
+    """A savepoint taken while the job runs, completed, failed or not answered in time."""
+    now, timeout = time.time(), job.applied_spec.savepoints.timeout_s
+    if result is None:
+        job.warn("SavepointTimedOut", f"{reason}: no savepoint within {timeout:g} s")
+        await record_savepoint(job, failed(reason, f"no savepoint within {timeout:g} s", now))
+    elif result.status != "completed" or result.path is None:
+        job.warn("SavepointFailed", f"{reason}: {result.error}")
+        await record_savepoint(job, failed(reason, str(result.error), now))
+    else:
+        await record_savepoint(job, completed(result.path, reason, result.bytes, now))
+
+
+async def _periodic_savepoint(job: Job) -> None:
+    """`spec.savepoints.interval`: a savepoint when the next one recorded in status is
+    due. Its request id is that time, so an operator restarted while waiting for it
+    takes the same savepoint's answer instead of asking again."""
+    interval, now = job.applied_spec.savepoints.interval_s, time.time()
+    due = job.status.get("nextPeriodicSavepoint")
+    if interval is None:
+        await job.record(nextPeriodicSavepoint=None)
         return
-    await record_savepoint(job, result.path, f"trigger nonce {nonce}")
+    if due is None or epoch_of(due) > now + interval:  # none yet, or the interval was shortened
+        await job.record(nextPeriodicSavepoint=iso_time(now + interval))
+        return
+    if now < epoch_of(due):
+        return
+    request = f"periodic-{int(epoch_of(due))}"
+    etcd = job.context.etcd
+    result = await etcd.savepoint_result(job.keys, request) or await ask_savepoint(job, request, stop=False)
+    await _record_outcome(job, "periodic", result)  # first: an answer is never left unrecorded
+    await job.record(nextPeriodicSavepoint=iso_time(time.time() + interval))
 
 
 async def on_delete(job: Job) -> None:
@@ -194,7 +240,7 @@ async def on_delete(job: Job) -> None:
     if spec is not None and spec.deletion.checkpoints == "delete":
         storage = storage_layout(job.names, spec, job.context.cluster)
         await asyncio.to_thread(_delete_checkpoints, storage.checkpoints, job.names.name)
-    job.context.metrics.job_phase(f"{job.names.namespace}/{job.names.name}", None)
+    job.context.metrics.job_phase(job.names.qualified, None)
 
 
 async def _final_savepoint(job: Job, launch: int) -> bool:
@@ -207,10 +253,8 @@ async def _final_savepoint(job: Job, launch: int) -> bool:
     if result is None:
         job.warn("SavepointTimedOut", "no final savepoint; deleting anyway")
         return False
-    if result.status == "completed" and result.path is not None:
-        await record_savepoint(job, result.path, "deletion")
-        return True
-    return False
+    await _record_outcome(job, "deletion", result)
+    return result.status == "completed" and result.path is not None
 
 
 def _delete_checkpoints(storage_url: str, job_id: str) -> None:
@@ -263,6 +307,9 @@ async def observe(job: Job) -> None:
             ),
             restarts=own.restarts + job.status.get("driverRestarts", 0),
         )
+        if _applied(job) is not None:
+            await _periodic_savepoint(job)
+            await keep_savepoint_history(job)  # savepoints also age out between two new ones
     elif job.phase is JobPhase.RUNNING:  # its pod is there, its heartbeat is not
         message = f"driver {names.driver_pod(launch)} has stopped saying it runs"
         if job.status.get("replicas"):  # the first observation without a heartbeat

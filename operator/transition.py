@@ -8,21 +8,32 @@ are never two.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
+from typing import Any
 
-from lockgate.operator.conditions import changing, now_iso, stopped
-from lockgate.operator.driver_pod import Launch, driver_pod
+from lockgate.operator.conditions import changing, stopped
+from lockgate.operator.driver_pod import Launch, driver_pod, storage_layout
 from lockgate.operator.errors import RetryLaterError
 from lockgate.operator.job import Job
 from lockgate.operator.owned import etcd_credentials_secret, owned_objects, snapshot_key_secret
 from lockgate.operator.phase import JobPhase
+from lockgate.operator.savepoint_history import (
+    Retention,
+    SavepointEntry,
+    completed,
+    disposable,
+    failed,
+    history_of,
+)
 from lockgate.operator.spec import StreamingJobSpec
 from lockgate.operator.upgrade_plan import Restore, Step, UpgradePlan
 from lockgate.runtime.coordination.job_identity import new_password
 from lockgate.runtime.coordination.records import SavepointResult
 from lockgate.runtime.keygroups import default_max_parallelism
+from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +94,7 @@ def recorded_plan(job: Job) -> UpgradePlan | None:
 def _observe_duration(job: Job, plan: UpgradePlan) -> None:
     """Counted before the step that clears `status.upgrade` is written."""
     started = plan.started_at if plan.started_at is not None else time.time()
-    job.context.metrics.upgrade_seconds.labels(plan.reason).observe(time.time() - started)
+    job.context.metrics.upgrade_took(job.names.qualified, plan.reason, time.time() - started)
 
 
 def start_plan(
@@ -93,10 +104,11 @@ def start_plan(
     return UpgradePlan(Step.STARTING, reason, job.next_launch, restore, savepoint)
 
 
-def import_plan(job: Job, path: str, step: Step) -> UpgradePlan:
-    """Restore `path`, which the job's key did not sign (`spec.job.importUnsignedSavepoint`)."""
+def import_plan(job: Job, path: str, step: Step, reason: str = "import") -> UpgradePlan:
+    """Restore `path`, which the job's key did not sign (`spec.job.importUnsignedSavepoint`,
+    or `spec.initialSavepointPath` at a new job's first launch)."""
     return UpgradePlan(
-        step, "import", job.next_launch, "savepoint", path, generation=job.generation, imported=True
+        step, reason, job.next_launch, "savepoint", path, generation=job.generation, imported=True
     )
 
 
@@ -135,13 +147,14 @@ async def _take_savepoint(job: Job, plan: UpgradePlan) -> UpgradePlan:
         return await _fall_back(job, plan, "SavepointSkipped", "the job is not running to take a savepoint")
     result = result or await ask_savepoint(job, plan.request, stop=True)
     if result is None:
-        return await _fall_back(
-            job, plan, "SavepointTimedOut", f"no savepoint within {spec.savepoints.timeout_s:g} s"
-        )
+        why = f"no savepoint within {spec.savepoints.timeout_s:g} s"
+        await record_savepoint(job, failed(plan.reason, why, time.time()))
+        return await _fall_back(job, plan, "SavepointTimedOut", why)
     if result.status != "completed" or result.path is None:
+        await record_savepoint(job, failed(plan.reason, str(result.error), time.time()))
         return await _fall_back(job, plan, "SavepointFailed", f"savepoint failed ({result.error})")
     if (job.status.get("lastSavepoint") or {}).get("path") != result.path:  # not if resumed after it
-        await record_savepoint(job, result.path, plan.reason)
+        await record_savepoint(job, completed(result.path, plan.reason, result.bytes, time.time()))
     after = plan.at(Step.STOPPING, restore="savepoint", savepoint=result.path)
     await job.record(upgrade=after.for_status())
     return after
@@ -159,17 +172,63 @@ async def ask_savepoint(job: Job, request_id: str, *, stop: bool) -> SavepointRe
             timeout_s=spec.savepoints.timeout_s,
         )
     except TimeoutError:
-        job.context.metrics.savepoint_seconds.labels("timeout").observe(time.monotonic() - started)
+        job.context.metrics.savepoint_took(job.names.qualified, "timeout", time.monotonic() - started)
         return None
-    job.context.metrics.savepoint_seconds.labels(result.status).observe(time.monotonic() - started)
+    job.context.metrics.savepoint_took(job.names.qualified, result.status, time.monotonic() - started)
     return result
 
 
-async def record_savepoint(job: Job, path: str, reason: str) -> None:
-    entry = {"path": path, "time": now_iso(), "reason": reason}
-    history = [entry, *job.status.get("savepointHistory", [])][: job.applied_spec.savepoints.history_size]
-    await job.record(lastSavepoint=entry, savepointHistory=history)
-    job.inform("Savepoint", f"savepoint {path} ({reason})")
+async def record_savepoint(job: Job, entry: SavepointEntry) -> None:
+    """Put `entry` at the head of `status.savepoints` (once: an operator restarted
+    before it recorded what came after may record the same answer again), then
+    keep the history."""
+    if entry.path is not None and any(taken.path == entry.path for taken in history_of(job.status)):
+        return
+    history = [entry, *history_of(job.status)]
+    fields: dict[str, Any] = {"savepoints": [e.for_status() for e in history], "savepointHistory": None}
+    if entry.status == "completed":
+        fields["lastSavepoint"] = entry.for_status()
+        size = "" if entry.bytes is None else f", {entry.bytes} bytes"
+        job.inform("Savepoint", f"savepoint {entry.path} ({entry.reason}{size})")
+    await job.record(**fields)
+    await keep_savepoint_history(job)
+
+
+async def keep_savepoint_history(job: Job) -> None:
+    """Drop what falls out of the history by count and age, disposing of the
+    operator's own savepoints among it (`savepoint_history.py` says which)."""
+    spec, history = job.applied_spec, history_of(job.status)
+    retention = Retention(spec.savepoints.history_size, spec.savepoints.history_max_age_s)
+    now = time.time()
+    if not retention.split(history, now, protected=())[1]:
+        return  # nothing falls out: no reason to read etcd
+    deployment = job.status.get("deployment") or {}
+    protected = {deployment.get("savepoint"), job.status.get("suspendedWith")}
+    protected |= await job.context.etcd.snapshot_paths(job.keys)
+    _, out = retention.split(history, now, {path for path in protected if path})
+    savepoint_dir = storage_layout(job.names, spec, job.context.cluster).savepoints
+    gone, undisposed = [], {}
+    for entry in out:
+        if disposable(entry, savepoint_dir):
+            assert entry.path is not None, "a disposable savepoint has a path"
+            try:
+                await asyncio.to_thread(_dispose, entry.path)
+            except Exception as error:  # noqa: BLE001 — any storage error: kept, tried again next time
+                why = f"not disposed of: {type(error).__name__}: {error}"
+                if entry.error != why:  # told once, not at every observation
+                    job.warn("SavepointDisposalFailed", f"{entry.path} stays in the history, {why}")
+                    undisposed[entry] = dataclasses.replace(entry, error=why)
+                continue
+            job.inform("SavepointDisposed", f"{entry.path} ({entry.reason}, {entry.time}) left the history")
+        gone.append(entry)
+    if gone or undisposed:
+        kept = [undisposed.get(entry, entry) for entry in history if entry not in gone]
+        await job.record(savepoints=[entry.for_status() for entry in kept], savepointHistory=None)
+
+
+def _dispose(path: str) -> None:
+    storage = CheckpointStorage(path)
+    storage.delete(storage.root, recursive=True)
 
 
 async def _await_exit(job: Job, pod_name: str) -> None:
@@ -256,7 +315,7 @@ async def _start_driver(job: Job, plan: UpgradePlan) -> None:
         maxParallelism=launch.max_parallelism,
         replicas=0,  # until the new driver says it runs: the old one is gone
         selector=names.executor_selector,
-        jobId=f"{names.namespace}/{names.name}",
+        jobId=names.qualified,
         observedGeneration=job.generation,
         deployment={"launch": launch.number, "restore": launch.restore, "savepoint": launch.savepoint},
         reconciledSpec=json.dumps(job.applied_raw_spec, sort_keys=True),

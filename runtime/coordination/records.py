@@ -123,6 +123,7 @@ class SavepointResult:
     path: str | None = None
     error: str | None = None
     checkpoint_id: int | None = None
+    bytes: int | None = None  # the size of the savepoint's state files, once completed
 
 
 JobState = Literal["running", "finished", "stopped", "failed"]

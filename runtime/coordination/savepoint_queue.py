@@ -112,7 +112,9 @@ class SavepointQueue:
             return
         await self._result(
             request_id,
-            SavepointResult("completed", path=target, checkpoint_id=summary.checkpoint_id),
+            SavepointResult(
+                "completed", path=target, checkpoint_id=summary.checkpoint_id, bytes=summary.bytes
+            ),
         )
         log.info("savepoint %s complete at %s", request_id, target)
         if request.stop:

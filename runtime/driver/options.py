@@ -289,11 +289,14 @@ def _apply_manifest(arguments: argparse.Namespace, sources: dict[str, str], loca
         if getattr(arguments, name) is None and value is not None:
             setattr(arguments, name, value)
             sources[name] = field
-    imported = manifest.spec.job.import_unsigned_savepoint
+    spec = manifest.spec
+    imported, field = spec.initial_savepoint_path, "spec.initialSavepointPath"
+    if imported is None:
+        imported, field = spec.job.import_unsigned_savepoint, "spec.job.importUnsignedSavepoint"
     if local and imported is not None and arguments.from_savepoint is None and not arguments.fresh:
         # The savepoint the manifest vouches for, as the operator's first launch restores it.
         arguments.from_savepoint, arguments.import_unsigned_savepoint = imported, True
-        sources["from_savepoint"] = "spec.job.importUnsignedSavepoint"
+        sources["from_savepoint"] = field
     return dict(manifest.spec.args)
 
 

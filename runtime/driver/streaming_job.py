@@ -133,8 +133,19 @@ class Checkpointing(_Object):
 class Savepoints(_Object):
     dir: StorageUrl | None = None
     trigger_nonce: int | None = Field(None, ge=-(2**31), le=INT32)
+    interval_s: PositiveDuration | None = Field(None, alias="interval")
+    """Periodic savepoints, taken by the operator while the job runs."""
     history_size: int = Field(10, ge=1, le=100)
+    history_max_age_s: PositiveDuration | None = Field(None, alias="historyMaxAge")
     timeout_s: PositiveDuration = Field(300.0, alias="timeout")
+
+    @field_validator("interval_s")
+    @classmethod
+    def _at_least_a_second(cls, interval_s: float | None) -> float | None:
+        # Each periodic savepoint is named by the second it falls due in.
+        if interval_s is not None and interval_s < 1:
+            raise ValueError(f"must be at least 1s; got {interval_s:g} s")
+        return interval_s
 
 
 class Deletion(_Object):
@@ -185,6 +196,9 @@ class StreamingJobSpec(_Object):
     state_backend: Literal["rocksdb", "heap"] = "rocksdb"
     checkpointing: Checkpointing = Checkpointing()
     savepoints: Savepoints = Savepoints()
+    initial_savepoint_path: StorageUrl | None = None
+    """The savepoint a new job's first launch restores (later changes do nothing);
+    whoever creates the job vouches for it, as for `job.importUnsignedSavepoint`."""
     deletion: Deletion = Deletion()
     upgrade_mode: UpgradeMode = "savepoint"
     state: DesiredState = "running"
@@ -211,6 +225,12 @@ class StreamingJobSpec(_Object):
 
     @model_validator(mode="after")
     def _consistent(self) -> StreamingJobSpec:
+        if self.initial_savepoint_path is not None and self.job.import_unsigned_savepoint is not None:
+            raise _whole(
+                "spec.initialSavepointPath and spec.job.importUnsignedSavepoint both name a savepoint "
+                "to restore: set one (initialSavepointPath for a new job, importUnsignedSavepoint "
+                "for one that runs)"
+            )
         if self.max_parallelism is not None and self.replicas > self.max_parallelism:
             raise _whole(
                 f"spec.replicas {self.replicas} exceeds spec.maxParallelism {self.max_parallelism}: "

@@ -33,6 +33,8 @@ RUNTIME_AND_OPERATOR_METRICS = {
     "lockgate_operator_reconciles_total",
     "lockgate_operator_jobs",
     "lockgate_job_phase",
+    "lockgate_operator_upgrade_duration_seconds_bucket",
+    "lockgate_operator_savepoint_duration_seconds_bucket",
 }
 
 
@@ -52,8 +54,55 @@ def test_the_alert_rules_pass_promtool(tmp_path: Path) -> None:
         "LockgateNoRecentCheckpoint",
         "LockgateRestartLoop",
         "LockgateJobFailed",
+        "LockgateJobStuckProgressing",
     }
     _promtool_check(rules, tmp_path)
+
+
+def test_a_job_stuck_progressing_is_alerted_on_naming_it_and_a_finished_change_is_not(tmp_path: Path) -> None:
+    """Prometheus's own rule evaluation (promtool's rule tests) over the operator's
+    `lockgate_job_phase`: `a` stays Upgrading, `b` upgrades for 5 minutes then runs."""
+    (rule,) = [r for r in alert_rules() if r["alert"] == "LockgateJobStuckProgressing"]
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(yaml.safe_dump({"groups": [{"name": "lockgate", "rules": [rule]}]}))
+    phase = 'lockgate_job_phase{{job_namespace="streams",job_id="{job}",phase="{phase}"}}'
+    series = [
+        {"series": phase.format(job="a", phase="Upgrading"), "values": "1x30"},
+        {"series": phase.format(job="b", phase="Upgrading"), "values": "1x5 0x25"},
+        {"series": phase.format(job="b", phase="Running"), "values": "0x5 1x25"},
+    ]
+    firing = {
+        "exp_labels": {
+            "severity": "warning",
+            "job_namespace": "streams",
+            "job_id": "a",
+            "phase": "Upgrading",
+        },
+        "exp_annotations": {
+            "summary": "StreamingJob streams/a has been Upgrading for 15m",
+            "description": rule["annotations"]["description"]
+            .replace("{{ $labels.job_namespace }}", "streams")
+            .replace("{{ $labels.job_id }}", "a"),
+        },
+    }
+    alerts = [
+        {"eval_time": "10m", "alertname": "LockgateJobStuckProgressing", "exp_alerts": []},
+        {"eval_time": "20m", "alertname": "LockgateJobStuckProgressing", "exp_alerts": [firing]},
+    ]
+    tests = tmp_path / "tests.yaml"
+    tests.write_text(
+        yaml.safe_dump(
+            {
+                "rule_files": [str(rules)],
+                "evaluation_interval": "1m",
+                "tests": [{"interval": "1m", "input_series": series, "alert_rule_test": alerts}],
+            }
+        )
+    )
+    run = subprocess.run(
+        ["promtool", "test", "rules", str(tests)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
 
 
 def test_every_dashboard_query_is_valid_promql(tmp_path: Path) -> None:
@@ -77,6 +126,9 @@ def test_the_dashboard_shows_what_the_issue_asks_for() -> None:
         "Restarts",
         "Operator reconciles per second",
         "StreamingJobs by phase",
+        "Parallelism",
+        "Rescale and upgrade duration",
+        "Savepoint duration",
     ):
         assert wanted in titles
     variables = {v["name"] for v in dashboard()["templating"]["list"]}

@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, Protocol
 
 import kmock
+import yaml
 from kubernetes import client
 from lockgate.operator.naming import API_VERSION, GROUP, KIND, PLURAL, VERSION
 from lockgate.runtime.coordination.etcd import Etcd
@@ -143,6 +146,40 @@ class Kubelet(Protocol):
     async def set_pod_phase(self, name: str, phase: str) -> None: ...
 
 
+_CRD = yaml.safe_load((Path(__file__).resolve().parents[2] / "crds" / "streamingjob.yaml").read_text())
+
+
+def undeclared_status_fields(status: dict[str, Any]) -> list[str]:
+    """The fields of `status` the CRD's schema does not declare where it fixes the
+    fields: an API server prunes them, so a status that has them is not what a
+    cluster would keep (the emulated one prunes nothing)."""
+    (version,) = _CRD["spec"]["versions"]
+    return _undeclared(version["schema"]["openAPIV3Schema"]["properties"]["status"], status, "status")
+
+
+def _undeclared(schema: dict[str, Any], value: Any, path: str) -> list[str]:
+    if isinstance(value, list):
+        items = schema.get("items", {})
+        return [field for i, item in enumerate(value) for field in _undeclared(items, item, f"{path}[{i}]")]
+    if not isinstance(value, dict) or "properties" not in schema:
+        return []
+    declared, open_ended = schema["properties"], schema.get("x-kubernetes-preserve-unknown-fields", False)
+    found = [] if open_ended else [f"{path}.{name}" for name in value if name not in declared]
+    for name, child in value.items():
+        if name in declared:
+            found += _undeclared(declared[name], child, f"{path}.{name}")
+    return found
+
+
+def write_savepoint_files(url: str, size: int = 1000) -> int:
+    """A savepoint's directory at `url` (file://) with its metadata and a state file."""
+    directory = Path(url.removeprefix("file://"))
+    directory.mkdir(parents=True)
+    (directory / "_metadata").write_bytes(b"{}")
+    (directory / "state").write_bytes(b"x" * size)
+    return size
+
+
 def driver_args(pod: dict[str, Any]) -> list[str]:
     """The arguments a driver pod runs `lockgate.runtime.driver.submit` with."""
     args: list[str] = pod["spec"]["containers"][0]["args"]
@@ -161,8 +198,12 @@ class StandInDriver:
         answer: bool = True,
         launch: int = 1,
         parallelism: int = 2,
+        savepoint_dir: str | None = None,
     ) -> None:
         self.kubelet, self.etcd, self.keys, self.answer = kubelet, etcd, keys, answer
+        self.savepoint_dir = savepoint_dir
+        """A `file://` directory to write each savepoint's files into, as the driver
+        does (`<dir>/savepoint-<id>-<random>`); without it, paths name no files."""
         self.requests: list[tuple[str, SavepointRequest]] = []
         self.pod = f"{keys.job}-driver-{launch}"  # the name the operator gives it
         self.heartbeat = StatusHeartbeat(
@@ -180,8 +221,11 @@ class StandInDriver:
                 await self.complete(request_id, request)
 
     async def complete(self, request_id: str, request: SavepointRequest) -> str:
-        path = f"file:///savepoints/savepoint-{request_id}"
-        result = SavepointResult("completed", path)
+        path, size = f"file:///savepoints/savepoint-{request_id}", None
+        if self.savepoint_dir is not None:
+            path = f"{self.savepoint_dir}/savepoint-{request_id}-{uuid.uuid4().hex[:8]}"
+            size = write_savepoint_files(path)
+        result = SavepointResult("completed", path, bytes=size)
         await self.etcd.put(self.keys.savepoint_result(request_id), encode(result))
         if request.stop:
             await self.heartbeat.finish("stopped", savepoint=path)

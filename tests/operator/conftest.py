@@ -24,6 +24,9 @@ from lockgate.operator.job_etcd import JobEtcd
 from lockgate.operator.kube import Kube
 from lockgate.runtime.coordination.etcd import EtcdConfig
 
+from tests.operator.fake_kube import FakeKube
+from tests.operator.job_under_test import JobUnderTest, RecordedEvents
+
 
 @dataclass
 class Operator:
@@ -93,3 +96,12 @@ async def operator(
 @pytest.fixture
 def job_name() -> str:
     return f"sums-{uuid.uuid4().hex[:6]}"
+
+
+@pytest_asyncio.fixture
+async def under_test(etcd_config: EtcdConfig, tmp_path: Path) -> AsyncIterator[JobUnderTest]:
+    kube, job_etcd = FakeKube(), JobEtcd(etcd_config)
+    cluster = Cluster(",".join(etcd_config.endpoints), f"file://{tmp_path}/checkpoints")
+    context = OperatorContext(kube, job_etcd, cluster, driver_exit_timeout_s=10)
+    yield JobUnderTest(kube, context, RecordedEvents(), f"sums-{uuid.uuid4().hex[:6]}")
+    await job_etcd.close()

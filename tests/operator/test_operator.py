@@ -15,7 +15,15 @@ from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import CompletedCheckpoint, encode
 
-from tests.operator.cluster_helpers import JOBS, NAMESPACE, SPEC, Kubectl, StandInDriver, driver_args
+from tests.operator.cluster_helpers import (
+    JOBS,
+    NAMESPACE,
+    SPEC,
+    Kubectl,
+    StandInDriver,
+    driver_args,
+    undeclared_status_fields,
+)
 from tests.operator.conftest import Operator
 from tests.operator.test_crd import KUBERNETES
 from tests.polling import eventually
@@ -205,6 +213,7 @@ async def test_ready_after_a_scale_means_the_new_parallelism_runs(
     await eventually(lambda: kubectl.event_reasons(job_name) == scale, f"the Events {scale}")
     messages = {reason: message for _, reason, message in kubectl.events(job_name)[2:]}
     assert messages["SpecChanged"] == "generation 2 changes replicas"
+    assert undeclared_status_fields(kubectl.status(job_name)) == [], "a cluster would keep all of it"
     assert messages["Running"] == "launch 2 runs at parallelism 4"
 
 
@@ -316,12 +325,10 @@ async def test_a_trigger_nonce_takes_a_savepoint_without_a_restart(
     driver = StandInDriver(kubectl, etcd, JobKeys(NAMESPACE, job_name))
     async with driver.running():
         await kubectl.patch_spec(job_name, {"savepoints": {"triggerNonce": 7}})
-        await eventually(
-            lambda: bool(kubectl.status(job_name).get("savepointHistory")), "a savepoint in history"
-        )
+        await eventually(lambda: bool(kubectl.status(job_name).get("savepoints")), "a savepoint in history")
     ((request_id, request),) = driver.requests
     assert (request_id, request.stop) == ("nonce-7", False)
-    (entry,) = kubectl.status(job_name)["savepointHistory"]
+    (entry,) = kubectl.status(job_name)["savepoints"]
     assert entry["reason"] == "trigger nonce 7"
     assert not kubectl.exists(PODS, f"{job_name}-driver-2"), "no restart"
 
@@ -489,6 +496,59 @@ async def test_an_import_from_another_namespaces_directory_is_refused(
     await _degraded(kubectl, job_name)
     assert not kubectl.exists(PODS, f"{job_name}-driver-1")
     assert "spec.job.importUnsignedSavepoint" in kubectl.status(job_name)["message"]
+
+
+async def test_a_new_job_starts_from_its_initial_savepoint_and_a_later_change_of_it_restarts_nothing(
+    kubectl: Kubectl, job_name: str, etcd: Etcd, tmp_path: Path
+) -> None:
+    """Failed before: a cluster job could not start from a savepoint."""
+    directory = f"file://{tmp_path}/checkpoints/{NAMESPACE}/_savepoints"
+    initial = f"{directory}/sums-before/savepoint-upgrade-g3-l3-0a1b2c3d"
+    await kubectl.apply(job_name, {**SPEC, "initialSavepointPath": initial})
+    assert _imports(driver_args(await _launched(kubectl, job_name, 1))) == initial
+    await eventually(lambda: "LaunchingDriver" in kubectl.event_reasons(job_name), "the launch is told")
+    launching = next(m for _, r, m in kubectl.events(job_name) if r == "LaunchingDriver")
+    assert launching == f"initial savepoint: launch 1, restoring {initial}"
+    async with StandInDriver(kubectl, etcd, JobKeys(NAMESPACE, job_name)).running():
+        await kubectl.set_pod_phase(f"{job_name}-driver-1", "Running")
+        await eventually(lambda: _ready(kubectl, job_name), "launch 1 is Ready")
+        await kubectl.patch_spec(job_name, {"initialSavepointPath": f"{directory}/sums-before/savepoint-x"})
+        await eventually(
+            lambda: kubectl.status(job_name).get("observedGeneration") == 2, "the change is observed"
+        )
+    assert kubectl.status(job_name)["launch"] == 1, "only a first launch reads it"
+
+
+async def test_an_initial_savepoint_from_another_namespaces_directory_is_refused(
+    kubectl: Kubectl, job_name: str
+) -> None:
+    await kubectl.apply(
+        job_name, {**SPEC, "initialSavepointPath": "file:///elsewhere/other-team/savepoint-1"}
+    )
+    await _degraded(kubectl, job_name)
+    assert not kubectl.exists(PODS, f"{job_name}-driver-1")
+    assert "spec.initialSavepointPath" in kubectl.status(job_name)["message"]
+
+
+async def test_periodic_savepoints_are_taken_while_the_job_runs(
+    kubectl: Kubectl, job_name: str, etcd: Etcd, tmp_path: Path
+) -> None:
+    directory = f"file://{tmp_path}/checkpoints/{NAMESPACE}/_savepoints/{job_name}"
+    await kubectl.apply(job_name, {**SPEC, "savepoints": {"interval": "1s", "historySize": 2}})
+    await _launched(kubectl, job_name, 1)
+    driver = StandInDriver(kubectl, etcd, JobKeys(NAMESPACE, job_name), savepoint_dir=directory)
+    async with driver.running():
+        await kubectl.set_pod_phase(f"{job_name}-driver-1", "Running")
+        await eventually(
+            lambda: "SavepointDisposed" in kubectl.event_reasons(job_name),
+            "three periodic savepoints, the first one disposed of",
+            timeout_s=20,
+        )
+    status = kubectl.status(job_name)
+    assert [entry["reason"] for entry in status["savepoints"]] == ["periodic", "periodic"]
+    assert all(not request.stop for _, request in driver.requests)
+    assert status["launch"] == 1, "the job runs on"
+    assert undeclared_status_fields(status) == []
 
 
 async def test_a_restart_nonce_restarts_from_the_latest_checkpoint(kubectl: Kubectl, job_name: str) -> None:

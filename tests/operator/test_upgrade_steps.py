@@ -5,96 +5,17 @@ records in status, when, and what an operator that finds a recorded step does.""
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import kopf
 import pytest
-import pytest_asyncio
 from lockgate.operator import reconcile
-from lockgate.operator.driver_pod import Cluster
-from lockgate.operator.job import Job, OperatorContext
-from lockgate.operator.job_etcd import JobEtcd
-from lockgate.operator.naming import API_VERSION, KIND
 from lockgate.operator.transition import carry_out, recorded_plan, restart_plan, start_plan, upgrade_plan
 from lockgate.operator.upgrade_plan import Step
-from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
-from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.records import SavepointResult, encode
 
 from tests.operator.cluster_helpers import NAMESPACE, SPEC, StandInDriver, driver_args
-from tests.operator.fake_kube import FakeKube
-
-
-@dataclass
-class RecordedEvents:
-    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
-
-    def warn(self, reason: str, message: str) -> None:
-        self.events.append(("Warning", reason, message))
-
-    def inform(self, reason: str, message: str) -> None:
-        self.events.append(("Normal", reason, message))
-
-    def reasons(self) -> list[str]:
-        return [reason for _, reason, _ in self.events]
-
-
-@dataclass
-class JobUnderTest:
-    """One job: the API it lives in, the operator's context, the Events it got."""
-
-    kube: FakeKube
-    context: OperatorContext
-    events: RecordedEvents
-    name: str
-
-    @property
-    def keys(self) -> JobKeys:
-        return JobKeys(NAMESPACE, self.name)
-
-    async def job(self, spec: dict[str, Any] = SPEC, generation: int = 1) -> Job:
-        """The job as a handler gets it: its spec of `generation`, its status now."""
-        body = {
-            "apiVersion": API_VERSION,
-            "kind": KIND,
-            "metadata": {"namespace": NAMESPACE, "name": self.name, "uid": "u-1", "generation": generation},
-            "spec": spec,
-        }
-        job = Job(kopf.Body(body), self.context, self.events)
-        await job.refresh_status()
-        return job
-
-    def status(self) -> dict[str, Any]:
-        return self.kube.statuses.get((NAMESPACE, self.name), {})
-
-    def pod(self, launch: int) -> dict[str, Any] | None:
-        return self.kube.objects.get(("Pod", NAMESPACE, f"{self.name}-driver-{launch}"))
-
-    def recorded_steps(self) -> list[str]:
-        """The steps written to `status.upgrade`, in order, repeats left out."""
-        steps = [p["upgrade"]["step"] for p in self.kube.status_patches if p.get("upgrade")]
-        return [step for i, step in enumerate(steps) if i == 0 or steps[i - 1] != step]
-
-    async def running(self) -> None:
-        """The job, its first driver running (started as a new job is)."""
-        job = await self.job()
-        await carry_out(job, start_plan(job, "created"))
-        await self.kube.set_pod_phase(f"{self.name}-driver-1", "Running")
-        self.kube.status_patches.clear()
-        self.events.events.clear()
-
-
-@pytest_asyncio.fixture
-async def under_test(etcd_config: EtcdConfig, tmp_path: Path) -> AsyncIterator[JobUnderTest]:
-    kube, job_etcd = FakeKube(), JobEtcd(etcd_config)
-    cluster = Cluster(",".join(etcd_config.endpoints), f"file://{tmp_path}/checkpoints")
-    context = OperatorContext(kube, job_etcd, cluster, driver_exit_timeout_s=10)
-    yield JobUnderTest(kube, context, RecordedEvents(), f"sums-{uuid.uuid4().hex[:6]}")
-    await job_etcd.close()
+from tests.operator.job_under_test import JobUnderTest
 
 
 def _restores(pod: dict[str, Any] | None) -> str:
@@ -141,7 +62,12 @@ async def test_a_savepoint_taken_carries_the_state_to_the_next_driver(
     assert (status["launch"], status["replicas"], status["lastSavepoint"]["path"]) == (2, 0, path), (
         "status.replicas counts what runs: nothing until the new driver says it does"
     )
-    assert under_test.events.reasons() == ["TakingSavepoint", "Savepoint", "StoppingDriver", "LaunchingDriver"]
+    assert under_test.events.reasons() == [
+        "TakingSavepoint",
+        "Savepoint",
+        "StoppingDriver",
+        "LaunchingDriver",
+    ]
 
 
 async def test_a_savepoint_that_times_out_falls_back_to_the_latest_checkpoint(
@@ -155,7 +81,12 @@ async def test_a_savepoint_that_times_out_falls_back_to_the_latest_checkpoint(
     assert under_test.recorded_steps() == ["savepoint", "stopping", "starting"]
     assert _restores(under_test.pod(2)) == "latest"
     assert "no savepoint within 1 s" in under_test.status()["message"]
-    assert under_test.events.reasons() == ["TakingSavepoint", "SavepointTimedOut", "StoppingDriver", "LaunchingDriver"]
+    assert under_test.events.reasons() == [
+        "TakingSavepoint",
+        "SavepointTimedOut",
+        "StoppingDriver",
+        "LaunchingDriver",
+    ]
     assert await etcd.get_prefix(under_test.keys.savepoint_requests) == [], "the request is withdrawn"
 
 
@@ -171,7 +102,12 @@ async def test_a_failed_savepoint_falls_back_to_the_latest_checkpoint(
     await carry_out(job, plan)
     assert _restores(under_test.pod(2)) == "latest"
     assert "savepoint failed (disk full)" in under_test.status()["message"]
-    assert under_test.events.reasons() == ["TakingSavepoint", "SavepointFailed", "StoppingDriver", "LaunchingDriver"]
+    assert under_test.events.reasons() == [
+        "TakingSavepoint",
+        "SavepointFailed",
+        "StoppingDriver",
+        "LaunchingDriver",
+    ]
 
 
 async def test_a_job_not_running_is_upgraded_from_its_latest_checkpoint(under_test: JobUnderTest) -> None:
@@ -181,7 +117,12 @@ async def test_a_job_not_running_is_upgraded_from_its_latest_checkpoint(under_te
     await carry_out(job, upgrade_plan(job, job.spec, "upgrade"))
     assert under_test.recorded_steps() == ["savepoint", "stopping", "starting"]
     assert _restores(under_test.pod(2)) == "latest"
-    assert under_test.events.reasons() == ["TakingSavepoint", "SavepointSkipped", "StoppingDriver", "LaunchingDriver"]
+    assert under_test.events.reasons() == [
+        "TakingSavepoint",
+        "SavepointSkipped",
+        "StoppingDriver",
+        "LaunchingDriver",
+    ]
 
 
 @pytest.mark.parametrize(("mode", "restores"), [("last-state", "latest"), ("stateless", "empty")])
@@ -267,7 +208,12 @@ async def test_a_savepoint_answered_while_no_operator_ran_is_taken(
     await reconcile.on_change(job, SPEC)
     assert _restores(under_test.pod(2)) == path
     assert under_test.status()["lastSavepoint"]["path"] == path
-    assert under_test.events.reasons() == ["TakingSavepoint", "Savepoint", "StoppingDriver", "LaunchingDriver"]
+    assert under_test.events.reasons() == [
+        "TakingSavepoint",
+        "Savepoint",
+        "StoppingDriver",
+        "LaunchingDriver",
+    ]
 
 
 async def test_a_savepoint_recorded_before_the_operator_stopped_is_recorded_once(
@@ -283,14 +229,14 @@ async def test_a_savepoint_recorded_before_the_operator_stopped_is_recorded_once
     await under_test.kube.patch_status(
         NAMESPACE,
         under_test.name,
-        {"upgrade": plan.for_status(), "lastSavepoint": entry, "savepointHistory": [entry]},
+        {"upgrade": plan.for_status(), "lastSavepoint": entry, "savepoints": [entry]},
     )
     await etcd.put(under_test.keys.savepoint_result(plan.request), encode(SavepointResult("completed", path)))
     await under_test.kube.set_pod_phase(f"{under_test.name}-driver-1", "Succeeded")
     await job.refresh_status()
     await reconcile.on_change(job, SPEC)
     assert _restores(under_test.pod(2)) == path
-    assert under_test.status()["savepointHistory"] == [entry]
+    assert under_test.status()["savepoints"] == [entry]
     assert under_test.events.reasons() == ["TakingSavepoint", "StoppingDriver", "LaunchingDriver"]
     assert await etcd.get_prefix(under_test.keys.savepoint_requests) == [], "nothing asked again"
 

@@ -60,6 +60,22 @@ from tests.runtime.cli.refusals import ARGS, WORD_COUNT, manifest, refusal, sett
             r"spec\.savepoints\.dir: foo://bucket/x: unknown protocol 'foo'",
         ),
         ({"checkpointing": []}, r"spec\.checkpointing must be an object, got list"),
+        (
+            {"savepoints": {"interval": "500ms"}},
+            r"spec\.savepoints\.interval must be at least 1s; got 0\.5 s",
+        ),
+        (
+            {"savepoints": {"historyMaxAge": "0s"}},
+            r"spec\.savepoints\.historyMaxAge must be more than 0 seconds",
+        ),
+        (
+            {
+                "initialSavepointPath": "file:///sp/savepoint-a",
+                "job": {"entrypoint": WORD_COUNT, "importUnsignedSavepoint": "file:///sp/savepoint-b"},
+            },
+            r"spec\.initialSavepointPath and spec\.job\.importUnsignedSavepoint both name a savepoint",
+        ),
+        ({"initialSavepointPath": 7}, r"spec\.initialSavepointPath must be a string"),
     ],
 )
 def test_a_spec_the_operator_would_refuse_is_refused_naming_the_field(

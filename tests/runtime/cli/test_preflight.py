@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lockgate.runtime.driver import add_job_options, settings_from
@@ -83,15 +84,22 @@ def test_lockgate_run_refuses_it_with_exit_2_before_starting_etcd(tmp_path: Path
     assert not (tmp_path / ".lockgate" / "etcd").exists()
 
 
+@pytest.mark.parametrize("field", ["job.importUnsignedSavepoint", "initialSavepointPath"])
 def test_a_manifests_import_is_restored_by_lockgate_run_and_never_by_a_launched_driver(
-    tmp_path: Path,
+    tmp_path: Path, field: str
 ) -> None:
-    """`spec.job.importUnsignedSavepoint` in a local run acts as `--from-savepoint
-    PATH --import-unsigned-savepoint`. A driver the operator launched reads the same
-    manifest on every launch: it restores only what the operator's flags name, or
-    a relaunch would rewind the job to the imported savepoint."""
+    """`spec.job.importUnsignedSavepoint` or `spec.initialSavepointPath` in a local
+    run acts as `--from-savepoint PATH --import-unsigned-savepoint`. A driver the
+    operator launched reads the same manifest on every launch: it restores only what
+    the operator's flags name, or a relaunch would rewind the job to the imported
+    savepoint."""
     savepoint = _savepoint(tmp_path, "lines")
-    job = manifest(tmp_path, {"job": {"entrypoint": WORD_COUNT, "importUnsignedSavepoint": savepoint}})
+    spec: dict[str, Any] = {"job": {"entrypoint": WORD_COUNT}}
+    if field == "initialSavepointPath":
+        spec["initialSavepointPath"] = savepoint
+    else:
+        spec["job"]["importUnsignedSavepoint"] = savepoint
+    job = manifest(tmp_path, spec)
     local = settings(tmp_path, job, *ARGS, "-p", "1", "--max-parallelism", "1")
     assert (local.from_savepoint, local.trust.savepoint) == (savepoint, savepoint)
     preflight(local, None)  # unsigned, and restored: vouched for

@@ -10,9 +10,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from lockgate.operator.command import USER_AGENT
 from lockgate.operator.naming import JobNames
 from lockgate.operator.owned import role
+from lockgate.operator.service import USER_AGENT
 
 from tests.helm.chart import find, render
 from tests.kube_emulator import Call

@@ -11,10 +11,18 @@ def iso_time(epoch_s: float) -> str:
     return datetime.datetime.fromtimestamp(epoch_s, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def epoch_of(timestamp: str) -> float:
-    """`iso_time`'s inverse."""
-    parsed = datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ")
-    return parsed.replace(tzinfo=datetime.UTC).timestamp()
+def epoch_of(timestamp: Any) -> float | None:
+    """An RFC 3339 time in status (`iso_time`'s, or with fractions or an offset, as
+    the CRD's date-time format takes them) in seconds; None for anything else."""
+    if not isinstance(timestamp, str):
+        return None
+    try:
+        parsed = datetime.datetime.fromisoformat(timestamp)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=datetime.UTC)
+    return parsed.timestamp()
 
 
 def now_iso() -> str:

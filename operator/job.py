@@ -93,24 +93,35 @@ class Job:
 
     @property
     def applied_raw_spec(self) -> dict[str, Any]:
-        """The spec carried out: the job's own, or while that one is refused, the one
-        the driver runs (a lost driver is restarted by it, savepoints go on by it)."""
+        """The spec carried out: the job's own once the operator accepted it; while it
+        is refused (Degraded: unparseable, or against the operator's policy), the last
+        one accepted — a lost driver is restarted by it, savepoints go on by it."""
+        reconciled = self.status.get("reconciledSpec")
+        if self.refused:
+            if reconciled is None:  # refused before anything ran: nothing to go on by
+                raise SpecError(f"the spec is refused and none was accepted before: {self.refused}")
+            return dict(json.loads(reconciled))
         try:
             _ = self.spec
         except SpecError:
-            reconciled = self.status.get("reconciledSpec")
-            if reconciled is None:  # nothing ran: nothing to go on by
+            if reconciled is None:
                 raise
             return dict(json.loads(reconciled))
         return self.raw_spec
 
     @property
+    def refused(self) -> str | None:
+        """Why the job's spec is refused (its Degraded condition), or None."""
+        degraded = (c for c in self.status.get("conditions") or [] if c.get("type") == "Degraded")
+        condition = next(degraded, None)
+        if condition is None or condition.get("status") != "True":
+            return None
+        return str(condition.get("message") or "refused")
+
+    @property
     def applied_spec(self) -> StreamingJobSpec:
         """`applied_raw_spec`, parsed; raises SpecError when no spec was ever good."""
-        try:
-            return self.spec
-        except SpecError:
-            return parse_spec(self.applied_raw_spec)
+        return parse_spec(self.applied_raw_spec)
 
     @property
     def phase(self) -> JobPhase | None:

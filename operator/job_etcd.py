@@ -37,9 +37,17 @@ class JobEtcd:
 
     async def savepoint_result(self, keys: JobKeys, request_id: str) -> SavepointResult | None:
         """The final result of an earlier request, if it has one."""
-        data = await self._etcd.get(keys.savepoint_result(request_id))
-        result = None if data is None else decode(SavepointResult, data)
+        result = await self.savepoint_answer(keys, request_id)
         return None if result is None or result.status == "pending" else result
+
+    async def savepoint_answer(self, keys: JobKeys, request_id: str) -> SavepointResult | None:
+        """What the driver said of a request so far: pending (being taken), final, or nothing."""
+        data = await self._etcd.get(keys.savepoint_result(request_id))
+        return None if data is None else decode(SavepointResult, data)
+
+    async def savepoint_requested(self, keys: JobKeys, request_id: str) -> bool:
+        """Whether the request still waits to be served (it is withdrawn at its timeout)."""
+        return await self._etcd.get(keys.savepoint_request(request_id)) is not None
 
     async def savepoint(
         self, keys: JobKeys, *, request_id: str, stop: bool, directory: str | None, timeout_s: float

@@ -10,7 +10,6 @@ from typing import Any
 
 from lockgate.operator.conditions import (
     changing,
-    epoch_of,
     iso_time,
     refused,
     runs,
@@ -22,15 +21,17 @@ from lockgate.operator.errors import RefusedError, RetryLaterError
 from lockgate.operator.job import Job
 from lockgate.operator.job_policy import check_job, check_service_account
 from lockgate.operator.phase import JobPhase
-from lockgate.operator.savepoint_history import completed, failed
+from lockgate.operator.savepoints import (
+    ask_savepoint,
+    keep_savepoint_history,
+    periodic_savepoint,
+    record_outcome,
+)
 from lockgate.operator.spec import RestartStrategySpec, SpecError, StreamingJobSpec, parse_spec
 from lockgate.operator.transition import (
-    ask_savepoint,
     carry_out,
     import_plan,
-    keep_savepoint_history,
     max_parallelism,
-    record_savepoint,
     recorded_plan,
     remove_driver,
     restart_plan,
@@ -38,7 +39,7 @@ from lockgate.operator.transition import (
     upgrade_plan,
 )
 from lockgate.operator.upgrade_plan import Step
-from lockgate.runtime.coordination.records import JobStatus, SavepointResult
+from lockgate.runtime.coordination.records import JobStatus
 from lockgate.runtime.engine.restart import RestartHistory, decide
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
@@ -63,10 +64,9 @@ async def _checked_spec(job: Job) -> StreamingJobSpec:
                 f"spec.maxParallelism cannot change from {recorded} to {spec.max_parallelism}: "
                 "the job's state is split into that many key groups"
             )
-        if spec.replicas > max_parallelism(job):
-            raise SpecError(
-                f"spec.replicas {spec.replicas} exceeds the job's max parallelism {max_parallelism(job)}"
-            )
+        limit = max_parallelism(job, spec)
+        if spec.replicas > limit:
+            raise SpecError(f"spec.replicas {spec.replicas} exceeds the job's max parallelism {limit}")
         check_job(spec, job.names, job.context.cluster, job.context.policy)
         if spec.service_account_name is not None:
             kube, namespace = job.context.kube, job.names.namespace
@@ -88,22 +88,31 @@ async def on_create(job: Job) -> None:
     if recorded is not None:  # an operator restarted before the first launch completed
         await carry_out(job, recorded)
         return
-    spec = await _checked_spec(job)
+    await _first_launch(job, await _checked_spec(job), "created")
+
+
+async def _first_launch(job: Job, spec: StreamingJobSpec, reason: str) -> None:
+    """A job none of whose drivers ran yet (new, created suspended, or created with a
+    spec that was refused): suspended, or started from its initial savepoint, the
+    savepoint it imports, or empty state."""
     if spec.state == "suspended":
-        conditions = stopped(job.status.get("conditions"), "Suspended", "created suspended")
-        await job.record(
-            phase=JobPhase.SUSPENDED, maxParallelism=max_parallelism(job), replicas=0, conditions=conditions
+        if job.phase is not JobPhase.SUSPENDED:
+            conditions = stopped(job.status.get("conditions"), "Suspended", "created suspended")
+            await job.record(
+                phase=JobPhase.SUSPENDED,
+                maxParallelism=max_parallelism(job, spec),
+                replicas=0,
+                conditions=conditions,
+            )
+            job.inform("Suspended", "created suspended")
+    elif spec.initial_savepoint_path is not None:
+        await carry_out(
+            job, import_plan(job, spec.initial_savepoint_path, Step.STARTING, "initial savepoint")
         )
-        job.inform("Suspended", "created suspended")
-        return
-    if spec.initial_savepoint_path is not None:
-        plan = import_plan(job, spec.initial_savepoint_path, Step.STARTING, "initial savepoint")
-        await carry_out(job, plan)
-        return
-    if spec.job.import_unsigned_savepoint is not None:
+    elif spec.job.import_unsigned_savepoint is not None:
         await carry_out(job, import_plan(job, spec.job.import_unsigned_savepoint, Step.STARTING))
-        return
-    await carry_out(job, start_plan(job, "created"))
+    else:
+        await carry_out(job, start_plan(job, reason))
 
 
 def _needs_restart(old: StreamingJobSpec, new: StreamingJobSpec) -> bool:
@@ -146,9 +155,14 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
     reconciled = job.status.get("reconciledSpec")
     running = _parsed(json.loads(reconciled)) if reconciled else old
     _announce_change(job, json.loads(reconciled) if reconciled else old_spec)
+    if not job.status.get("launch"):
+        await _first_launch(job, new, "resume" if job.phase is JobPhase.SUSPENDED else "created")
+        await _accepted(job)
+        return
     if new.state == "suspended":
         if job.phase is not JobPhase.SUSPENDED:
             await carry_out(job, upgrade_plan(job, new, "suspend", suspend=True))
+        await _accepted(job)
         return
     if job.phase is JobPhase.SUSPENDED:
         suspended_with = job.status.get("suspendedWith")
@@ -156,6 +170,7 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
             await carry_out(job, start_plan(job, "resume"))
         else:
             await carry_out(job, start_plan(job, "resume", "savepoint", str(suspended_with)))
+        await _accepted(job)
         return
     imported = new.job.import_unsigned_savepoint
     if imported is not None and (running is None or running.job.import_unsigned_savepoint != imported):
@@ -166,7 +181,15 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
         await carry_out(job, restart_plan(job, "restart"))
     if old is not None and new.savepoints.trigger_nonce not in (None, old.savepoints.trigger_nonce):
         await savepoint_now(job)
-    await job.record(observedGeneration=job.generation)
+    await _accepted(job)
+
+
+async def _accepted(job: Job) -> None:
+    """The job's spec is carried out: the one a restart goes by from now on, and
+    the one the next change is compared with (`reconciledSpec`)."""
+    await job.record(
+        observedGeneration=job.generation, reconciledSpec=json.dumps(job.raw_spec, sort_keys=True)
+    )
 
 
 def _announce_change(job: Job, running: dict[str, Any]) -> None:
@@ -180,44 +203,11 @@ def _announce_change(job: Job, running: dict[str, Any]) -> None:
 async def savepoint_now(job: Job) -> None:
     """A savepoint without stopping (savepoints.triggerNonce changed)."""
     nonce = job.spec.savepoints.trigger_nonce
-    result = await ask_savepoint(job, f"nonce-{nonce}", stop=False)
+    request = f"nonce-{nonce}"
+    result = await ask_savepoint(job, request, stop=False)
     if result is None:
         raise RetryLaterError(f"no savepoint for trigger nonce {nonce} yet", delay_s=30)
-    await _record_outcome(job, f"trigger nonce {nonce}", result)
-
-
-async def _record_outcome(job: Job, reason: str, result: SavepointResult | None) -> None:
-    """A savepoint taken while the job runs, completed, failed or not answered in time."""
-    now, timeout = time.time(), job.applied_spec.savepoints.timeout_s
-    if result is None:
-        job.warn("SavepointTimedOut", f"{reason}: no savepoint within {timeout:g} s")
-        await record_savepoint(job, failed(reason, f"no savepoint within {timeout:g} s", now))
-    elif result.status != "completed" or result.path is None:
-        job.warn("SavepointFailed", f"{reason}: {result.error}")
-        await record_savepoint(job, failed(reason, str(result.error), now))
-    else:
-        await record_savepoint(job, completed(result.path, reason, result.bytes, now))
-
-
-async def _periodic_savepoint(job: Job) -> None:
-    """`spec.savepoints.interval`: a savepoint when the next one recorded in status is
-    due. Its request id is that time, so an operator restarted while waiting for it
-    takes the same savepoint's answer instead of asking again."""
-    interval, now = job.applied_spec.savepoints.interval_s, time.time()
-    due = job.status.get("nextPeriodicSavepoint")
-    if interval is None:
-        await job.record(nextPeriodicSavepoint=None)
-        return
-    if due is None or epoch_of(due) > now + interval:  # none yet, or the interval was shortened
-        await job.record(nextPeriodicSavepoint=iso_time(now + interval))
-        return
-    if now < epoch_of(due):
-        return
-    request = f"periodic-{int(epoch_of(due))}"
-    etcd = job.context.etcd
-    result = await etcd.savepoint_result(job.keys, request) or await ask_savepoint(job, request, stop=False)
-    await _record_outcome(job, "periodic", result)  # first: an answer is never left unrecorded
-    await job.record(nextPeriodicSavepoint=iso_time(time.time() + interval))
+    await record_outcome(job, f"trigger nonce {nonce}", request, result)
 
 
 async def on_delete(job: Job) -> None:
@@ -253,7 +243,7 @@ async def _final_savepoint(job: Job, launch: int) -> bool:
     if result is None:
         job.warn("SavepointTimedOut", "no final savepoint; deleting anyway")
         return False
-    await _record_outcome(job, "deletion", result)
+    await record_outcome(job, "deletion", f"delete-l{launch}", result)
     return result.status == "completed" and result.path is not None
 
 
@@ -266,6 +256,8 @@ def _delete_checkpoints(storage_url: str, job_id: str) -> None:
 
 async def observe(job: Job) -> None:
     """Status from the driver pod and etcd; a lost driver restarted by the job's strategy."""
+    if job.phase is not None:  # after an operator restart too: alerts read it from the first observation
+        job.context.metrics.job_phase(job.names.qualified, job.phase)
     if "upgrade" in job.status or job.phase in (None, JobPhase.SUSPENDED, JobPhase.FAILED, JobPhase.FINISHED):
         return
     names, context = job.names, job.context
@@ -308,7 +300,7 @@ async def observe(job: Job) -> None:
             restarts=own.restarts + job.status.get("driverRestarts", 0),
         )
         if _applied(job) is not None:
-            await _periodic_savepoint(job)
+            await periodic_savepoint(job)
             await keep_savepoint_history(job)  # savepoints also age out between two new ones
     elif job.phase is JobPhase.RUNNING:  # its pod is there, its heartbeat is not
         message = f"driver {names.driver_pod(launch)} has stopped saying it runs"

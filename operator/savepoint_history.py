@@ -39,18 +39,30 @@ class SavepointEntry:
     path: str | None = None
     bytes: int | None = None
     error: str | None = None
+    request: str | None = None
+    """A failed one's request id while its answer may still come (it timed out)."""
 
     @classmethod
-    def from_status(cls, stored: dict[str, Any]) -> SavepointEntry:
-        """An entry as status holds it; one written before sizes and failures were
-        kept (path, time, reason) is a completed savepoint of unknown size."""
+    def from_status(cls, stored: Any) -> SavepointEntry | None:
+        """An entry as status holds it, or None for what is no entry (anyone who can
+        write status could have put anything there). One written before sizes and
+        failures were kept (path, time, reason) is a completed savepoint."""
+        if not isinstance(stored, dict):
+            return None
+
+        def text(name: str) -> str | None:
+            value = stored.get(name)
+            return value if isinstance(value, str) and value else None
+
+        size = stored.get("bytes")
         return cls(
-            reason=str(stored.get("reason", "")),
-            time=str(stored.get("time", "")),
+            reason=text("reason") or "",
+            time=text("time") or "",
             status="failed" if stored.get("status") == "failed" else "completed",
-            path=stored.get("path"),
-            bytes=stored.get("bytes"),
-            error=stored.get("error"),
+            path=text("path"),
+            bytes=size if isinstance(size, int) and not isinstance(size, bool) else None,
+            error=text("error"),
+            request=text("request"),
         )
 
     def for_status(self) -> dict[str, Any]:
@@ -61,25 +73,29 @@ class SavepointEntry:
             "status": self.status,
             "bytes": self.bytes,
             "error": self.error,
+            "request": self.request,
         }
         return {name: value for name, value in fields.items() if value is not None}
 
     def age_s(self, now: float) -> float:
-        return now - epoch_of(self.time)
+        """0 for a time that cannot be read: such an entry leaves by count alone."""
+        taken = epoch_of(self.time)
+        return 0.0 if taken is None else now - taken
 
 
 def history_of(status: dict[str, Any]) -> list[SavepointEntry]:
     """`status.savepoints`, or what an earlier operator kept as `savepointHistory`."""
-    stored = status.get("savepoints", status.get("savepointHistory")) or []
-    return [SavepointEntry.from_status(entry) for entry in stored]
+    stored = status.get("savepoints", status.get("savepointHistory"))
+    entries = [SavepointEntry.from_status(entry) for entry in stored] if isinstance(stored, list) else []
+    return [entry for entry in entries if entry is not None]
 
 
 def completed(path: str, reason: str, size: int | None, now: float) -> SavepointEntry:
     return SavepointEntry(reason, iso_time(now), "completed", path=path, bytes=size)
 
 
-def failed(reason: str, error: str, now: float) -> SavepointEntry:
-    return SavepointEntry(reason, iso_time(now), "failed", error=error)
+def failed(reason: str, error: str, now: float, request: str | None = None) -> SavepointEntry:
+    return SavepointEntry(reason, iso_time(now), "failed", error=error, request=request)
 
 
 @dataclass(frozen=True)

@@ -8,40 +8,31 @@ are never two.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import time
-from typing import Any
 
 from lockgate.operator.conditions import changing, stopped
-from lockgate.operator.driver_pod import Launch, driver_pod, storage_layout
+from lockgate.operator.driver_pod import Launch, driver_pod
 from lockgate.operator.errors import RetryLaterError
 from lockgate.operator.job import Job
 from lockgate.operator.owned import etcd_credentials_secret, owned_objects, snapshot_key_secret
 from lockgate.operator.phase import JobPhase
-from lockgate.operator.savepoint_history import (
-    Retention,
-    SavepointEntry,
-    completed,
-    disposable,
-    failed,
-    history_of,
-)
+from lockgate.operator.savepoint_history import completed, failed
+from lockgate.operator.savepoints import ask_savepoint, record_savepoint
 from lockgate.operator.spec import StreamingJobSpec
 from lockgate.operator.upgrade_plan import Restore, Step, UpgradePlan
 from lockgate.runtime.coordination.job_identity import new_password
-from lockgate.runtime.coordination.records import SavepointResult
 from lockgate.runtime.keygroups import default_max_parallelism
-from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 log = logging.getLogger(__name__)
 
 
-def max_parallelism(job: Job) -> int:
-    """Fixed at the first launch: key groups of written state never change."""
+def max_parallelism(job: Job, spec: StreamingJobSpec | None = None) -> int:
+    """Fixed at the first launch: key groups of written state never change. `spec`:
+    the one being checked or launched (default: the spec in force)."""
     recorded = job.status.get("maxParallelism")
-    spec = job.applied_spec
+    spec = spec or job.applied_spec
     return int(recorded or spec.max_parallelism or default_max_parallelism(spec.replicas))
 
 
@@ -56,20 +47,26 @@ async def carry_out(job: Job, plan: UpgradePlan) -> None:
     )
     if plan.started_at is None:  # kept across resumes: durations count the whole change
         plan = plan.at(plan.step, started_at=time.time())
+    # A step retried (the driver pod still terminating) or resumed by a restarted
+    # operator was told when it began: its Event is not posted again.
+    resumed = recorded_plan(job)
+    told = resumed.step if resumed is not None and resumed.launch == plan.launch else None
     message = f"{plan.reason}: {plan.step.value}, then launch {plan.launch}"
     conditions = changing(job.status.get("conditions"), phase.value, message, job.generation)
     await job.record(upgrade=plan.for_status(), phase=phase, conditions=conditions)
     if plan.step is Step.SAVEPOINT:
-        job.inform("TakingSavepoint", f"{plan.reason}: savepoint {plan.request}, stopping the driver")
+        if told is not Step.SAVEPOINT:
+            job.inform("TakingSavepoint", f"{plan.reason}: savepoint {plan.request}, stopping the driver")
         plan = await _take_savepoint(job, plan)
     if plan.step is Step.STOPPING:
         launch = int(job.status.get("launch", 0))
-        if launch:
+        if launch and told is not Step.STOPPING:
             job.inform("StoppingDriver", f"{plan.reason}: stopping {job.names.driver_pod(launch)}")
         plan = await _stop_driver(job, plan)
     if plan.step is Step.STARTING:
-        restores = plan.savepoint or ("no state" if plan.restore == "empty" else "the latest checkpoint")
-        job.inform("LaunchingDriver", f"{plan.reason}: launch {plan.launch}, restoring {restores}")
+        if told is not Step.STARTING:
+            restores = plan.savepoint or ("no state" if plan.restore == "empty" else "the latest checkpoint")
+            job.inform("LaunchingDriver", f"{plan.reason}: launch {plan.launch}, restoring {restores}")
         await _start_driver(job, plan)
     elif plan.step is Step.SUSPENDED:
         _observe_duration(job, plan)
@@ -148,7 +145,7 @@ async def _take_savepoint(job: Job, plan: UpgradePlan) -> UpgradePlan:
     result = result or await ask_savepoint(job, plan.request, stop=True)
     if result is None:
         why = f"no savepoint within {spec.savepoints.timeout_s:g} s"
-        await record_savepoint(job, failed(plan.reason, why, time.time()))
+        await record_savepoint(job, failed(plan.reason, why, time.time(), plan.request))
         return await _fall_back(job, plan, "SavepointTimedOut", why)
     if result.status != "completed" or result.path is None:
         await record_savepoint(job, failed(plan.reason, str(result.error), time.time()))
@@ -158,77 +155,6 @@ async def _take_savepoint(job: Job, plan: UpgradePlan) -> UpgradePlan:
     after = plan.at(Step.STOPPING, restore="savepoint", savepoint=result.path)
     await job.record(upgrade=after.for_status())
     return after
-
-
-async def ask_savepoint(job: Job, request_id: str, *, stop: bool) -> SavepointResult | None:
-    """Request a savepoint and wait up to `savepoints.timeout`; None when none came."""
-    spec, started = job.applied_spec, time.monotonic()
-    try:
-        result = await job.context.etcd.savepoint(
-            job.keys,
-            request_id=request_id,
-            stop=stop,
-            directory=spec.savepoints.dir,
-            timeout_s=spec.savepoints.timeout_s,
-        )
-    except TimeoutError:
-        job.context.metrics.savepoint_took(job.names.qualified, "timeout", time.monotonic() - started)
-        return None
-    job.context.metrics.savepoint_took(job.names.qualified, result.status, time.monotonic() - started)
-    return result
-
-
-async def record_savepoint(job: Job, entry: SavepointEntry) -> None:
-    """Put `entry` at the head of `status.savepoints` (once: an operator restarted
-    before it recorded what came after may record the same answer again), then
-    keep the history."""
-    if entry.path is not None and any(taken.path == entry.path for taken in history_of(job.status)):
-        return
-    history = [entry, *history_of(job.status)]
-    fields: dict[str, Any] = {"savepoints": [e.for_status() for e in history], "savepointHistory": None}
-    if entry.status == "completed":
-        fields["lastSavepoint"] = entry.for_status()
-        size = "" if entry.bytes is None else f", {entry.bytes} bytes"
-        job.inform("Savepoint", f"savepoint {entry.path} ({entry.reason}{size})")
-    await job.record(**fields)
-    await keep_savepoint_history(job)
-
-
-async def keep_savepoint_history(job: Job) -> None:
-    """Drop what falls out of the history by count and age, disposing of the
-    operator's own savepoints among it (`savepoint_history.py` says which)."""
-    spec, history = job.applied_spec, history_of(job.status)
-    retention = Retention(spec.savepoints.history_size, spec.savepoints.history_max_age_s)
-    now = time.time()
-    if not retention.split(history, now, protected=())[1]:
-        return  # nothing falls out: no reason to read etcd
-    deployment = job.status.get("deployment") or {}
-    protected = {deployment.get("savepoint"), job.status.get("suspendedWith")}
-    protected |= await job.context.etcd.snapshot_paths(job.keys)
-    _, out = retention.split(history, now, {path for path in protected if path})
-    savepoint_dir = storage_layout(job.names, spec, job.context.cluster).savepoints
-    gone, undisposed = [], {}
-    for entry in out:
-        if disposable(entry, savepoint_dir):
-            assert entry.path is not None, "a disposable savepoint has a path"
-            try:
-                await asyncio.to_thread(_dispose, entry.path)
-            except Exception as error:  # noqa: BLE001 — any storage error: kept, tried again next time
-                why = f"not disposed of: {type(error).__name__}: {error}"
-                if entry.error != why:  # told once, not at every observation
-                    job.warn("SavepointDisposalFailed", f"{entry.path} stays in the history, {why}")
-                    undisposed[entry] = dataclasses.replace(entry, error=why)
-                continue
-            job.inform("SavepointDisposed", f"{entry.path} ({entry.reason}, {entry.time}) left the history")
-        gone.append(entry)
-    if gone or undisposed:
-        kept = [undisposed.get(entry, entry) for entry in history if entry not in gone]
-        await job.record(savepoints=[entry.for_status() for entry in kept], savepointHistory=None)
-
-
-def _dispose(path: str) -> None:
-    storage = CheckpointStorage(path)
-    storage.delete(storage.root, recursive=True)
 
 
 async def _await_exit(job: Job, pod_name: str) -> None:

@@ -195,7 +195,7 @@ class StandInDriver:
         etcd: Etcd,
         keys: JobKeys,
         *,
-        answer: bool = True,
+        answer: bool = True,  # False: it begins each savepoint and never finishes one
         launch: int = 1,
         parallelism: int = 2,
         savepoint_dir: str | None = None,
@@ -219,6 +219,9 @@ class StandInDriver:
             self.requests.append((request_id, request))
             if self.answer:
                 await self.complete(request_id, request)
+            else:  # begun, and slow: as a driver's coordinator says before it takes one
+                pending = SavepointResult("pending", f"{self.savepoint_dir or 'file:///savepoints'}/pending")
+                await self.etcd.put(self.keys.savepoint_result(request_id), encode(pending))
 
     async def complete(self, request_id: str, request: SavepointRequest) -> str:
         path, size = f"file:///savepoints/savepoint-{request_id}", None

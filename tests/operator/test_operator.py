@@ -146,16 +146,11 @@ async def test_scale_takes_a_savepoint_and_restarts_from_it(
     assert "upgrade" not in status
     assert operator.context is not None
     metrics = operator.context.metrics.registry
-    assert (
-        metrics.get_sample_value("lockgate_operator_upgrade_duration_seconds_count", {"reason": "upgrade"})
-        == 1
-    )
-    assert (
-        metrics.get_sample_value(
-            "lockgate_operator_savepoint_duration_seconds_count", {"result": "completed"}
-        )
-        == 1
-    )
+    job = {"job_namespace": NAMESPACE, "job_id": job_name}
+    upgrades = {**job, "reason": "upgrade"}
+    assert metrics.get_sample_value("lockgate_operator_upgrade_duration_seconds_count", upgrades) == 1
+    savepoints = {**job, "result": "completed"}
+    assert metrics.get_sample_value("lockgate_operator_savepoint_duration_seconds_count", savepoints) == 1
 
 
 def _ready(kubectl: Kubectl, name: str) -> bool:

@@ -1,0 +1,239 @@
+"""What an adversarial try of the operator's savepoint history, initial savepoint
+and refused specs broke — each test failed before its fix. Run through the
+operator's logic on a real etcd, real files and an in-memory Kubernetes API."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lockgate.operator import reconcile
+from lockgate.operator.conditions import iso_time
+from lockgate.operator.errors import RefusedError
+from lockgate.operator.metrics import OperatorMetrics
+from lockgate.operator.savepoint_history import SavepointEntry
+from lockgate.operator.savepoints import MAX_ENTRIES
+from lockgate.operator.transition import carry_out, start_plan
+from lockgate.runtime.coordination.etcd import Etcd
+
+from tests.operator.cluster_helpers import NAMESPACE, SPEC, StandInDriver, driver_args, write_savepoint_files
+from tests.operator.job_under_test import JobUnderTest
+
+
+def _restores(pod: dict[str, Any] | None) -> str:
+    assert pod is not None
+    args = driver_args(pod)
+    return args[args.index("--from-savepoint") + 1] if "--from-savepoint" in args else "latest"
+
+
+def _savepoint_dir(under_test: JobUnderTest, tmp_path: Path, namespace: str = NAMESPACE) -> str:
+    return f"file://{tmp_path}/checkpoints/{namespace}/_savepoints/{under_test.name}"
+
+
+async def _periodic_due(under_test: JobUnderTest, ago_s: float) -> None:
+    await under_test.kube.patch_status(
+        NAMESPACE, under_test.name, {"nextPeriodicSavepoint": iso_time(time.time() - ago_s)}
+    )
+
+
+async def test_a_spec_refused_by_policy_is_not_what_restarts_and_savepoints_go_by(
+    under_test: JobUnderTest, etcd: Etcd, tmp_path: Path
+) -> None:
+    """Failed before: a spec that parses but is refused (a hostPath volume, another
+    namespace's savepoint directory) was taken as the spec in force while refused:
+    periodic savepoints went to the other namespace's directory, and a lost driver
+    was relaunched with the hostPath volume."""
+    spec = {**SPEC, "savepoints": {"interval": "1h"}}
+    await under_test.running(spec)
+    theirs = f"file://{tmp_path}/checkpoints/other-ns/_savepoints/victim"
+    refused = {
+        **spec,
+        "savepoints": {"interval": "1h", "dir": theirs},
+        "volumes": [{"name": "host", "hostPath": {"path": "/"}}],
+    }
+    with pytest.raises(RefusedError):
+        await reconcile.on_change(await under_test.job(refused, 2), spec)
+    driver = StandInDriver(under_test.kube, etcd, under_test.keys)
+    async with driver.running():
+        await reconcile.observe(await under_test.job(refused, 2))
+        await _periodic_due(under_test, ago_s=1)
+        await reconcile.observe(await under_test.job(refused, 2))
+    assert [request.dir for _, request in driver.requests] == [None], "the accepted spec's directory"
+    await under_test.kube.set_pod_phase(f"{under_test.name}-driver-1", "Failed")
+    await reconcile.observe(await under_test.job(refused, 2))
+    await under_test.kube.patch_status(NAMESPACE, under_test.name, {"restartAt": time.time() - 1})
+    await reconcile.observe(await under_test.job(refused, 2))
+    pod = under_test.pod(2)
+    assert pod is not None, "the lost driver is relaunched"
+    assert "hostPath" not in json.dumps(pod)
+    args = driver_args(pod)
+    assert args[args.index("--savepoint-dir") + 1] == _savepoint_dir(under_test, tmp_path)
+    assert json.loads(under_test.status()["reconciledSpec"]) == spec
+
+
+async def test_a_full_history_still_takes_a_new_savepoint_in_one_write(
+    under_test: JobUnderTest, etcd: Etcd, tmp_path: Path
+) -> None:
+    """Failed before: the new entry was written before the history was trimmed, so
+    with historySize 100 the API server (maxItems 100) refused every write — an
+    upgrade's savepoint could never be recorded."""
+    spec = {**SPEC, "savepoints": {"interval": "1h", "historySize": 100}}
+    await under_test.running(spec)
+    directory = _savepoint_dir(under_test, tmp_path)
+    history = [
+        SavepointEntry(
+            "periodic", iso_time(time.time() - 60 * (i + 1)), "completed", path=f"{directory}/savepoint-p-{i}"
+        )
+        for i in range(100)
+    ]
+    await under_test.kube.patch_status(
+        NAMESPACE, under_test.name, {"savepoints": [entry.for_status() for entry in history]}
+    )
+    driver = StandInDriver(under_test.kube, etcd, under_test.keys, savepoint_dir=directory)
+    async with driver.running():
+        await _periodic_due(under_test, ago_s=1)
+        await reconcile.observe(await under_test.job(spec))
+    written = [patch["savepoints"] for patch in under_test.kube.status_patches if "savepoints" in patch]
+    assert written, "the savepoint is recorded"
+    assert max(len(savepoints) for savepoints in written) <= MAX_ENTRIES
+    assert under_test.status()["savepoints"][0]["reason"] == "periodic"
+    assert under_test.status()["savepoints"][0]["path"].startswith(f"{directory}/savepoint-periodic-")
+
+
+@pytest.mark.parametrize("first", ["created suspended", "created refused"])
+async def test_the_first_launch_restores_the_initial_savepoint_however_late_it_comes(
+    under_test: JobUnderTest, tmp_path: Path, first: str
+) -> None:
+    """Failed before: a job created suspended, or with a refused spec, started from
+    empty state when it was resumed or fixed."""
+    initial = f"file://{tmp_path}/checkpoints/{NAMESPACE}/imports/savepoint-x"
+    spec = {**SPEC, "initialSavepointPath": initial}
+    if first == "created suspended":
+        created = {**spec, "state": "suspended"}
+        await reconcile.on_create(await under_test.job(created))
+        assert under_test.status()["phase"] == "Suspended"
+    else:
+        created = {**spec, "initialSavepointPath": f"file://{tmp_path}/checkpoints/other-ns/savepoint-x"}
+        with pytest.raises(RefusedError):
+            await reconcile.on_create(await under_test.job(created))
+    await reconcile.on_change(await under_test.job(spec, 2), created)
+    assert _restores(under_test.pod(1)) == initial
+    assert "--import-unsigned-savepoint" in driver_args(under_test.pod(1) or {})
+
+
+@pytest.mark.parametrize(
+    "times",
+    [
+        ["2026-11-26T08:00:00.123Z", "2026-11-26T08:00:00+00:00"],
+        ["yesterday", ""],
+        [None, 7],
+    ],
+)
+async def test_times_and_entries_in_any_shape_do_not_stop_observations(
+    under_test: JobUnderTest, etcd: Etcd, times: list[Any]
+) -> None:
+    """Failed before: a time with a fraction or an offset (both RFC 3339, as the CRD
+    takes them) or an unreadable one raised at every observation, and with it
+    retention and periodic savepoints stopped for good."""
+    spec = {**SPEC, "savepoints": {"interval": "1h", "historyMaxAge": "1h"}}
+    await under_test.running(spec)
+    stored: list[Any] = [
+        {"path": f"file:///sp/savepoint-{i}", "reason": "upgrade", "time": t} for i, t in enumerate(times)
+    ]
+    stored += ["not an entry", 3]
+    await under_test.kube.patch_status(
+        NAMESPACE, under_test.name, {"savepoints": stored, "nextPeriodicSavepoint": str(times[0])}
+    )
+    async with StandInDriver(under_test.kube, etcd, under_test.keys).running():
+        await reconcile.observe(await under_test.job(spec))
+    status = under_test.status()
+    assert status["phase"] == "Running"
+    assert all(isinstance(entry, dict) for entry in status["savepoints"])
+    assert status["nextPeriodicSavepoint"] > iso_time(time.time()), "an unreadable due time is set anew"
+
+
+async def test_a_savepoint_the_operator_cannot_see_is_not_reported_disposed_of(
+    under_test: JobUnderTest, etcd: Etcd, tmp_path: Path
+) -> None:
+    """Failed before: with file:// storage the operator does not mount, nothing was
+    deleted and yet a SavepointDisposed Event said it was."""
+    spec = {**SPEC, "savepoints": {"historySize": 1}}
+    await under_test.running(spec)
+    directory = _savepoint_dir(under_test, tmp_path)
+    newest, unseen = f"{directory}/savepoint-upgrade-2-0a1b2c3d", f"{directory}/savepoint-upgrade-1-0a1b2c3d"
+    write_savepoint_files(newest)
+    history = [
+        SavepointEntry("upgrade", iso_time(time.time() - age), "completed", path=p)
+        for age, p in ((1, newest), (60, unseen))
+    ]
+    await under_test.kube.patch_status(
+        NAMESPACE, under_test.name, {"savepoints": [entry.for_status() for entry in history]}
+    )
+    async with StandInDriver(under_test.kube, etcd, under_test.keys).running():
+        await reconcile.observe(await under_test.job(spec))
+    assert [entry["path"] for entry in under_test.status()["savepoints"]] == [newest]
+    assert "SavepointDisposed" not in under_test.events.reasons()
+    (message,) = [m for _, reason, m in under_test.events.events if reason == "SavepointNotFound"]
+    assert unseen in message
+    assert "not found" in message
+
+
+async def test_a_periodic_savepoint_answered_after_its_timeout_is_recorded_and_kept_by_the_history(
+    under_test: JobUnderTest, etcd: Etcd, tmp_path: Path
+) -> None:
+    """Failed before: the late savepoint stayed `failed` in the history and its
+    files were never recorded, so never disposed of: slow storage leaked one
+    savepoint per interval."""
+    spec = {**SPEC, "savepoints": {"interval": "1h", "historySize": 1, "timeout": "200ms"}}
+    await under_test.running(spec)
+    directory = _savepoint_dir(under_test, tmp_path)
+    slow = StandInDriver(under_test.kube, etcd, under_test.keys, savepoint_dir=directory, answer=False)
+    async with slow.running():
+        await _periodic_due(under_test, ago_s=30)
+        await reconcile.observe(await under_test.job(spec))
+        ((request_id, request),) = slow.requests
+        (timed_out,) = under_test.status()["savepoints"]
+        assert (timed_out["status"], timed_out["request"]) == ("failed", request_id)
+        late = await slow.complete(request_id, request)  # after the operator stopped waiting
+        await reconcile.observe(await under_test.job(spec))
+        (recorded,) = under_test.status()["savepoints"]
+        assert (recorded["status"], recorded["path"]) == ("completed", late)
+    fast = StandInDriver(under_test.kube, etcd, under_test.keys, savepoint_dir=directory)
+    async with fast.running():
+        await _periodic_due(under_test, ago_s=20)
+        await reconcile.observe(await under_test.job(spec))
+    assert [entry["path"] for entry in under_test.status()["savepoints"]] != [late]
+    assert not Path(late.removeprefix("file://")).exists(), "the late one is disposed of in its turn"
+
+
+async def test_a_restarted_operator_exports_the_phase_of_a_job_stuck_deploying(
+    under_test: JobUnderTest,
+) -> None:
+    """Failed before: the phase gauge was set only when a phase was written, so after
+    an operator restart a job stuck Deploying (its pod never runs) had none, and
+    LockgateJobStuckProgressing could not fire."""
+    job = await under_test.job(SPEC)
+    await carry_out(job, start_plan(job, "created"))
+    under_test.context = dataclasses.replace(under_test.context, metrics=OperatorMetrics())  # a new process
+    await reconcile.observe(await under_test.job(SPEC))
+    labels = {"job_namespace": NAMESPACE, "job_id": under_test.name, "phase": "Deploying"}
+    assert under_test.context.metrics.registry.get_sample_value("lockgate_job_phase", labels) == 1
+
+
+async def test_a_change_event_names_only_what_changed_since_the_last_accepted_spec(
+    under_test: JobUnderTest, etcd: Etcd
+) -> None:
+    """Failed before: changes applied without a restart were named again in every
+    later SpecChanged, and a resume named nothing."""
+    await under_test.running()
+    second = {**SPEC, "savepoints": {"triggerNonce": 1}}
+    async with StandInDriver(under_test.kube, etcd, under_test.keys).running():
+        await reconcile.on_change(await under_test.job(second, 2), SPEC)
+        third = {**second, "restartNonce": 1}
+        await reconcile.on_change(await under_test.job(third, 3), second)
+    changes = [m for _, reason, m in under_test.events.events if reason == "SpecChanged"]
+    assert changes == ["generation 2 changes savepoints", "generation 3 changes restartNonce"]

@@ -25,6 +25,8 @@ LOCKGATE_CONF = {
     "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "60",
     "spark.ui.showConsoleProgress": "false",
     "spark.python.worker.faulthandler.enabled": "true",
+    # pyspark compiled once, not from Spark's zip at each daemon's start (spark_daemon.py).
+    "spark.python.daemon.module": "lockgate.runtime.spark_daemon",
 }
 
 

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import importlib
+import keyword
+import re
+import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from lockgate.runtime.api.graph import JobGraph
 from lockgate.runtime.api.job_traceback import job_traceback
@@ -30,6 +34,39 @@ def _not_found(module_name: str, error: BaseException) -> bool:
         and missing is not None
         and (module_name == missing or module_name.startswith(f"{missing}."))
     )
+
+
+def module_entrypoint(entrypoint: str) -> str:
+    """`module:function` for an entrypoint given as `path/to/job.py:function` too: the
+    file's directory goes first on the import path (which Spark's workers get, so
+    the tasks import the same file) and the file's name is the module's."""
+    path, colon, function = entrypoint.rpartition(":")
+    if not colon or not path.endswith(".py"):
+        if entrypoint.endswith(".py"):
+            raise JobDefinitionError(
+                f"{entrypoint} is a Python file: name the function that builds the job, "
+                f"e.g. {entrypoint}:build"
+            )
+        return entrypoint
+    file = Path(path)
+    if not file.is_file():
+        raise JobDefinitionError(f"entrypoint {entrypoint!r}: there is no file {path}")
+    if not file.stem.isidentifier() or keyword.iskeyword(file.stem):
+        raise JobDefinitionError(
+            f"entrypoint {entrypoint!r}: {file.name} cannot be imported as a module (its name is not "
+            "a Python identifier); rename it, e.g. to " + re.sub(r"\W", "_", file.stem) + ".py"
+        )
+    if file.stem in sys.stdlib_module_names or file.stem in sys.modules:
+        raise JobDefinitionError(
+            f"entrypoint {entrypoint!r}: a module called {file.stem!r} is already part of Python or of "
+            f"the runtime, so {file.name} would not be the one imported; rename it, e.g. to "
+            f"{file.stem}_job.py"
+        )
+    directory = str(file.resolve().parent)
+    if directory in sys.path:
+        sys.path.remove(directory)
+    sys.path.insert(0, directory)  # first: the file named, not another module of its name
+    return f"{file.stem}:{function}"
 
 
 def load_build(entrypoint: str) -> BuildFunction:

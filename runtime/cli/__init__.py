@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import logging
 import sys
-from importlib.metadata import entry_points
+from importlib.metadata import entry_points, version
 
 from lockgate.runtime.cli import checkpoints, run, savepoint
 from lockgate.runtime.cli.run_lock import DirectoryInUseError
@@ -34,6 +34,7 @@ def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(
         prog="lockgate", description="Stateful streaming on Spark, operated from Kubernetes."
     )
+    root.add_argument("--version", action="version", version=_version())
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
     checkpoints.register(commands)
     savepoint.register(commands)
@@ -41,6 +42,12 @@ def parser() -> argparse.ArgumentParser:
     for plugin in entry_points(group="lockgate.commands"):
         plugin.load()(commands)  # e.g. `lockgate operator`, from lockgate.operator
     return root
+
+
+def _version() -> str:
+    """Lockgate's, and what a run depends on: the Python and the pyspark it runs."""
+    python = ".".join(str(part) for part in sys.version_info[:3])
+    return f"lockgate {version('lockgate')} (Python {python}, pyspark {version('pyspark')})"
 
 
 def main(argv: list[str] | None = None) -> int:

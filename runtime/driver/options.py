@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lockgate.runtime.api.entrypoint import module_entrypoint
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.restore_point import Trust
@@ -48,7 +49,9 @@ class OptionError(ValueError):
 
 def add_job_options(command: argparse.ArgumentParser) -> None:
     command.add_argument(
-        "job", metavar="JOB", help="the job's entrypoint, module:function, or a StreamingJob manifest file"
+        "job",
+        metavar="JOB",
+        help="the job: module:function, path/to/job.py:function, or a StreamingJob manifest file",
     )
     command.add_argument(
         "--parallelism", "-p", type=types.integer(1, MAX_PARALLELISM), help="subtasks per vertex (default 2)"
@@ -264,7 +267,7 @@ MANIFEST_FIELDS = {
 
 
 def is_manifest(job: str) -> bool:
-    return job.endswith((".yaml", ".yml")) or Path(job).is_file()
+    return job.endswith((".yaml", ".yml")) or (Path(job).is_file() and not job.endswith(".py"))
 
 
 def _set_in(document: dict[str, Any], path: str) -> Any:
@@ -369,6 +372,7 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
     except ValueError as error:
         raise OptionError(str(error)) from None
     args, sources = _resolve(arguments, local=fresh_by_default)
+    arguments.job = module_entrypoint(arguments.job)
     _check_together(arguments, sources)
     keys = JobKeys(arguments.namespace, arguments.job_id or default_job_name(arguments.job))
     p = arguments.parallelism

@@ -93,21 +93,29 @@ class Job:
 
     @property
     def applied_raw_spec(self) -> dict[str, Any]:
-        """The spec carried out: the job's own once the operator accepted it; while it
-        is refused (Degraded: unparseable, or against the operator's policy), the last
-        one accepted — a lost driver is restarted by it, savepoints go on by it."""
-        reconciled = self.status.get("reconciledSpec")
-        if self.refused:
-            if reconciled is None:  # refused before anything ran: nothing to go on by
-                raise SpecError(f"the spec is refused and none was accepted before: {self.refused}")
-            return dict(json.loads(reconciled))
-        try:
-            _ = self.spec
-        except SpecError:
-            if reconciled is None:
-                raise
-            return dict(json.loads(reconciled))
-        return self.raw_spec
+        """The spec carried out: the job's own once the operator checked and accepted
+        this generation; until then, or while it is refused (Degraded: unparseable,
+        or against the operator's policy), the last one accepted — a lost driver is
+        restarted by it, a resumed step launches it, savepoints go on by it."""
+        if self.refused is None and self._accepted_generation() == self.generation:
+            return self.raw_spec
+        for name in ("acceptedSpec", "reconciledSpec"):  # the second: kept by earlier operators
+            kept = self.status.get(name)
+            if isinstance(kept, str):
+                try:
+                    return dict(json.loads(kept))
+                except (ValueError, TypeError):
+                    continue  # written by no operator: the next one
+        raise SpecError(
+            f"generation {self.generation} is not accepted yet, and no spec was accepted before"
+            + (f": {self.refused}" if self.refused else "")
+        )
+
+    def _accepted_generation(self) -> int | None:
+        """The generation the operator last accepted; for a status an earlier operator
+        wrote, the one it observed, unless it refused it."""
+        accepted = self.status.get("acceptedGeneration", self.status.get("observedGeneration"))
+        return accepted if isinstance(accepted, int) else None
 
     @property
     def refused(self) -> str | None:

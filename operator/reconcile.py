@@ -55,7 +55,9 @@ async def _degraded(job: Job, error: SpecError) -> None:
     job.warn("InvalidSpec", message)
 
 
-async def _checked_spec(job: Job) -> StreamingJobSpec:
+async def checked_spec(job: Job) -> StreamingJobSpec:
+    """The job's spec once checked against the model and the operator's policy, and
+    recorded as accepted; a refusal sets Degraded and raises RefusedError."""
     try:
         spec = job.spec
         recorded = job.status.get("maxParallelism")
@@ -75,11 +77,16 @@ async def _checked_spec(job: Job) -> StreamingJobSpec:
     except SpecError as error:
         await _degraded(job, error)
         raise RefusedError(str(error)) from error
-    if any(
-        c.get("type") == "Degraded" and c.get("status") == "True" for c in job.status.get("conditions", [])
-    ):
-        conditions = set_condition(job.status.get("conditions"), "Degraded", true=False, reason="SpecValid")
-        await job.record(conditions=conditions, message=None)
+    accepted: dict[str, Any] = {
+        "acceptedSpec": json.dumps(job.raw_spec, sort_keys=True),
+        "acceptedGeneration": job.generation,
+    }
+    if job.refused is not None:
+        accepted["conditions"] = set_condition(
+            job.status.get("conditions"), "Degraded", true=False, reason="SpecValid"
+        )
+        accepted["message"] = None
+    await job.record(**accepted)
     return spec
 
 
@@ -88,7 +95,7 @@ async def on_create(job: Job) -> None:
     if recorded is not None:  # an operator restarted before the first launch completed
         await carry_out(job, recorded)
         return
-    await _first_launch(job, await _checked_spec(job), "created")
+    await _first_launch(job, await checked_spec(job), "created")
 
 
 async def _first_launch(job: Job, spec: StreamingJobSpec, reason: str) -> None:
@@ -148,13 +155,14 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
         if recorded.generation == job.generation:  # that was this very change
             await job.record(observedGeneration=job.generation)
             return
-    new = await _checked_spec(job)
+    before = job.status.get("acceptedSpec") or job.status.get("reconciledSpec")
+    new = await checked_spec(job)
     old = _parsed(old_spec)
     # Compared with what the driver runs, not with the last spec seen: that one may
     # have been refused, and undoing a refused change must restart nothing.
     reconciled = job.status.get("reconciledSpec")
     running = _parsed(json.loads(reconciled)) if reconciled else old
-    _announce_change(job, json.loads(reconciled) if reconciled else old_spec)
+    _announce_change(job, json.loads(before) if before else old_spec)
     if not job.status.get("launch"):
         await _first_launch(job, new, "resume" if job.phase is JobPhase.SUSPENDED else "created")
         await _accepted(job)
@@ -185,11 +193,8 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
 
 
 async def _accepted(job: Job) -> None:
-    """The job's spec is carried out: the one a restart goes by from now on, and
-    the one the next change is compared with (`reconciledSpec`)."""
-    await job.record(
-        observedGeneration=job.generation, reconciledSpec=json.dumps(job.raw_spec, sort_keys=True)
-    )
+    """The change is carried out (or needed no driver to be replaced)."""
+    await job.record(observedGeneration=job.generation)
 
 
 def _announce_change(job: Job, running: dict[str, Any]) -> None:
@@ -213,10 +218,9 @@ async def savepoint_now(job: Job) -> None:
 async def on_delete(job: Job) -> None:
     """Finalizer: an optional final savepoint, the driver (its executors go with it),
     the job's etcd keys, and its checkpoint files if the spec says so."""
-    try:
-        spec = job.spec
-    except SpecError:
-        spec = None  # a job whose spec never ran: nothing to save, keep the files
+    # The spec in force: a refused one (another namespace's storage, say) is not
+    # what decides which files the operator deletes with its credentials.
+    spec = _applied(job)  # None: no spec was ever accepted: nothing to save, keep the files
     launch = int(job.status.get("launch", 0))
     saved = False
     if spec is not None and spec.deletion.savepoint and launch:

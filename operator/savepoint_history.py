@@ -108,15 +108,17 @@ class Retention:
     def split(
         self, history: list[SavepointEntry], now: float, protected: Collection[str]
     ) -> tuple[list[SavepointEntry], list[SavepointEntry]]:
-        """(kept, fallen out), each newest first. The newest completed savepoint and
-        the protected paths are kept whatever their place or age."""
+        """(kept, fallen out), each newest first. The newest completed savepoint, the
+        protected paths and the entries still awaiting an answer are kept whatever
+        their place or age."""
         newest = next((entry for entry in history if entry.status == "completed"), None)
         kept: list[SavepointEntry] = []
         out: list[SavepointEntry] = []
         for index, entry in enumerate(history):
             too_old = self.max_age_s is not None and entry.age_s(now) > self.max_age_s
             keep = index < self.count and not too_old
-            if keep or entry is newest or (entry.path is not None and entry.path in protected):
+            awaited = entry.request is not None  # its answer may still come, with files to track
+            if keep or awaited or entry is newest or (entry.path is not None and entry.path in protected):
                 kept.append(entry)
             else:
                 out.append(entry)

@@ -29,6 +29,9 @@ from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 MAX_ENTRIES = 100
 """The CRD's `maxItems` of `status.savepoints`: the API server refuses a longer one."""
+ANSWER_WAIT_S = 3600.0
+"""How long a timed-out request's answer is looked for: a driver stopped while it
+took the savepoint leaves it `pending` for good."""
 
 
 async def ask_savepoint(job: Job, request_id: str, *, stop: bool) -> SavepointResult | None:
@@ -102,9 +105,13 @@ async def keep_savepoint_history(job: Job) -> None:
 async def _late_answers(job: Job, history: list[SavepointEntry]) -> list[SavepointEntry]:
     """Entries whose request timed out, with the answer the driver gave since: a
     savepoint that took longer than the timeout is recorded, not left unknown."""
-    updated = []
+    updated: list[SavepointEntry] = []
     for entry in history:
-        updated.append(entry if entry.request is None else await _answer_to(job, entry, entry.request))
+        answered = entry if entry.request is None else await _answer_to(job, entry, entry.request)
+        recorded = {e.path for e in [*history, *updated] if e is not entry and e.path is not None}
+        if answered is not entry and answered.path in recorded:
+            continue  # recorded already (an operator that asked again after a restart)
+        updated.append(answered)
     return updated
 
 
@@ -114,9 +121,10 @@ async def _answer_to(job: Job, entry: SavepointEntry, request: str) -> Savepoint
         size = "" if answer.bytes is None else f", {answer.bytes} bytes"
         job.inform("Savepoint", f"savepoint {answer.path} ({entry.reason}, late{size})")
         return completed(answer.path, entry.reason, answer.bytes, time.time())
-    if answer is None and await job.context.etcd.savepoint_requested(job.keys, request):
+    given_up = entry.age_s(time.time()) > ANSWER_WAIT_S  # the driver that began it is gone, say
+    if answer is None and not given_up and await job.context.etcd.savepoint_requested(job.keys, request):
         return entry  # still queued: it may yet be served
-    if answer is None or answer.status == "failed":  # never served, or failed: final
+    if answer is None or answer.status == "failed" or given_up:  # final: no answer will come
         return dataclasses.replace(entry, request=None)
     return entry  # being taken
 

@@ -32,7 +32,8 @@ def max_parallelism(job: Job, spec: StreamingJobSpec | None = None) -> int:
     """Fixed at the first launch: key groups of written state never change. `spec`:
     the one being checked or launched (default: the spec in force)."""
     recorded = job.status.get("maxParallelism")
-    spec = spec or job.applied_spec
+    if spec is None:
+        spec = job.applied_spec
     return int(recorded or spec.max_parallelism or default_max_parallelism(spec.replicas))
 
 

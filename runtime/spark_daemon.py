@@ -27,16 +27,18 @@ def _sparks_zip(entry: str) -> bool:
 
 def installed_first(path: list[str]) -> list[str]:
     """`path` with Spark's zips (pyspark's, py4j's) after the directories, when each
-    lies inside an installed pyspark package found in one of those directories."""
+    lies inside the pyspark package that would then be imported: the first one on
+    the path. Another pyspark first (a Spark distribution's `python/`, a user's
+    site-packages) leaves the path as it is."""
     zips = [entry for entry in path if _sparks_zip(entry)]
-    packages = [
-        os.path.join(entry, "pyspark") + os.sep
-        for entry in path
-        if entry not in zips and os.path.isdir(os.path.join(entry, "pyspark"))
-    ]
-    if not zips or not packages or not all(any(z.startswith(p) for p in packages) for z in zips):
+    rest = [entry for entry in path if entry not in zips]
+    first = next((entry for entry in rest if os.path.isdir(os.path.join(entry, "pyspark"))), None)
+    if not zips or first is None:
         return path
-    return [entry for entry in path if entry not in zips] + zips
+    package = os.path.join(os.path.realpath(first), "pyspark") + os.sep
+    if not all(os.path.realpath(z).startswith(package) for z in zips):
+        return path
+    return rest + zips
 
 
 if __name__ == "__main__":

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
+from lockgate.operator import reconcile
 from lockgate.operator.job import Job, OperatorContext
 from lockgate.operator.naming import API_VERSION, KIND
-from lockgate.operator.transition import carry_out, start_plan
 from lockgate.runtime.coordination.keys import JobKeys
 
 from tests.operator.cluster_helpers import NAMESPACE, SPEC
@@ -55,6 +55,13 @@ class JobUnderTest:
         await job.refresh_status()
         return job
 
+    async def accepted(self, spec: dict[str, Any] = SPEC, generation: int = 1) -> Job:
+        """The job of `generation` once the operator checked and accepted its spec (as
+        it does before it carries out a change of it)."""
+        job = await self.job(spec, generation)
+        await reconcile.checked_spec(job)
+        return job
+
     def status(self) -> dict[str, Any]:
         return self.kube.statuses.get((NAMESPACE, self.name), {})
 
@@ -68,8 +75,7 @@ class JobUnderTest:
 
     async def running(self, spec: dict[str, Any] = SPEC) -> None:
         """The job, its first driver running (started as a new job is)."""
-        job = await self.job(spec)
-        await carry_out(job, start_plan(job, "created"))
+        await reconcile.on_create(await self.job(spec))
         await self.kube.set_pod_phase(f"{self.name}-driver-1", "Running")
         self.kube.status_patches.clear()
         self.events.events.clear()

@@ -17,8 +17,10 @@ from lockgate.operator.errors import RefusedError
 from lockgate.operator.metrics import OperatorMetrics
 from lockgate.operator.savepoint_history import SavepointEntry
 from lockgate.operator.savepoints import MAX_ENTRIES
-from lockgate.operator.transition import carry_out, start_plan
+from lockgate.operator.transition import restart_plan
+from lockgate.operator.upgrade_plan import Step
 from lockgate.runtime.coordination.etcd import Etcd
+from lockgate.runtime.coordination.records import SavepointResult, encode
 
 from tests.operator.cluster_helpers import NAMESPACE, SPEC, StandInDriver, driver_args, write_savepoint_files
 from tests.operator.job_under_test import JobUnderTest
@@ -79,8 +81,8 @@ async def test_a_full_history_still_takes_a_new_savepoint_in_one_write(
     under_test: JobUnderTest, etcd: Etcd, tmp_path: Path
 ) -> None:
     """Failed before: the new entry was written before the history was trimmed, so
-    with historySize 100 the API server (maxItems 100) refused every write — an
-    upgrade's savepoint could never be recorded."""
+    with historySize 100 the API server (maxItems 100) refused every write, and
+    no savepoint (a periodic one here, an upgrade's alike) could be recorded."""
     spec = {**SPEC, "savepoints": {"interval": "1h", "historySize": 100}}
     await under_test.running(spec)
     directory = _savepoint_dir(under_test, tmp_path)
@@ -216,8 +218,7 @@ async def test_a_restarted_operator_exports_the_phase_of_a_job_stuck_deploying(
     """Failed before: the phase gauge was set only when a phase was written, so after
     an operator restart a job stuck Deploying (its pod never runs) had none, and
     LockgateJobStuckProgressing could not fire."""
-    job = await under_test.job(SPEC)
-    await carry_out(job, start_plan(job, "created"))
+    await reconcile.on_create(await under_test.job(SPEC))
     under_test.context = dataclasses.replace(under_test.context, metrics=OperatorMetrics())  # a new process
     await reconcile.observe(await under_test.job(SPEC))
     labels = {"job_namespace": NAMESPACE, "job_id": under_test.name, "phase": "Deploying"}
@@ -228,7 +229,7 @@ async def test_a_change_event_names_only_what_changed_since_the_last_accepted_sp
     under_test: JobUnderTest, etcd: Etcd
 ) -> None:
     """Failed before: changes applied without a restart were named again in every
-    later SpecChanged, and a resume named nothing."""
+    later SpecChanged."""
     await under_test.running()
     second = {**SPEC, "savepoints": {"triggerNonce": 1}}
     async with StandInDriver(under_test.kube, etcd, under_test.keys).running():
@@ -237,3 +238,101 @@ async def test_a_change_event_names_only_what_changed_since_the_last_accepted_sp
         await reconcile.on_change(await under_test.job(third, 3), second)
     changes = [m for _, reason, m in under_test.events.events if reason == "SpecChanged"]
     assert changes == ["generation 2 changes savepoints", "generation 3 changes restartNonce"]
+
+
+async def test_a_step_resumed_before_the_new_generation_is_checked_launches_the_accepted_spec(
+    under_test: JobUnderTest, etcd: Etcd
+) -> None:
+    """From a review: an upgrade to generation 2 waits (its old driver is slow to
+    go); generation 3 asks for a hostPath volume; the operator resumes 2's step
+    before it checks 3. Failed before: the driver was launched with 3's volume."""
+    await under_test.running()
+    scaled = {**SPEC, "replicas": 4}
+    job = await under_test.accepted(scaled, generation=2)
+    plan = restart_plan(job, "upgrade").at(Step.STARTING)
+    await under_test.kube.patch_status(NAMESPACE, under_test.name, {"upgrade": plan.for_status()})
+    await under_test.kube.set_pod_phase(f"{under_test.name}-driver-1", "Succeeded")
+    hostile = {**scaled, "volumes": [{"name": "host", "hostPath": {"path": "/"}}]}
+    with pytest.raises(RefusedError):
+        await reconcile.on_change(await under_test.job(hostile, 3), scaled)
+    pod = under_test.pod(2)
+    assert pod is not None
+    assert "hostPath" not in json.dumps(pod)
+    args = driver_args(pod)
+    assert args[args.index("--parallelism") + 1] == "4", "generation 2's spec, the one accepted"
+    assert json.loads(under_test.status()["reconciledSpec"]) == scaled
+
+
+async def test_deleting_a_job_whose_new_spec_is_refused_deletes_by_the_accepted_spec(
+    under_test: JobUnderTest, tmp_path: Path
+) -> None:
+    """From a review: `deletion.checkpoints: delete` with a refused storage in another
+    namespace made the operator delete that namespace's directory."""
+    spec = {**SPEC, "deletion": {"checkpoints": "delete"}}
+    await under_test.running(spec)
+    theirs = tmp_path / "checkpoints" / "other-ns"
+    directory = theirs / NAMESPACE / under_test.name  # where that storage keeps this job's checkpoints
+    directory.mkdir(parents=True)
+    (directory / "state").write_text("another team's")
+    refused = {**spec, "checkpointing": {"storage": f"file://{theirs}"}}
+    with pytest.raises(RefusedError):
+        await reconcile.on_change(await under_test.job(refused, 2), spec)
+    await reconcile.on_delete(await under_test.job(refused, 2))
+    assert (directory / "state").read_text() == "another team's"
+
+
+async def test_an_entry_awaiting_its_answer_stays_until_the_answer_and_is_recorded_once(
+    under_test: JobUnderTest, etcd: Etcd, tmp_path: Path
+) -> None:
+    """From a review: a timed-out entry fell out of a small history before its late
+    answer came (the savepoint leaked), and an operator that asked the same request
+    twice recorded the answer twice (one copy could then be disposed of as old —
+    the newest savepoint's files)."""
+    spec = {**SPEC, "savepoints": {"historySize": 1}}
+    await under_test.running(spec)
+    directory = _savepoint_dir(under_test, tmp_path)
+    late = f"{directory}/savepoint-periodic-7-0a1b2c3d"
+    write_savepoint_files(late)
+    waiting = SavepointEntry(
+        "periodic", iso_time(time.time() - 60), "failed", error="timed out", request="periodic-7"
+    )
+    newer = SavepointEntry(
+        "periodic", iso_time(time.time() - 5), "completed", path=f"{directory}/savepoint-p-8"
+    )
+    write_savepoint_files(newer.path or "")
+    history = [newer, waiting, waiting]  # asked twice
+    await under_test.kube.patch_status(
+        NAMESPACE, under_test.name, {"savepoints": [entry.for_status() for entry in history]}
+    )
+    await etcd.put(under_test.keys.savepoint_request("periodic-7"), b"{}")  # still queued
+    async with StandInDriver(under_test.kube, etcd, under_test.keys).running():
+        await reconcile.observe(await under_test.job(spec))
+        assert len(under_test.status()["savepoints"]) == 3, "kept while their answer may come"
+        await etcd.delete(under_test.keys.savepoint_request("periodic-7"))
+        await etcd.put(
+            under_test.keys.savepoint_result("periodic-7"),
+            encode(SavepointResult("completed", late, bytes=1000)),
+        )
+        await reconcile.observe(await under_test.job(spec))
+    paths = [entry.get("path") for entry in under_test.status()["savepoints"]]
+    assert paths.count(late) <= 1
+    assert Path(newer.path.removeprefix("file://") if newer.path else "").exists(), (
+        "the newest is never disposed of"
+    )
+
+
+async def test_an_answer_that_never_comes_is_given_up_on(under_test: JobUnderTest, etcd: Etcd) -> None:
+    """From a review: a driver stopped while it took a savepoint leaves it `pending`
+    for good; the entry was looked up at every observation forever."""
+    await under_test.running()
+    stale = SavepointEntry(
+        "upgrade", iso_time(time.time() - 2 * 3600), "failed", error="timed out", request="up-1"
+    )
+    await under_test.kube.patch_status(NAMESPACE, under_test.name, {"savepoints": [stale.for_status()]})
+    await etcd.put(
+        under_test.keys.savepoint_result("up-1"), encode(SavepointResult("pending", "file:///sp/x"))
+    )
+    async with StandInDriver(under_test.kube, etcd, under_test.keys).running():
+        await reconcile.observe(await under_test.job())
+    (entry,) = under_test.status()["savepoints"]
+    assert "request" not in entry

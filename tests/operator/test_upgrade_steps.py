@@ -28,7 +28,7 @@ def _restores(pod: dict[str, Any] | None) -> str:
 
 
 async def test_a_new_job_starts_its_first_driver(under_test: JobUnderTest) -> None:
-    job = await under_test.job()
+    job = await under_test.accepted()
     await carry_out(job, start_plan(job, "created"))
     assert under_test.recorded_steps() == ["starting"]
     status = under_test.status()
@@ -46,7 +46,7 @@ async def test_a_savepoint_taken_carries_the_state_to_the_next_driver(
     changed = {**SPEC, "replicas": 4}
     driver = StandInDriver(under_test.kube, etcd, under_test.keys)
     async with driver.running():
-        job = await under_test.job(changed, generation=2)
+        job = await under_test.accepted(changed, generation=2)
         await carry_out(job, upgrade_plan(job, job.spec, "upgrade"))
     ((request_id, request),) = driver.requests
     assert (request_id, request.stop) == ("upgrade-g2-l2", True)
@@ -76,7 +76,7 @@ async def test_a_savepoint_that_times_out_falls_back_to_the_latest_checkpoint(
     await under_test.running()
     changed = {**SPEC, "replicas": 3, "savepoints": {"timeout": "1s"}}
     async with StandInDriver(under_test.kube, etcd, under_test.keys, answer=False).running():
-        job = await under_test.job(changed, generation=2)
+        job = await under_test.accepted(changed, generation=2)
         await carry_out(job, upgrade_plan(job, job.spec, "upgrade"))
     assert under_test.recorded_steps() == ["savepoint", "stopping", "starting"]
     assert _restores(under_test.pod(2)) == "latest"
@@ -94,7 +94,7 @@ async def test_a_failed_savepoint_falls_back_to_the_latest_checkpoint(
     under_test: JobUnderTest, etcd: Etcd
 ) -> None:
     await under_test.running()
-    job = await under_test.job({**SPEC, "replicas": 3}, generation=2)
+    job = await under_test.accepted({**SPEC, "replicas": 3}, generation=2)
     plan = upgrade_plan(job, job.spec, "upgrade")
     assert plan.request is not None
     failed = SavepointResult("failed", error="disk full")
@@ -113,7 +113,7 @@ async def test_a_failed_savepoint_falls_back_to_the_latest_checkpoint(
 async def test_a_job_not_running_is_upgraded_from_its_latest_checkpoint(under_test: JobUnderTest) -> None:
     """No driver said it runs (no heartbeat): nothing could answer a savepoint request."""
     await under_test.running()
-    job = await under_test.job({**SPEC, "replicas": 3}, generation=2)
+    job = await under_test.accepted({**SPEC, "replicas": 3}, generation=2)
     await carry_out(job, upgrade_plan(job, job.spec, "upgrade"))
     assert under_test.recorded_steps() == ["savepoint", "stopping", "starting"]
     assert _restores(under_test.pod(2)) == "latest"
@@ -130,7 +130,7 @@ async def test_other_upgrade_modes_begin_by_stopping(
     under_test: JobUnderTest, mode: str, restores: str
 ) -> None:
     await under_test.running()
-    job = await under_test.job({**SPEC, "upgradeMode": mode, "replicas": 3}, generation=2)
+    job = await under_test.accepted({**SPEC, "upgradeMode": mode, "replicas": 3}, generation=2)
     await carry_out(job, upgrade_plan(job, job.spec, "upgrade"))
     assert under_test.recorded_steps() == ["stopping", "starting"]
     assert under_test.pod(1) is None
@@ -140,7 +140,7 @@ async def test_other_upgrade_modes_begin_by_stopping(
 
 async def test_a_restart_replaces_the_driver_from_the_latest_checkpoint(under_test: JobUnderTest) -> None:
     await under_test.running()
-    job = await under_test.job()
+    job = await under_test.accepted()
     await carry_out(job, restart_plan(job, "restart"))
     assert under_test.recorded_steps() == ["stopping", "starting"]
     assert (under_test.pod(1), _restores(under_test.pod(2))) == (None, "latest")
@@ -153,7 +153,7 @@ async def test_a_suspension_stops_with_a_savepoint_and_stays_stopped(
     await under_test.running()
     driver = StandInDriver(under_test.kube, etcd, under_test.keys)
     async with driver.running():
-        job = await under_test.job({**SPEC, "state": "suspended"}, generation=2)
+        job = await under_test.accepted({**SPEC, "state": "suspended"}, generation=2)
         await carry_out(job, upgrade_plan(job, job.spec, "suspend", suspend=True))
     ((request_id, _),) = driver.requests
     assert under_test.recorded_steps() == ["savepoint", "stopping", "suspended"]
@@ -242,7 +242,7 @@ async def test_a_driver_created_before_the_operator_stopped_is_not_created_twice
 ) -> None:
     """Stopped between creating the pod and recording it: the resumed start finds it."""
     await under_test.running()
-    job = await under_test.job()
+    job = await under_test.accepted()
     plan = restart_plan(job, "restart")
     await carry_out(job, plan)
     created = under_test.pod(2)

@@ -82,4 +82,6 @@ def test_a_job_file_that_cannot_be_imported_is_refused_naming_why(
 def test_the_version_names_lockgate_python_and_pyspark(tmp_path: Path) -> None:
     result = _lockgate(tmp_path, "--version")
     assert result.returncode == 0
-    assert re.fullmatch(r"lockgate \d+\.\d+\.\d+ \(Python 3\.\d+\.\d+, pyspark \d+\.\d+\.\d+\)\n", result.stdout)
+    assert re.fullmatch(
+        r"lockgate \d+\.\d+\.\d+ \(Python 3\.\d+\.\d+, pyspark \d+\.\d+\.\d+\)\n", result.stdout
+    )

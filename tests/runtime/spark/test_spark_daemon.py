@@ -50,3 +50,15 @@ def test_a_task_imports_the_installed_pyspark(spark: Any) -> None:
 
     (where,) = spark.sparkContext.parallelize([0], 1).map(origin).collect()
     assert "pyspark.zip" not in where, where
+
+
+def test_another_pyspark_ahead_of_the_installed_one_leaves_the_path_alone(tmp_path: Path) -> None:
+    """From a review: with a Spark distribution's `python/` first on the path
+    (PYTHONPATH=$SPARK_HOME/python), moving the zips would import that pyspark,
+    whatever its version, against this JVM."""
+    site = _site_packages(tmp_path)
+    distribution = tmp_path / "spark-3.5" / "python"
+    (distribution / "pyspark").mkdir(parents=True)
+    zips = [z.replace(SITE, site) for z in ZIPS]
+    path = [*zips, str(distribution), site]
+    assert installed_first(path) == path

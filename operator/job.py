@@ -97,7 +97,7 @@ class Job:
         this generation; until then, or while it is refused (Degraded: unparseable,
         or against the operator's policy), the last one accepted — a lost driver is
         restarted by it, a resumed step launches it, savepoints go on by it."""
-        if self.refused is None and self._accepted_generation() == self.generation:
+        if self.refused is None and self.accepted_generation() == self.generation:
             return self.raw_spec
         for name in ("acceptedSpec", "reconciledSpec"):  # the second: kept by earlier operators
             kept = self.status.get(name)
@@ -111,7 +111,7 @@ class Job:
             + (f": {self.refused}" if self.refused else "")
         )
 
-    def _accepted_generation(self) -> int | None:
+    def accepted_generation(self) -> int | None:
         """The generation the operator last accepted; for a status an earlier operator
         wrote, the one it observed, unless it refused it."""
         accepted = self.status.get("acceptedGeneration", self.status.get("observedGeneration"))

@@ -16,7 +16,7 @@ from lockgate.operator.conditions import (
     set_condition,
     stopped,
 )
-from lockgate.operator.driver_pod import storage_layout
+from lockgate.operator.driver_pod import Launch, driver_pod, storage_layout
 from lockgate.operator.errors import RefusedError, RetryLaterError
 from lockgate.operator.job import Job
 from lockgate.operator.job_policy import check_job, check_service_account
@@ -70,6 +70,9 @@ async def checked_spec(job: Job) -> StreamingJobSpec:
         if spec.replicas > limit:
             raise SpecError(f"spec.replicas {spec.replicas} exceeds the job's max parallelism {limit}")
         check_job(spec, job.names, job.context.cluster, job.context.policy)
+        # What only building the driver's pod checks (memory below Spark's minimum, conf
+        # keys the operator sets): refused now, not at a launch after the old driver stopped.
+        driver_pod(job.names, spec, Launch(job.next_launch, limit, "latest", None), job.context.cluster)
         if spec.service_account_name is not None:
             kube, namespace = job.context.kube, job.names.namespace
             annotations = await kube.service_account_annotations(namespace, spec.service_account_name)
@@ -90,12 +93,29 @@ async def checked_spec(job: Job) -> StreamingJobSpec:
     return spec
 
 
-async def on_create(job: Job) -> None:
+async def _checked_then_recorded(job: Job) -> tuple[StreamingJobSpec | None, RefusedError | None]:
+    """Check the job's generation, then carry out a step an earlier handler (or
+    operator) recorded and did not finish — by the spec accepted now: the new one
+    if it passed, else the one before it. Checking first matters: a step that
+    cannot finish (its pod refused) must not keep a fixed spec from being taken."""
+    spec, refusal = None, None
+    try:
+        spec = await checked_spec(job)
+    except RefusedError as error:
+        refusal = error
     recorded = recorded_plan(job)
-    if recorded is not None:  # an operator restarted before the first launch completed
+    if recorded is not None:
         await carry_out(job, recorded)
+    return spec, refusal
+
+
+async def on_create(job: Job) -> None:
+    spec, refusal = await _checked_then_recorded(job)
+    if refusal is not None:
+        raise refusal
+    if job.status.get("launch") or spec is None:  # a recorded first launch was just finished
         return
-    await _first_launch(job, await checked_spec(job), "created")
+    await _first_launch(job, spec, "created")
 
 
 async def _first_launch(job: Job, spec: StreamingJobSpec, reason: str) -> None:
@@ -149,14 +169,16 @@ def _parsed(spec: dict[str, Any]) -> StreamingJobSpec | None:
 
 async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
     """A spec change: suspend, resume, upgrade, restart, savepoint — or nothing to restart."""
-    recorded = recorded_plan(job)
-    if recorded is not None:  # resume the step an earlier operator recorded
-        await carry_out(job, recorded)
-        if recorded.generation == job.generation:  # that was this very change
-            await job.record(observedGeneration=job.generation)
-            return
     before = job.status.get("acceptedSpec") or job.status.get("reconciledSpec")
-    new = await checked_spec(job)
+    recorded = recorded_plan(job)
+    checked, refusal = await _checked_then_recorded(job)
+    if refusal is not None:
+        raise refusal
+    assert checked is not None, "a spec not refused was checked"
+    new = checked
+    if recorded is not None and recorded.generation == job.generation:  # that was this very change
+        await job.record(observedGeneration=job.generation)
+        return
     old = _parsed(old_spec)
     # Compared with what the driver runs, not with the last spec seen: that one may
     # have been refused, and undoing a refused change must restart nothing.

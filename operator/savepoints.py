@@ -2,8 +2,10 @@
 `status.savepoints` (what it keeps and disposes of: `savepoint_history.py`).
 
 Every answer is recorded — a completed savepoint, a failure, a timeout — and
-an answer that comes after its request timed out is picked up later, so no
-savepoint a driver wrote is left out of the history (and never disposed of).
+an answer that comes after its request timed out is picked up later, so a
+savepoint a driver wrote is not left out of the history (and never disposed
+of) — unless it comes more than an hour late (`ANSWER_WAIT_S`): then its files
+stay where the driver wrote them.
 """
 
 from __future__ import annotations
@@ -111,6 +113,9 @@ async def _late_answers(job: Job, history: list[SavepointEntry]) -> list[Savepoi
         recorded = {e.path for e in [*history, *updated] if e is not entry and e.path is not None}
         if answered is not entry and answered.path in recorded:
             continue  # recorded already (an operator that asked again after a restart)
+        if answered.status == "completed" and entry.status == "failed":
+            size = "" if answered.bytes is None else f", {answered.bytes} bytes"
+            job.inform("Savepoint", f"savepoint {answered.path} ({answered.reason}, late{size})")
         updated.append(answered)
     return updated
 
@@ -118,8 +123,6 @@ async def _late_answers(job: Job, history: list[SavepointEntry]) -> list[Savepoi
 async def _answer_to(job: Job, entry: SavepointEntry, request: str) -> SavepointEntry:
     answer = await job.context.etcd.savepoint_answer(job.keys, request)
     if answer is not None and answer.status == "completed" and answer.path is not None:
-        size = "" if answer.bytes is None else f", {answer.bytes} bytes"
-        job.inform("Savepoint", f"savepoint {answer.path} ({entry.reason}, late{size})")
         return completed(answer.path, entry.reason, answer.bytes, time.time())
     given_up = entry.age_s(time.time()) > ANSWER_WAIT_S  # the driver that began it is gone, say
     if answer is None and not given_up and await job.context.etcd.savepoint_requested(job.keys, request):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lockgate.runtime.spark.session import SPARK_DAEMON_MODULE
+
 
 def _processes() -> dict[int, tuple[int, str]]:
     """pid -> (parent pid, command line) of every process we can read."""
@@ -43,19 +45,30 @@ def _threads(pid: int) -> int:
     return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("Threads:")), 0)
 
 
-def python_task_workers(root: int) -> list[int]:
-    """Python workers running tasks: forked by a pyspark daemon, under `root`. A
-    worker Spark keeps for reuse after a failed stage sits idle on one thread; a
-    task runs chain, etcd and progress threads — killing an idle one fails nothing."""
+# What Spark's Python daemon runs as: Lockgate's (`spark.python.daemon.module`), or
+# pyspark's own in a session without Lockgate's settings.
+DAEMON_MODULES = (SPARK_DAEMON_MODULE, "pyspark.daemon")
+
+
+def _daemon(cmdline: str) -> bool:
+    return any(f"-m {module}" in cmdline for module in DAEMON_MODULES)
+
+
+def python_workers(root: int) -> list[int]:
+    """Python workers forked by a pyspark daemon under `root`, running a task or idle."""
     tree = descendants(root)
     return [
         pid
         for pid, (ppid, cmdline) in tree.items()
-        if "pyspark.daemon" in cmdline
-        and ppid in tree
-        and "pyspark.daemon" in tree[ppid][1]
-        and _threads(pid) > 1
+        if _daemon(cmdline) and ppid in tree and _daemon(tree[ppid][1])
     ]
+
+
+def python_task_workers(root: int) -> list[int]:
+    """Python workers running tasks. A worker Spark keeps for reuse after a failed
+    stage sits idle on one thread; a task runs chain, etcd and progress threads —
+    killing an idle one fails nothing."""
+    return [pid for pid in python_workers(root) if _threads(pid) > 1]
 
 
 def executor_jvms(root: int) -> list[int]:

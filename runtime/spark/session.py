@@ -13,6 +13,8 @@ from pyspark import SparkContext
 from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
 
+SPARK_DAEMON_MODULE = "lockgate.runtime.spark_daemon"
+
 LOCKGATE_CONF = {
     # A failed task must fail the stage at once: the job master relaunches it
     # from the latest checkpoint. A Spark-side retry would relaunch it from the
@@ -26,7 +28,7 @@ LOCKGATE_CONF = {
     "spark.ui.showConsoleProgress": "false",
     "spark.python.worker.faulthandler.enabled": "true",
     # pyspark compiled once, not from Spark's zip at each daemon's start (spark_daemon.py).
-    "spark.python.daemon.module": "lockgate.runtime.spark_daemon",
+    "spark.python.daemon.module": SPARK_DAEMON_MODULE,
 }
 
 

@@ -16,7 +16,7 @@ from typing import Literal
 
 from lockgate.runtime.driver.submit import driver_file
 
-from tests.process_tree import descendants, executor_jvms, python_task_workers
+from tests.process_tree import descendants, executor_jvms, python_task_workers, python_workers
 
 Target = Literal["worker", "executor", "driver"]
 
@@ -36,12 +36,7 @@ class SparkProcesses:
 
     def python_workers(self) -> list[int]:
         """Every Python worker forked by a pyspark daemon, running a task or idle."""
-        tree = descendants(self.root)
-        return sorted(
-            pid
-            for pid, (ppid, cmd) in tree.items()
-            if "pyspark.daemon" in cmd and ppid in tree and "pyspark.daemon" in tree[ppid][1]
-        )
+        return sorted(python_workers(self.root))
 
     def executors(self) -> list[int]:
         return sorted(executor_jvms(self.root))

@@ -17,7 +17,7 @@ from lockgate.operator.errors import RefusedError
 from lockgate.operator.metrics import OperatorMetrics
 from lockgate.operator.savepoint_history import SavepointEntry
 from lockgate.operator.savepoints import MAX_ENTRIES
-from lockgate.operator.transition import restart_plan
+from lockgate.operator.transition import restart_plan, start_plan
 from lockgate.operator.upgrade_plan import Step
 from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.records import SavepointResult, encode
@@ -261,6 +261,7 @@ async def test_a_step_resumed_before_the_new_generation_is_checked_launches_the_
     args = driver_args(pod)
     assert args[args.index("--parallelism") + 1] == "4", "generation 2's spec, the one accepted"
     assert json.loads(under_test.status()["reconciledSpec"]) == scaled
+    assert under_test.status()["observedGeneration"] == 2, "generation 3 is not what runs"
 
 
 async def test_deleting_a_job_whose_new_spec_is_refused_deletes_by_the_accepted_spec(
@@ -281,25 +282,53 @@ async def test_deleting_a_job_whose_new_spec_is_refused_deletes_by_the_accepted_
     assert (directory / "state").read_text() == "another team's"
 
 
+async def test_a_spec_only_a_launch_would_refuse_is_refused_before_the_running_driver_stops(
+    under_test: JobUnderTest, etcd: Etcd
+) -> None:
+    """From a review: executor memory below Spark's minimum passed the check, the
+    savepoint was taken and the old driver stopped, and then every launch failed
+    — and a fixed spec was never taken, the failing step being resumed first."""
+    await under_test.running()
+    small = {**SPEC, "executor": {"resources": {"requests": {"memory": "256Mi"}}}}
+    async with StandInDriver(under_test.kube, etcd, under_test.keys).running() as driver:
+        with pytest.raises(RefusedError, match="memory"):
+            await reconcile.on_change(await under_test.job(small, 2), SPEC)
+    assert driver.requests == [], "no savepoint, no stop"
+    assert under_test.pod(1) is not None
+    assert "upgrade" not in under_test.status()
+
+
+async def test_a_first_launch_an_earlier_operator_recorded_is_finished(under_test: JobUnderTest) -> None:
+    """From a review: a status written by the operator before acceptance was
+    recorded (a recorded first launch, nothing accepted) raised at every retry."""
+    job = await under_test.job()
+    plan = start_plan(job, "created")
+    await under_test.kube.patch_status(
+        NAMESPACE, under_test.name, {"upgrade": plan.for_status(), "phase": "Deploying"}
+    )
+    await reconcile.on_create(await under_test.job())
+    assert under_test.pod(1) is not None
+    assert under_test.status()["launch"] == 1
+    assert under_test.pod(2) is None, "launched once"
+
+
 async def test_an_entry_awaiting_its_answer_stays_until_the_answer_and_is_recorded_once(
     under_test: JobUnderTest, etcd: Etcd, tmp_path: Path
 ) -> None:
     """From a review: a timed-out entry fell out of a small history before its late
     answer came (the savepoint leaked), and an operator that asked the same request
-    twice recorded the answer twice (one copy could then be disposed of as old —
-    the newest savepoint's files)."""
+    twice recorded the answer twice."""
     spec = {**SPEC, "savepoints": {"historySize": 1}}
     await under_test.running(spec)
     directory = _savepoint_dir(under_test, tmp_path)
     late = f"{directory}/savepoint-periodic-7-0a1b2c3d"
     write_savepoint_files(late)
+    newer_path = f"{directory}/savepoint-periodic-8-0a1b2c3d"
+    write_savepoint_files(newer_path)
+    newer = SavepointEntry("periodic", iso_time(time.time() - 5), "completed", path=newer_path)
     waiting = SavepointEntry(
         "periodic", iso_time(time.time() - 60), "failed", error="timed out", request="periodic-7"
     )
-    newer = SavepointEntry(
-        "periodic", iso_time(time.time() - 5), "completed", path=f"{directory}/savepoint-p-8"
-    )
-    write_savepoint_files(newer.path or "")
     history = [newer, waiting, waiting]  # asked twice
     await under_test.kube.patch_status(
         NAMESPACE, under_test.name, {"savepoints": [entry.for_status() for entry in history]}
@@ -307,18 +336,16 @@ async def test_an_entry_awaiting_its_answer_stays_until_the_answer_and_is_record
     await etcd.put(under_test.keys.savepoint_request("periodic-7"), b"{}")  # still queued
     async with StandInDriver(under_test.kube, etcd, under_test.keys).running():
         await reconcile.observe(await under_test.job(spec))
-        assert len(under_test.status()["savepoints"]) == 3, "kept while their answer may come"
+        assert len(under_test.status()["savepoints"]) == 3, "kept beyond historySize while awaited"
         await etcd.delete(under_test.keys.savepoint_request("periodic-7"))
-        await etcd.put(
-            under_test.keys.savepoint_result("periodic-7"),
-            encode(SavepointResult("completed", late, bytes=1000)),
-        )
+        answer = SavepointResult("completed", late, bytes=1000)
+        await etcd.put(under_test.keys.savepoint_result("periodic-7"), encode(answer))
         await reconcile.observe(await under_test.job(spec))
-    paths = [entry.get("path") for entry in under_test.status()["savepoints"]]
-    assert paths.count(late) <= 1
-    assert Path(newer.path.removeprefix("file://") if newer.path else "").exists(), (
-        "the newest is never disposed of"
-    )
+    answered = [m for _, reason, m in under_test.events.events if reason == "Savepoint" and late in m]
+    assert len(answered) == 1, "recorded once"
+    assert [entry["path"] for entry in under_test.status()["savepoints"]] == [newer_path]
+    assert not Path(late.removeprefix("file://")).exists(), "then disposed of in its turn, once"
+    assert Path(newer_path.removeprefix("file://")).exists()
 
 
 async def test_an_answer_that_never_comes_is_given_up_on(under_test: JobUnderTest, etcd: Etcd) -> None:

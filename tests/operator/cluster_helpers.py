@@ -127,22 +127,6 @@ class Kubectl:
 class Kubelet(Protocol):
     """What reports a pod's phase: `Kubectl` on the emulated cluster, `FakeKube` in unit tests."""
 
-    def events(self, name: str) -> list[tuple[str, str, str]]:
-        """The Events of job `name` as `kubectl describe sj` lists them: (type, reason,
-        message), oldest first."""
-        posted = [
-            stored.raw
-            for (resource, _, _), stored in self.emulator.objects.items()
-            if resource.plural == "events"
-            and not stored.deleted
-            and stored.raw.get("involvedObject", {}).get("name") == name
-        ]
-        posted.sort(key=lambda event: int(event["metadata"]["resourceVersion"]))
-        return [(event["type"], event["reason"], event["message"]) for event in posted]
-
-    def event_reasons(self, name: str) -> list[str]:
-        return [reason for _, reason, _ in self.events(name)]
-
     async def set_pod_phase(self, name: str, phase: str) -> None: ...
 
 

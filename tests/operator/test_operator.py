@@ -343,6 +343,15 @@ async def test_an_invalid_change_keeps_the_last_good_spec_running(kubectl: Kubec
     assert not kubectl.exists(PODS, f"{job_name}-driver-2")
 
 
+async def _running_then_refused(kubectl: Kubectl, job_name: str) -> None:
+    """Launch 1 runs, and a change of the spec is refused: a memory that is no
+    quantity passes the CRD's int-or-string, the operator's model refuses it."""
+    await kubectl.set_pod_phase(f"{job_name}-driver-1", "Running")
+    await eventually(lambda: _ready(kubectl, job_name), "launch 1 is Ready")
+    await kubectl.patch_spec(job_name, {"executor": {"resources": {"requests": {"memory": "lots"}}}})
+    await _degraded(kubectl, job_name)
+
+
 async def test_a_running_job_with_a_refused_spec_is_still_observed(
     kubectl: Kubectl, job_name: str, etcd: Etcd, operator: Operator
 ) -> None:
@@ -350,10 +359,7 @@ async def test_a_running_job_with_a_refused_spec_is_still_observed(
     int-or-string) failed every observation of the job's driver."""
     await _created(kubectl, job_name)
     async with StandInDriver(kubectl, etcd, JobKeys(NAMESPACE, job_name)).running():
-        await kubectl.set_pod_phase(f"{job_name}-driver-1", "Running")
-        await eventually(lambda: _ready(kubectl, job_name), "launch 1 is Ready")
-        await kubectl.patch_spec(job_name, {"executor": {"resources": {"requests": {"memory": "lots"}}}})
-        await _degraded(kubectl, job_name)
+        await _running_then_refused(kubectl, job_name)
         assert operator.context is not None
         observed = operator.context.metrics.registry.get_sample_value
         ok = {"handler": "observe", "result": "ok"}
@@ -483,14 +489,19 @@ async def test_a_savepoint_from_before_signing_is_imported_once_then_the_job_goe
     assert kubectl.status(job_name)["launch"] == 3
 
 
-async def test_an_import_from_another_namespaces_directory_is_refused(
-    kubectl: Kubectl, job_name: str
+@pytest.mark.parametrize("field", ["spec.job.importUnsignedSavepoint", "spec.initialSavepointPath"])
+async def test_a_savepoint_to_restore_from_another_namespaces_directory_is_refused(
+    kubectl: Kubectl, job_name: str, field: str
 ) -> None:
     theirs = "file:///elsewhere/other-team/savepoint-1"
-    await kubectl.apply(job_name, {**SPEC, "job": {**SPEC["job"], "importUnsignedSavepoint": theirs}})
+    if field == "spec.initialSavepointPath":
+        spec = {**SPEC, "initialSavepointPath": theirs}
+    else:
+        spec = {**SPEC, "job": {**SPEC["job"], "importUnsignedSavepoint": theirs}}
+    await kubectl.apply(job_name, spec)
     await _degraded(kubectl, job_name)
     assert not kubectl.exists(PODS, f"{job_name}-driver-1")
-    assert "spec.job.importUnsignedSavepoint" in kubectl.status(job_name)["message"]
+    assert field in kubectl.status(job_name)["message"]
 
 
 async def test_a_new_job_starts_from_its_initial_savepoint_and_a_later_change_of_it_restarts_nothing(
@@ -512,17 +523,6 @@ async def test_a_new_job_starts_from_its_initial_savepoint_and_a_later_change_of
             lambda: kubectl.status(job_name).get("observedGeneration") == 2, "the change is observed"
         )
     assert kubectl.status(job_name)["launch"] == 1, "only a first launch reads it"
-
-
-async def test_an_initial_savepoint_from_another_namespaces_directory_is_refused(
-    kubectl: Kubectl, job_name: str
-) -> None:
-    await kubectl.apply(
-        job_name, {**SPEC, "initialSavepointPath": "file:///elsewhere/other-team/savepoint-1"}
-    )
-    await _degraded(kubectl, job_name)
-    assert not kubectl.exists(PODS, f"{job_name}-driver-1")
-    assert "spec.initialSavepointPath" in kubectl.status(job_name)["message"]
 
 
 async def test_periodic_savepoints_are_taken_while_the_job_runs(
@@ -593,10 +593,7 @@ async def test_a_lost_driver_is_restarted_while_a_new_spec_is_refused(
     lost driver was never restarted (every observation failed) until the spec was fixed."""
     await _created(kubectl, job_name)
     async with StandInDriver(kubectl, etcd, JobKeys(NAMESPACE, job_name)).running():
-        await kubectl.set_pod_phase(f"{job_name}-driver-1", "Running")
-        await eventually(lambda: _ready(kubectl, job_name), "launch 1 is Ready")
-        await kubectl.patch_spec(job_name, {"executor": {"resources": {"requests": {"memory": "lots"}}}})
-        await _degraded(kubectl, job_name)
+        await _running_then_refused(kubectl, job_name)
         await kubectl.patch_spec(job_name, {"restartStrategy": {"type": "fixed-delay", "delay": "100ms"}})
         await kubectl.set_pod_phase(f"{job_name}-driver-1", "Failed")
         pod = await _launched(kubectl, job_name, 2)

@@ -363,3 +363,29 @@ async def test_an_answer_that_never_comes_is_given_up_on(under_test: JobUnderTes
         await reconcile.observe(await under_test.job())
     (entry,) = under_test.status()["savepoints"]
     assert "request" not in entry
+
+
+async def test_a_history_past_the_crds_limit_drops_its_oldest_saying_so(
+    under_test: JobUnderTest, etcd: Etcd
+) -> None:
+    """Entries kept whatever the history's size (those awaiting an answer) cannot
+    take it past the CRD's 100: the oldest leave, named in a Warning, files kept."""
+    await under_test.running()
+    waiting = [
+        SavepointEntry(
+            "periodic", iso_time(time.time() - i), "failed", error="timed out", request=f"periodic-{i}"
+        )
+        for i in range(MAX_ENTRIES + 5)
+    ]
+    for entry in waiting:
+        assert entry.request is not None
+        await etcd.put(under_test.keys.savepoint_request(entry.request), b"{}")  # still queued
+    await under_test.kube.patch_status(
+        NAMESPACE, under_test.name, {"savepoints": [entry.for_status() for entry in waiting]}
+    )
+    async with StandInDriver(under_test.kube, etcd, under_test.keys).running():
+        await reconcile.observe(await under_test.job())
+    kept = under_test.status()["savepoints"]
+    assert [entry["request"] for entry in kept] == [f"periodic-{i}" for i in range(MAX_ENTRIES)]
+    (message,) = [m for _, reason, m in under_test.events.events if reason == "SavepointHistoryFull"]
+    assert message.endswith("periodic, periodic, periodic, periodic, periodic")

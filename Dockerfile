@@ -33,6 +33,7 @@ COPY docker/entrypoint.sh /opt/lockgate/entrypoint.sh
 COPY README.md ./
 COPY runtime ./runtime
 COPY operator ./operator
+COPY testing ./testing
 RUN pip install --no-cache-dir --no-deps . \
  && rm -rf build ./*.egg-info
 # The example jobs, so the example manifests run on this image as it is.

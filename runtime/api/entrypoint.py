@@ -104,10 +104,16 @@ def build_graph(
     entrypoint: str, job_name: str | None = None, args: Mapping[str, str] | None = None
 ) -> JobGraph:
     """Import the entrypoint, run `build(env)` and return the validated graph."""
-    build = load_build(entrypoint)
-    env = StreamEnvironment(job_name or entrypoint.partition(":")[0].rsplit(".", 1)[-1], args)
+    name = job_name or entrypoint.partition(":")[0].rsplit(".", 1)[-1]
+    return graph_of(load_build(entrypoint), name, args, entrypoint)
+
+
+def graph_of(build: BuildFunction, job_name: str, args: Mapping[str, str] | None, label: str) -> JobGraph:
+    """Run `build(env)` and return the validated graph; `label` names the job's code
+    in the error its failure raises."""
+    env = StreamEnvironment(job_name, args)
     try:
         build(env)
     except Exception as error:
-        raise JobBuildError(entrypoint, "while building its dataflow", error) from error
+        raise JobBuildError(label, "while building its dataflow", error) from error
     return env.graph()

@@ -1,35 +1,49 @@
 """`CollectSink(name)`: committed records in a list of this process, for tests.
 
-Two-phase like `FileSink`, but the transactions live in process memory:
-records of an epoch are held under a token at the barrier and appended to the
-visible list when the checkpoint completes. It therefore works only where the
-tasks run in the test's own process (the in-process runner); a restore that
-finds a committed-to-be token missing fails loudly instead of losing records.
+Two-phase like `FileSink`, with this process's memory as the external system: at
+a barrier a writer's records are pre-committed as one transaction that carries
+them (so the checkpoint, or a savepoint, holds them), and they are appended to
+the list of `name` when the checkpoint completes. A transaction's id is
+remembered once committed, so committing it again after a restore adds nothing.
+
+The list must be opened (`CollectSink.reset(name)`) in the process that reads it
+before the job runs: a commit into a name never opened there — a writer on a
+Spark executor, whose list nobody would ever read — fails instead of losing the
+records quietly.
 """
 
 from __future__ import annotations
 
 import threading
 import uuid
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from lockgate.runtime.api.connectors import Sink, SinkWriter, SubtaskContext
 from lockgate.runtime.connectors.file_sink import SinkCommitError
 
 
+@dataclass(frozen=True)
+class CollectedRecords:
+    """One pre-committed transaction: what `subtask` wrote between two barriers."""
+
+    id: str
+    subtask: int
+    records: tuple[Any, ...]
+
+
 class CollectSink(Sink):
     _lock: ClassVar[threading.Lock] = threading.Lock()
-    _pending: ClassVar[dict[str, list[Any]]] = {}
     _committed: ClassVar[dict[str, list[Any]]] = {}
-    _committed_tokens: ClassVar[set[str]] = set()
+    _committed_ids: ClassVar[set[str]] = set()  # across names and runs: a restore may commit again
 
     def __init__(self, name: str) -> None:
-        if not name or "/" in name or "#" in name:
-            raise ValueError(f"CollectSink name {name!r} must be non-empty, without '/' or '#'")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"CollectSink name must be a non-empty string, got {name!r}")
         self.name = name
 
     def create_writer(self, context: SubtaskContext) -> SinkWriter:
-        return CollectSinkWriter(self.name, context.subtask, context.parallelism)
+        return CollectSinkWriter(self.name, context)
 
     @classmethod
     def committed(cls, name: str) -> list[Any]:
@@ -39,19 +53,36 @@ class CollectSink(Sink):
 
     @classmethod
     def reset(cls, name: str) -> None:
+        """Open `name` in this process with nothing committed."""
+        with cls._lock:
+            cls._committed[name] = []
+
+    @classmethod
+    def forget(cls, name: str) -> None:
+        """Close `name`: its records are dropped and later commits into it fail."""
         with cls._lock:
             cls._committed.pop(name, None)
-            for token in [t for t in cls._pending if t.startswith(f"{name}/")]:
-                del cls._pending[token]
-            cls._committed_tokens -= {t for t in cls._committed_tokens if t.startswith(f"{name}/")}
+
+    @classmethod
+    def _commit(cls, name: str, transactions: list[CollectedRecords]) -> None:
+        with cls._lock:
+            committed = cls._committed.get(name)
+            if committed is None:
+                raise SinkCommitError(
+                    f"CollectSink {name!r} is not open in this process (CollectSink.reset({name!r})); "
+                    "it works only where the job's tasks run in the reader's process, as lockgate.testing "
+                    "runs them (use FileSink on Spark)"
+                )
+            for transaction in transactions:
+                if transaction.id not in cls._committed_ids:
+                    cls._committed_ids.add(transaction.id)
+                    committed.extend(transaction.records)
 
 
 class CollectSinkWriter(SinkWriter):
-    def __init__(self, name: str, subtask: int, parallelism: int) -> None:
+    def __init__(self, name: str, context: SubtaskContext) -> None:
         self._name = name
-        self._subtask = subtask
-        self._parallelism = parallelism
-        self._attempt = uuid.uuid4().hex[:8]
+        self._context = context
         self._open: list[Any] = []
 
     def write(self, record: Any) -> None:
@@ -60,36 +91,16 @@ class CollectSinkWriter(SinkWriter):
     def pre_commit(self, checkpoint_id: int) -> list[Any]:
         if not self._open:
             return []
-        token = f"{self._name}/{self._subtask}/{self._attempt}/{checkpoint_id}"
-        with CollectSink._lock:
-            CollectSink._pending[token] = self._open
+        transaction = CollectedRecords(uuid.uuid4().hex, self._context.subtask, tuple(self._open))
         self._open = []
-        return [token]
+        return [transaction]
 
     def commit(self, committables: list[Any]) -> None:
-        with CollectSink._lock:
-            for token in committables:
-                if token in CollectSink._committed_tokens:
-                    continue  # committed before a failure; the restore commits it again
-                records = CollectSink._pending.pop(token, None)
-                if records is None:
-                    raise SinkCommitError(
-                        f"CollectSink {self._name!r}: the records of {token} are not in this process; "
-                        "CollectSink works only with the in-process runner (use FileSink on Spark)"
-                    )
-                CollectSink._committed.setdefault(self._name, []).extend(records)
-                CollectSink._committed_tokens.add(token)
+        CollectSink._commit(self._name, committables)
 
     def recover(self, committables: list[Any]) -> None:
-        """Commit this subtask's share of the restored checkpoint's tokens; drop the
-        held records of earlier attempts that no checkpoint completed (they are
-        replayed from the sources)."""
-        ordered = sorted(committables)
-        self.commit([t for i, t in enumerate(ordered) if i % self._parallelism == self._subtask])
-        keep = set(ordered)
-        with CollectSink._lock:
-            for token in list(CollectSink._pending):
-                name, subtask, attempt, _ = token.rsplit("/", 3)
-                mine = int(subtask) % self._parallelism == self._subtask
-                if name == self._name and mine and attempt != self._attempt and token not in keep:
-                    del CollectSink._pending[token]
+        """Every old subtask's transactions come to every writer (union list state):
+        each commits those of the old subtasks that map to it, in their order, so that
+        at any new parallelism each old subtask's output stays in order."""
+        parallelism, subtask = self._context.parallelism, self._context.subtask
+        self.commit([t for t in committables if t.subtask % parallelism == subtask])

@@ -1,12 +1,15 @@
 """Everything a task needs to run its share of a job, shipped from the driver.
 
 The graph itself is not shipped: each task imports the entrypoint and builds it,
-as the driver did, so only this small, plain record crosses the wire.
+as the driver did, so only this small, plain record crosses the wire. In-process
+runs (`lockgate.testing`) may give a `graph_factory` instead, which each task calls:
+every subtask still gets its own instances of the job's functions.
 """
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from lockgate.runtime.api.entrypoint import build_graph
@@ -45,6 +48,8 @@ class JobSpec:
     restore: RestorePoint | None = None
     trigger_revision: int | None = None
     launch: int = 0  # the coordinator's launch number, which every task's messages carry
+    # Builds the graph in this process instead of importing `entrypoint` (in-process runs only).
+    graph_factory: Callable[[], JobGraph] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_liveness_timeout(self.liveness_timeout_s, "liveness_timeout_s")
@@ -53,6 +58,8 @@ class JobSpec:
         return Liveness.from_timeout(self.liveness_timeout_s)
 
     def graph(self) -> JobGraph:
+        if self.graph_factory is not None:
+            return self.graph_factory()
         return build_graph(self.entrypoint, self.keys.job, dict(self.args))
 
     def task_config(self, index: int) -> TaskConfig:

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from lockgate.runtime.api.graph import KEYED_KINDS, Vertex
 from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
+from lockgate.runtime.clock import Clock
 from lockgate.runtime.coordination.records import Trigger
 from lockgate.runtime.coordination.restore_point import RestorePoint
 from lockgate.runtime.keygroups import key_group_range
@@ -33,6 +34,8 @@ class StateConfig:
     local_dir: Path
     max_parallelism: int
     incremental: bool = True
+    # What state TTL and processing-time timers read (None: the system clock).
+    clock: Clock | None = None
 
 
 class TaskVertexState:
@@ -82,10 +85,10 @@ class KeyedVertexState(TaskVertexState):
         if config.backend == "rocksdb":
             directory = config.local_dir / vertex.name / str(index)
             self.backend = RocksDBKeyedStateBackend(
-                config.max_parallelism, groups, directory, incremental=config.incremental
+                config.max_parallelism, groups, directory, incremental=config.incremental, clock=config.clock
             )
         else:
-            self.backend = HeapKeyedStateBackend(config.max_parallelism, groups)
+            self.backend = HeapKeyedStateBackend(config.max_parallelism, groups, config.clock)
         self.keyed = self.backend
 
     def close(self) -> None:

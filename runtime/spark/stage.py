@@ -47,6 +47,11 @@ class BarrierStage:
                 "reach an in-memory control plane; give the job an etcd (--etcd, or a "
                 "JobSpec with an EtcdConfig), or run it in-process with ThreadStage"
             )
+        if spec.graph_factory is not None:
+            raise ValueError(
+                f"job {spec.keys.job}: its graph is built by a function of this process, which "
+                "Spark's executors cannot call; give the job an entrypoint (module:function)"
+            )
         context = self._spark.sparkContext
         group = f"lockgate-{spec.keys.job}-{uuid.uuid4().hex[:8]}"
         self._group = group

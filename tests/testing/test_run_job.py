@@ -1,0 +1,195 @@
+"""`lockgate.testing.run_job`: a job's dataflow run in-process, as a job's own unit
+tests run it — outputs exactly once, a stop with a savepoint and a resume at
+another parallelism, time under the test's control, errors that name the culprit."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import fsspec
+import pytest
+from lockgate.runtime import CollectSink, GeneratorSource, StreamEnvironment
+from lockgate.runtime.api.validation import JobDefinitionError
+from lockgate.testing import ManualClock, Savepoint, run_job
+
+from tests.testing import jobs
+
+KEYS = 5
+NUMBERS = [{"n": n, "key": n % KEYS} for n in range(200)]
+
+
+def _assert_running_sums(outputs: list[dict[str, Any]], numbers: list[dict[str, Any]]) -> None:
+    """Every record once, and each key's sums rising in output order (one subtask's commits are in order)."""
+    assert sorted(r["n"] for r in outputs) == sorted(r["n"] for r in numbers)
+    for key in range(KEYS):
+        sums = [r["sum"] for r in outputs if r["key"] == key]
+        assert sums == sorted(sums)
+        assert sums[-1] == sum(r["n"] for r in numbers if r["key"] == key)
+
+
+@pytest.mark.parametrize("parallelism", [1, 3])
+@pytest.mark.parametrize("backend", ["heap", "rocksdb"])
+def test_what_each_sink_committed_is_returned_once_in_order(parallelism: int, backend: Any) -> None:
+    result = run_job(
+        jobs.running_sum, parallelism=parallelism, sources={"numbers": NUMBERS}, state_backend=backend
+    )
+
+    _assert_running_sums(result.outputs["out"], NUMBERS)
+    assert result.savepoint is None
+
+
+def test_a_source_not_replaced_is_read_to_its_end() -> None:
+    result = run_job(jobs.two_sources, parallelism=2)
+
+    assert sorted(result.outputs["even-out"]) == [0, 2, 4, 6, 8, 10]
+    assert sorted(result.outputs["odd-out"]) == [10, 30, 50, 70]
+
+
+@pytest.mark.parametrize(("before", "after"), [(2, 3), (3, 1)])
+@pytest.mark.parametrize("backend", ["heap", "rocksdb"])
+def test_a_stop_with_a_savepoint_resumes_at_another_parallelism_losing_and_repeating_nothing(
+    before: int, after: int, backend: Any
+) -> None:
+    first = run_job(
+        jobs.running_sum,
+        parallelism=before,
+        sources={"numbers": NUMBERS},
+        stop_after_records=70,
+        state_backend=backend,
+    )
+    rest = run_job(
+        jobs.running_sum,
+        parallelism=after,
+        sources={"numbers": NUMBERS},
+        restore=first.savepoint,
+        state_backend=backend,
+    )
+
+    assert first.records_read == 70
+    assert isinstance(first.savepoint, Savepoint)
+    assert first.savepoint.records_read == 70
+    assert "_metadata" in first.savepoint.files
+    assert sorted(r["n"] for r in first.outputs["out"]) == list(range(70)), "the first 70, all committed"
+    _assert_running_sums(first.outputs["out"] + rest.outputs["out"], NUMBERS)
+
+
+def test_a_stop_after_more_records_than_there_are_stops_once_all_are_read() -> None:
+    first = run_job(
+        jobs.running_sum, parallelism=2, sources={"numbers": NUMBERS[:30]}, stop_after_records=1000
+    )
+    rest = run_job(jobs.running_sum, sources={"numbers": NUMBERS[:30]}, restore=first.savepoint)
+
+    assert first.records_read == 30
+    _assert_running_sums(first.outputs["out"], NUMBERS[:30])
+    assert rest.outputs["out"] == []
+
+
+def test_a_savepoint_resumes_twice_from_the_same_place() -> None:
+    """A savepoint is a value: restoring it does not use it up."""
+    first = run_job(jobs.running_sum, sources={"numbers": NUMBERS}, stop_after_records=100)
+    again = [
+        run_job(jobs.running_sum, parallelism=p, sources={"numbers": NUMBERS}, restore=first.savepoint)
+        for p in (1, 2)
+    ]
+
+    for rest in again:
+        _assert_running_sums(first.outputs["out"] + rest.outputs["out"], NUMBERS)
+
+
+@pytest.mark.parametrize("build", ["tests.testing.jobs:running_sum", f"{jobs.__file__}:running_sum"])
+def test_the_job_may_be_named_as_module_function_or_file_function(build: str) -> None:
+    result = run_job(build, parallelism=2, sources={"numbers": NUMBERS}, args={"count": "3"})
+
+    _assert_running_sums(result.outputs["out"], NUMBERS)
+
+
+def test_args_reach_the_job() -> None:
+    result = run_job(jobs.running_sum, args={"count": "7"})
+
+    assert sorted(r["n"] for r in result.outputs["out"]) == list(range(7))
+
+
+def test_a_manual_clock_drives_state_ttl_and_processing_time_timers() -> None:
+    clock = ManualClock(0)
+    records = [{"key": "a"}, {"key": "a"}]
+    first = run_job(jobs.expiring, sources={"in": records}, clock=clock, stop_after_records=1)
+    clock.advance(1_000)  # past the state's 1 s TTL and the timer's 500 ms
+    rest = run_job(jobs.expiring, sources={"in": records}, clock=clock, restore=first.savepoint)
+
+    assert first.outputs["out"] == [("seen", "a", 1, 0)], "no timer is due while the clock stands still"
+    assert sorted(rest.outputs["out"]) == [("seen", "a", 1, 1_000), ("timer", "a", 500)]
+
+
+def test_a_failure_in_the_jobs_code_is_raised_as_its_own_exception() -> None:
+    with pytest.raises(ZeroDivisionError):
+        run_job(jobs.failing, parallelism=2, sources={"in": [{"n": 1}, {"n": 0}]})
+
+
+async def test_it_runs_from_an_async_test_too() -> None:
+    result = run_job(jobs.running_sum, sources={"numbers": NUMBERS[:10]})
+
+    _assert_running_sums(result.outputs["out"], NUMBERS[:10])
+
+
+def test_a_run_that_does_not_end_in_time_says_so_and_leaves_nothing_running() -> None:
+    def endless(env: StreamEnvironment) -> None:
+        env.source(GeneratorSource(None), name="forever").sink(CollectSink("never-read"), name="out")
+
+    threads = set(threading.enumerate())
+    with pytest.raises(TimeoutError, match=r"did not end within 0.5 s; give timeout_s="):
+        run_job(endless, timeout_s=0.5)
+    assert set(threading.enumerate()) <= threads
+
+
+def test_a_run_leaves_nothing_in_memory_behind() -> None:
+    memory = fsspec.filesystem("memory")
+    first = run_job(jobs.running_sum, sources={"numbers": NUMBERS}, stop_after_records=10)
+    run_job(jobs.running_sum, sources={"numbers": NUMBERS}, restore=first.savepoint)
+
+    assert not memory.exists("/lockgate-testing") or memory.ls("/lockgate-testing") == []
+
+
+@pytest.mark.parametrize(
+    ("given", "error", "message"),
+    [
+        ({"parallelism": 0}, ValueError, "parallelism must be a positive int, got 0"),
+        ({"parallelism": "2"}, ValueError, "parallelism must be a positive int, got '2'"),
+        ({"parallelism": True}, ValueError, "parallelism must be a positive int, got True"),
+        ({"parallelism": 200}, ValueError, "parallelism 200 exceeds max_parallelism 128"),
+        ({"stop_after_records": 0}, ValueError, "stop_after_records must be a positive int, got 0"),
+        ({"args": {"count": 3}}, TypeError, r"args\['count'\] = 3: a job's arguments are strings"),
+        ({"sources": {"numbers": "abc"}}, TypeError, r"sources\['numbers'\] is a str; give a list"),
+        (
+            {"sources": {"numbres": []}},
+            JobDefinitionError,
+            "sources= names numbres, but the job's sources are numbers",
+        ),
+        (
+            {"sources": {"numbers": [threading.Lock()]}},
+            TypeError,
+            r"sources\['numbers'\]\[0\] .* cannot be pickled",
+        ),
+        ({"restore": "memory://x"}, TypeError, "restore takes a result's .savepoint, got str"),
+        ({"timeout_s": 0}, ValueError, "timeout_s must be positive, got 0"),
+    ],
+)
+def test_a_bad_argument_is_refused_naming_it(
+    given: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        run_job(jobs.running_sum, **given)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (42, "build must be a function or 'module:function', got 42"),
+        ("tests.testing.jobs:nothing", "has no 'nothing'"),
+        ("tests/testing/jobs.py", "name the function that builds the job"),
+    ],
+)
+def test_a_build_that_is_not_a_job_is_refused_naming_it(build: Any, message: str, tmp_path: Path) -> None:
+    with pytest.raises((TypeError, JobDefinitionError), match=message):
+        run_job(build)

@@ -125,6 +125,12 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
         help="start from empty state, deleting the checkpoints of an earlier run of this job id",
     )
     command.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from the latest retained checkpoint of an earlier run of this job id "
+        "(refused when there is none)",
+    )
+    command.add_argument(
         "--job-id", type=types.job_id, help="the job's id in etcd and storage (default: the job's name)"
     )
     command.add_argument(
@@ -296,7 +302,8 @@ def _apply_manifest(arguments: argparse.Namespace, sources: dict[str, str], loca
     imported, field = spec.initial_savepoint_path, "spec.initialSavepointPath"
     if imported is None:
         imported, field = spec.job.import_unsigned_savepoint, "spec.job.importUnsignedSavepoint"
-    if local and imported is not None and arguments.from_savepoint is None and not arguments.fresh:
+    starts_elsewhere = arguments.fresh or arguments.resume
+    if local and imported is not None and arguments.from_savepoint is None and not starts_elsewhere:
         # The savepoint the manifest vouches for, as the operator's first launch restores it.
         arguments.from_savepoint, arguments.import_unsigned_savepoint = imported, True
         sources["from_savepoint"] = field
@@ -330,6 +337,14 @@ def _check_together(arguments: argparse.Namespace, sources: dict[str, str]) -> N
         raise OptionError(
             f"{sources['restart_delay']} {delay:g} s exceeds {sources['restart_max_delay']} {cap:g} s: "
             "the first delay of exponential-backoff must not exceed its cap"
+        )
+    chosen = [flag for flag in ("fresh", "resume") if getattr(arguments, flag, False)]
+    if arguments.from_savepoint is not None and sources["from_savepoint"].startswith("--"):
+        chosen.append("from_savepoint")
+    if len(chosen) > 1:
+        raise OptionError(
+            f"{' and '.join('--' + c.replace('_', '-') for c in chosen)} each say where the run starts: "
+            "give one"
         )
     if arguments.import_unsigned_savepoint and arguments.from_savepoint is None:
         raise OptionError(
@@ -379,6 +394,8 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
     work = work_dir.resolve()
     if arguments.fresh:
         earlier: EarlierCheckpoints = "discard"
+    elif arguments.resume:
+        earlier = "require"
     else:
         earlier = "refuse" if fresh_by_default else "resume"
     settings = JobSettings(

@@ -53,14 +53,16 @@ class Stage(Protocol):
         ...
 
 
-EarlierCheckpoints = Literal["resume", "refuse", "discard"]
+EarlierCheckpoints = Literal["resume", "require", "refuse", "discard"]
 """What a run does when the job id already has completed checkpoints: restore from
-the latest (a restart, the operator's last-state upgrade), refuse to start (a new
-`lockgate run`), or delete them and start from empty state (`--fresh`)."""
+the latest (a restart, the operator's last-state upgrade), the same but refusing to
+start without one (`lockgate run --resume`), refuse to start (a new `lockgate run`),
+or delete them and start from empty state (`--fresh`)."""
 
 
 class EarlierRunError(RuntimeError):
-    """The job id has checkpoints of an earlier run and nobody said what to do with them."""
+    """The job id has checkpoints of an earlier run and nobody said what to do with
+    them, or a run asked to resume has none."""
 
 
 @dataclass(frozen=True)
@@ -215,11 +217,17 @@ class JobMaster:
     ) -> RestorePoint | None:
         store = coordinator.store
         if not self._launched:
-            if from_savepoint is None and earlier != "resume":
+            if from_savepoint is None and earlier in ("refuse", "discard"):
                 await _handle_earlier_checkpoints(coordinator, earlier)
             self._restored = self._first_restore = await resolve_restore_point(
                 store, from_savepoint, self._trust
             )
+            if earlier == "require" and self._restored is None:
+                keys = coordinator.keys
+                raise EarlierRunError(
+                    f"job {keys.namespace}/{keys.job} has no completed checkpoint to resume from; "
+                    "run it without --resume to start from empty state"
+                )
             self._first_id = coordinator.next_checkpoint_id
             self._launched = True
         elif from_savepoint is None:
@@ -282,6 +290,7 @@ async def _handle_earlier_checkpoints(coordinator: CheckpointCoordinator, policy
     latest, keys = completed[-1], coordinator.keys
     raise EarlierRunError(
         f"job {keys.namespace}/{keys.job} has {len(completed)} completed checkpoint(s) "
-        f"of an earlier run (latest: {latest.path}). Resume from it with --from-savepoint {latest.path}, "
-        "start over from empty state with --fresh (deletes them), or choose another --job-id."
+        f"of an earlier run (latest: {latest.path}). Resume from it with --resume (or from another with "
+        f"--from-savepoint PATH), start over from empty state with --fresh (deletes them), or choose "
+        "another --job-id."
     )

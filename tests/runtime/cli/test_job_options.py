@@ -285,3 +285,36 @@ def test_good_values_of_every_checked_option_are_taken(tmp_path: Path) -> None:
     )
     assert (chosen.checkpoint_dir, chosen.savepoint_dir) == (f"file://{tmp_path}/c", "/abs/s")
     assert (chosen.keys.namespace, chosen.keys.job, chosen.args["extra"]) == ("team.a", "words-1", "a=b")
+
+
+def test_resume_continues_from_the_latest_checkpoint_and_a_manifests_initial_savepoint_yields_to_it(
+    tmp_path: Path,
+) -> None:
+    assert _settings_from(tmp_path).earlier_checkpoints == "refuse"
+    assert _settings_from(tmp_path, "--resume").earlier_checkpoints == "require"
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(
+        "apiVersion: lockgate.dev/v1alpha1\nkind: StreamingJob\nmetadata: {name: sums}\n"
+        "spec: {replicas: 2, image: x, initialSavepointPath: 'file:///savepoints/savepoint-1', job: "
+        f"{{entrypoint: 'tests.jobs.configurable:word_count', args: {{input: 'file:///in', output: 'file://{tmp_path}/o'}}}}}}\n"
+    )
+    parser = argparse.ArgumentParser()
+    add_job_options(parser)
+    resumed = settings_from(parser.parse_args([str(manifest), "--resume"]), tmp_path, fresh_by_default=True)
+    assert resumed.from_savepoint is None
+    assert resumed.earlier_checkpoints == "require"
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--resume", "--fresh"], "--fresh and --resume"),
+        (["--resume", "--from-savepoint", "file:///sp/savepoint-1"], "--resume and --from-savepoint"),
+        (["--fresh", "--from-savepoint", "file:///sp/savepoint-1"], "--fresh and --from-savepoint"),
+    ],
+)
+def test_two_flags_that_each_say_where_the_run_starts_are_refused_naming_both(
+    tmp_path: Path, flags: list[str], named: str
+) -> None:
+    with pytest.raises(OptionError, match=f"{named} each say where the run starts: give one"):
+        _settings_from(tmp_path, *flags)

@@ -124,6 +124,14 @@ def test_a_job_that_does_not_resolve_is_named(tmp_path: Path) -> None:
     )
 
 
+def test_resume_with_nothing_to_resume_is_refused_saying_so(tmp_path: Path) -> None:
+    _write_lines(tmp_path / "lines", partitions=1, lines=5)
+    result = _word_count(tmp_path, "out", "--resume")
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "has no completed checkpoint to resume from; run it without --resume" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_a_job_argument_without_a_value_is_named(tmp_path: Path) -> None:
     result = _lockgate(tmp_path, "run", "tests.jobs.configurable:word_count", "--arg", "input")
     assert result.returncode == 2
@@ -154,8 +162,13 @@ def test_a_second_run_never_silently_continues_the_first(tmp_path: Path) -> None
     refused = _word_count(tmp_path, "second")
     assert refused.returncode == 1
     assert re.search(r"has \d+ completed checkpoint\(s\) of an earlier run", refused.stderr)
-    assert "--from-savepoint file://" in refused.stderr
+    assert "Resume from it with --resume" in refused.stderr
     assert "--fresh" in refused.stderr
+
+    resumed = _word_count(tmp_path, "first", "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert re.search(r"restored from file://\S+/chk-\d+", resumed.stdout), resumed.stdout
+    _assert_exact(f"file://{tmp_path}/first", words)  # nothing read or written twice
 
     fresh = _word_count(tmp_path, "second", "--fresh")
     assert fresh.returncode == 0, fresh.stderr[-3000:]

@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from lockgate.runtime import read_committed
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.in_memory_store import InMemoryStore
 from lockgate.runtime.coordination.keys import JobKeys
-from lockgate.runtime.engine.job_master import JobMaster
+from lockgate.runtime.engine.job_master import EarlierRunError, JobMaster
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.restart import restart_strategy
 from lockgate.runtime.engine.thread_stage import ThreadStage
@@ -58,3 +59,25 @@ async def test_a_job_fails_restores_and_ends_exactly_once_with_no_services(tmp_p
     keys = spec.keys
     assert await store.get(keys.latest) is not None, "checkpoints completed in the in-memory control plane"
     assert await store.get(keys.coordinator) is None, "the coordinator let go of the job when it ended"
+
+
+async def test_a_run_asked_to_resume_restores_the_latest_checkpoint_and_refuses_when_there_is_none(
+    tmp_path: Path,
+) -> None:
+    store = InMemoryStore()
+    args = {"count": "600", "keys": "7", "output": f"file://{tmp_path}/out"}
+    spec = _spec(tmp_path, "tests.jobs.configurable:running_sum", store, args)
+    storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
+    config = CheckpointConfig(interval_s=0.05, timeout_s=30)
+
+    def master() -> JobMaster:
+        return JobMaster(spec, ThreadStage(), storage, config)
+
+    with pytest.raises(EarlierRunError, match="has no completed checkpoint to resume from; run it without"):
+        await master().run(restart_strategy("none"), earlier_checkpoints="require")
+    first = await master().run(restart_strategy("none"), earlier_checkpoints="refuse")
+    resumed = await master().run(restart_strategy("none"), earlier_checkpoints="require")
+
+    assert first.restored_from is None
+    assert "/chk-" in str(resumed.restored_from), "the first run's latest checkpoint"
+    assert_running_sums_exact(read_committed(args["output"]), 600, 7)

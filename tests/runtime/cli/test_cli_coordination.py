@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -139,3 +140,78 @@ async def test_no_etcd_says_how_to_give_one(monkeypatch) -> None:
     code, _, err = await lockgate("checkpoints", "list", "some-job")
     assert code == 1
     assert "--etcd" in err
+
+
+async def lockgate_in(cwd: Path, *args: str) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "LOCKGATE_ETCD"}
+    process = await asyncio.create_subprocess_exec(
+        LOCKGATE, *args, cwd=cwd, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_checkpoints_are_listed_and_shown_from_storage_alone_once_etcd_is_gone(
+    job: Job, tmp_path: Path
+) -> None:
+    coordinator = job.coordinator(CheckpointConfig(interval_s=None, timeout_s=30, retained=5))
+    job.give_heap_state()
+    await coordinator.start()
+    try:
+        await asyncio.wait_for(coordinator.trigger(), 10)
+        await asyncio.wait_for(coordinator.trigger("savepoint", f"{job.savepoint_dir}/savepoint-x"), 10)
+        await asyncio.wait_for(coordinator.trigger(), 10)
+    finally:
+        await coordinator.close()
+    flip_byte(f"{job.storage.checkpoint_dir(job.keys.job, 1)}/_metadata", 5)
+    where = ["--dir", job.storage.url, "--dir", job.savepoint_dir]
+
+    code, out, err = await lockgate_in(tmp_path, "checkpoints", "list", job.keys.job, *where)
+    assert code == 0, err
+    header, first, savepoint, third, problem = out.strip().splitlines()
+    assert header.split() == ["ID", "KIND", "TAKEN", "(UTC)", "SIZE", "PARALLELISM", "METADATA", "PATH"]
+    assert first.split()[0] == "1"
+    assert first.split()[-2:] == ["unreadable", f"{job.storage.url}/{job.keys.job}/chk-1"]
+    assert savepoint.split()[:2] == ["2", "savepoint"]
+    assert savepoint.split()[-2] == "ok"
+    assert "count=2,source=2" in savepoint
+    assert third.split()[:2] == ["3", "checkpoint"]
+    assert problem == f"{job.storage.url}/{job.keys.job}/chk-1 cannot be restored: " + (
+        f"SnapshotCorruptError: snapshot file {job.storage.root}/{job.keys.job}/chk-1/_metadata: checksum mismatch"
+    )
+
+    one = f"{job.savepoint_dir}/savepoint-x"
+    code, out, err = await lockgate_in(tmp_path, "checkpoints", "list", job.keys.job, "--dir", one)
+    assert code == 0, err
+    assert out.strip().splitlines()[1].split()[-1] == one, "a directory that is one snapshot lists it"
+
+    code, out, err = await lockgate_in(tmp_path, "checkpoints", "show", job.keys.job, *where)
+    assert code == 0, err
+    shown = json.loads(out)
+    assert shown["summary"]["checkpoint_id"] == 3, "no N: the latest"
+    assert shown["metadata"]["vertices"]["count"]["parallelism"] == 2
+
+    code, _, err = await lockgate_in(tmp_path, "checkpoints", "show", job.keys.job, "1", *where)
+    assert code == 1
+    assert f"no checkpoint 1 of job {job.keys.job} with readable metadata" in err
+    assert "(there: 2, 3)" in err
+
+
+async def test_a_finished_local_runs_checkpoints_are_listed_from_its_directory(
+    job: Job, tmp_path: Path
+) -> None:
+    """After `lockgate run` and its embedded etcd stopped: .lockgate/checkpoints is read."""
+    await job.take_checkpoints(1)
+    local = tmp_path / "elsewhere" / ".lockgate"
+    local.mkdir(parents=True)
+    (tmp_path / "checkpoints").rename(local / "checkpoints")
+
+    code, out, err = await lockgate_in(local.parent, "checkpoints", "list", job.keys.job)
+    assert code == 0, err
+    assert "no etcd given and no `lockgate run` going on here: reading .lockgate/checkpoints" in err
+    assert out.strip().splitlines()[1].endswith(f"{local}/checkpoints/{job.keys.job}/chk-1")
+
+    code, _, err = await lockgate_in(tmp_path, "checkpoints", "list", job.keys.job)
+    assert code == 1
+    assert "or read checkpoint storage with --dir URL" in err

@@ -215,3 +215,9 @@ async def test_a_finished_local_runs_checkpoints_are_listed_from_its_directory(
     code, _, err = await lockgate_in(tmp_path, "checkpoints", "list", job.keys.job)
     assert code == 1
     assert "or read checkpoint storage with --dir URL" in err
+
+
+async def test_a_job_with_no_checkpoints_is_named_with_its_namespace(etcd_server: EtcdServer) -> None:
+    code, out, err = await lockgate("checkpoints", "list", "nothing-yet", "--etcd", etcd_server.endpoint)
+    assert code == 0, err
+    assert out.strip() == "job default/nothing-yet has no completed checkpoints"

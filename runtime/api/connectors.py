@@ -87,6 +87,12 @@ class SourceReader(Committer, ABC):
 
 
 class Source(ABC):
+    bounded: bool = False
+    """The source knows its input is finite (Flink's Boundedness.BOUNDED): once every
+    reader reached its end, it is done, and a job whose sources are all done ends
+    after a final checkpoint. An unbounded source (a log that grows, a topic) ends
+    only in a job run with `--bounded`, which reads every source to its current end."""
+
     def validate(self, job: JobIdentity) -> None:  # noqa: B027 - optional hook, nothing to check by default
         """Check, on the driver before any task starts, what the source needs (a
         location it writes on the side); raise an error naming it and the problem."""

@@ -4,7 +4,8 @@ Record `n` (0 <= n < count) is `record_fn(n)`, by default
 `{"n": n, "key": n % keys}`. The numbers are split over `partitions` fixed
 partitions (partition p yields n = p, p + partitions, ...), whose offsets are
 checkpointed like any source's. `rate` caps the records per second of the
-whole source; `count=None` generates forever.
+whole source; `count=None` generates forever. With a count the source is
+bounded: a job whose sources are all bounded ends once it has read them.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class GeneratorSource(Source):
         if rate is not None and rate <= 0:
             raise ValueError(f"GeneratorSource rate must be positive, got {rate}")
         self.count = count
+        self.bounded = count is not None
         self.partitions = partitions
         self.rate = rate
         self.record_fn = record_fn or default_record(keys)

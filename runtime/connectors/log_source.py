@@ -9,7 +9,8 @@ malformed line (invalid UTF-8 included) is an error naming the file and line,
 or, with `dead_letter=URL`, goes to that directory with the reason, written as
 a `FileSink` writes (the reader pre-commits its dead letters at each barrier
 and commits them with the checkpoint): a replay after a restore writes no dead
-letter twice.
+letter twice. `bounded=True`: the files hold all there is, so the source is
+done once it has read them to their end.
 """
 
 from __future__ import annotations
@@ -34,9 +35,19 @@ DEAD_LETTER_PREFIX = "dead-letter"
 
 
 class LogSource(Source):
-    def __init__(self, url: str, dead_letter: str | None = None, pattern: str = "part-*.jsonl") -> None:
+    def __init__(
+        self,
+        url: str,
+        dead_letter: str | None = None,
+        pattern: str = "part-*.jsonl",
+        *,
+        bounded: bool = False,
+    ) -> None:
         check_url(url)
+        if not isinstance(bounded, bool):
+            raise TypeError(f"LogSource {url}: bounded= takes True or False, got {bounded!r}")
         self.url = url
+        self.bounded = bounded  # the files hold all there is: read to their end, then done
         self.dead_letter = None if dead_letter is None else FileSink(dead_letter, DEAD_LETTER_PREFIX)
         self.pattern = pattern
 

@@ -167,7 +167,8 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--bounded",
         action="store_true",
-        help="finish when every source reached the end of its input, after a final checkpoint",
+        help="treat every source as finite: finish when each reached the end of its input, after a final "
+        "checkpoint (a job whose sources all know they are finite finishes without it)",
     )
     command.add_argument(
         "--arg", action="append", type=types.job_arg, default=[], metavar="KEY=VALUE", help="a job argument"

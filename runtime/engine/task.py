@@ -379,7 +379,7 @@ class ChainRunner:
                 self.records_read += len(records)
             elif not ended and not drained:
                 self.output.flush()
-                if config.bounded and reader.reached_end():
+                if (config.bounded or self.head.operator.bounded) and reader.reached_end():
                     held_back = reader.end_of_input()
                     if held_back:
                         self.records_read += len(held_back)

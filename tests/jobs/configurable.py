@@ -9,7 +9,8 @@ from tests.jobs.functions import CountWords
 
 
 def word_count(env: StreamEnvironment) -> None:
-    source = LogSource(env.args["input"], dead_letter=env.args.get("dead_letter"))
+    bounded = env.args.get("bounded") == "true"  # the files hold all there is
+    source = LogSource(env.args["input"], dead_letter=env.args.get("dead_letter"), bounded=bounded)
     counting.word_count(env, source, env.args["output"])
 
 

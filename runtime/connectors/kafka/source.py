@@ -15,9 +15,9 @@ checkpoint. A restored offset the broker no longer has (retention deleted it)
 stops the job naming the partition: skipping to the earliest would lose
 records silently. Reads are `read_committed` (librdkafka's default).
 
-`stop_at="latest"` makes the source finite: each partition is read up to the
-end offset it had when the reader opened (or when it was discovered); run the
-job with `--bounded` to end it there.
+`stop_at="latest"` makes the source bounded: each partition is read up to the
+end offset it had when the reader opened (or when it was discovered), and the
+source is done there.
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ class KafkaSource(Source):
         )
         self.value_format = check_choice("KafkaSource value_format", value_format, VALUE_FORMATS)
         self.stop_at = check_choice("KafkaSource stop_at", stop_at, (None, "latest"))
+        self.bounded = self.stop_at == "latest"
         if not isinstance(with_metadata, bool):
             raise JobDefinitionError(f"KafkaSource with_metadata takes True or False, got {with_metadata!r}")
         self.with_metadata = with_metadata

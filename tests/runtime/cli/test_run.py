@@ -20,7 +20,7 @@ from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.driver.termination import EXIT_INTERRUPTED
 
 from tests.etcd_auth import enable_auth
-from tests.exactness import assert_word_counts_exact
+from tests.exactness import assert_running_sums_exact, assert_word_counts_exact
 from tests.process_tree import working_in
 from tests.runtime.engine.test_local_engine import _write_lines
 from tests.runtime.recovery.lockgate_process import finish, start, wait_for
@@ -122,6 +122,17 @@ def test_a_job_that_does_not_resolve_is_named(tmp_path: Path) -> None:
         "it defines: failing_running_sum, offsets_committing_sum, running_sum, sums_and_words, word_count"
         in result.stderr
     )
+
+
+def test_a_job_whose_sources_are_finite_finishes_without_bounded(tmp_path: Path) -> None:
+    out = f"file://{tmp_path}/out"
+    job = ["tests.jobs.configurable:running_sum", "--checkpoint-interval", "0.5"]
+    result = _lockgate(
+        tmp_path, "run", *job, "--arg", "count=500", "--arg", "keys=7", "--arg", f"output={out}"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "finished: read 500 records, wrote 500" in result.stdout
+    assert_running_sums_exact(read_committed(out), 500, 7)
 
 
 def test_resume_with_nothing_to_resume_is_refused_saying_so(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ The same job master, coordinator and tasks that run against etcd."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,43 @@ async def test_a_run_asked_to_resume_restores_the_latest_checkpoint_and_refuses_
     assert first.restored_from is None
     assert "/chk-" in str(resumed.restored_from), "the first run's latest checkpoint"
     assert_running_sums_exact(read_committed(args["output"]), 600, 7)
+
+
+async def test_a_job_whose_sources_know_they_are_finite_ends_without_being_told_it_is_bounded(
+    tmp_path: Path,
+) -> None:
+    """A GeneratorSource with a count and a LogSource(bounded=True): read, a final
+    checkpoint, committed, done — no `--bounded`."""
+    lines = tmp_path / "lines"
+    lines.mkdir()
+    (lines / "part-0.jsonl").write_text("".join(f'{{"text": "w{i % 5} x"}}\n' for i in range(40)))
+    store = InMemoryStore()
+    out = f"file://{tmp_path}/sums"
+    generated = dataclasses.replace(
+        _spec(
+            tmp_path,
+            "tests.jobs.configurable:running_sum",
+            store,
+            {"count": "300", "keys": "7", "output": out},
+        ),
+        bounded=False,
+    )
+    storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
+    config = CheckpointConfig(interval_s=0.05, timeout_s=30)
+    await JobMaster(generated, ThreadStage(), storage, config).run(restart_strategy("none"))
+    assert_running_sums_exact(read_committed(out), 300, 7)
+
+    words = f"file://{tmp_path}/words"
+    logged = dataclasses.replace(
+        _spec(
+            tmp_path,
+            "tests.jobs.configurable:word_count",
+            InMemoryStore(),
+            {"input": f"file://{lines}", "output": words, "bounded": "true"},
+        ),
+        bounded=False,
+    )
+    await JobMaster(logged, ThreadStage(), CheckpointStorage(f"file://{tmp_path}/more"), config).run(
+        restart_strategy("none")
+    )
+    assert len(read_committed(words)) == 80

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from lockgate.runtime.api.graph import JobGraph
+from lockgate.runtime.api.job_args import note_arguments
 from lockgate.runtime.api.job_traceback import job_traceback
 from lockgate.runtime.api.stream import StreamEnvironment
 from lockgate.runtime.api.validation import JobDefinitionError
@@ -115,5 +116,6 @@ def graph_of(build: BuildFunction, job_name: str, args: Mapping[str, str] | None
     try:
         build(env)
     except Exception as error:
+        note_arguments(error, env.args)
         raise JobBuildError(label, "while building its dataflow", error) from error
     return env.graph()

@@ -18,6 +18,7 @@ from typing import Any
 from lockgate.runtime.api.connectors import Sink, Source
 from lockgate.runtime.api.functions import KeyedProcessFunction
 from lockgate.runtime.api.graph import Edge, JobGraph, Vertex, VertexKind
+from lockgate.runtime.api.job_args import JobArgs
 from lockgate.runtime.api.validation import JobDefinitionError, check_callable, milliseconds, validate
 from lockgate.runtime.api.watermarks import WatermarkStrategy
 from lockgate.runtime.api.windows import (
@@ -37,7 +38,7 @@ class StreamEnvironment:
     def __init__(self, name: str = "job", args: Mapping[str, str] | None = None) -> None:
         self.name = name
         # The job's own settings (`lockgate run --arg k=v`, the manifest's job.args).
-        self.args: Mapping[str, str] = dict(args or {})
+        self.args = JobArgs(args)
         self._vertices: list[Vertex] = []
 
     def _add(self, vertex: Vertex) -> DataStream:

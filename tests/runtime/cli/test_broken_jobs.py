@@ -30,7 +30,11 @@ BROKEN = {
         def build(env):
             _threshold(env)
         """,
-        ["line 2, in _threshold", "line 6, in build", "KeyError: 'threshold'"],
+        [
+            "line 2, in _threshold",
+            "line 6, in build",
+            "MissingJobArgumentError: job argument 'threshold' is missing: give it with --arg threshold=VALUE",
+        ],
     ),
     "syntax_error": (
         """
@@ -87,6 +91,23 @@ def test_lockgate_run_shows_the_jobs_own_traceback_and_exits_2(tmp_path: Path, n
     assert not (tmp_path / ".lockgate" / "etcd").exists(), "no etcd started for a job that cannot run"
 
 
+def test_a_job_argument_of_the_wrong_kind_is_named_beside_pythons_own_error(tmp_path: Path) -> None:
+    (tmp_path / "counts.py").write_text(
+        "def build(env):\n    int(env.args['count'])\ndef typed(env):\n    env.args.int('count')\n"
+    )
+    for function, complaint in [
+        (
+            "build",
+            "ValueError: invalid literal for int() with base 10: 'abc'\n'abc' is the value of job argument count",
+        ),
+        ("typed", "job argument count='abc' is not an integer: give it with --arg count=..."),
+    ]:
+        result = _run(tmp_path, LOCKGATE, "run", f"counts:{function}", "--arg", "count=abc", "--arg", "x=1")
+        assert result.returncode == 2, result.stderr
+        assert complaint in result.stderr
+        assert RUNTIME not in result.stderr
+
+
 @pytest.mark.parametrize(
     ("entrypoint", "complaint"),
     [
@@ -125,7 +146,7 @@ async def test_lockgate_run_with_an_etcd_records_the_failure_as_the_jobs_status(
     assert status is not None
     assert status.state == "failed"
     assert status.message is not None
-    assert "KeyError: 'threshold'" in status.message
+    assert "job argument 'threshold' is missing" in status.message
     assert "line 6, in build" in status.message
 
 

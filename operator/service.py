@@ -43,7 +43,9 @@ def run_operator(arguments: argparse.Namespace) -> int:
         raise ValueError("--etcd (or $LOCKGATE_ETCD) is required: the operator talks to jobs through etcd")
     if not arguments.namespace and not arguments.all_namespaces:
         raise ValueError("name the namespaces to watch (--namespace NS, repeatable) or --all-namespaces")
-    logging.getLogger().setLevel(logging.INFO)
+    told = [getattr(arguments, name, None) for name in ("log_level", "verbose", "debug")]
+    if not any(told):
+        logging.getLogger().setLevel(logging.INFO)  # a service logs what it does unless told otherwise
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)

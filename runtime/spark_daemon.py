@@ -16,6 +16,7 @@ imports pyspark, which must not happen before the path is set.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -42,6 +43,10 @@ def installed_first(path: list[str]) -> list[str]:
 
 
 if __name__ == "__main__":
+    # The tasks' logging, at the level of the command that started Spark (cli/verbosity.py).
+    level = os.environ.get("LOCKGATE_LOG_LEVEL", "WARNING")
+    level = level if level in ("DEBUG", "INFO", "WARNING", "ERROR") else "WARNING"
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     sys.path[:] = installed_first(sys.path)
     from pyspark.daemon import manager  # only once the path is set
 

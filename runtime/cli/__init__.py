@@ -6,9 +6,10 @@ import argparse
 import asyncio
 import logging
 import sys
+import traceback
 from importlib.metadata import entry_points, version
 
-from lockgate.runtime.cli import checkpoints, run, savepoint
+from lockgate.runtime.cli import checkpoints, run, savepoint, verbosity
 from lockgate.runtime.cli.run_lock import DirectoryInUseError
 from lockgate.runtime.coordination.errors import (
     CoordinatorConflictError,
@@ -19,6 +20,7 @@ from lockgate.runtime.coordination.etcd import EtcdConfigError, EtcdUnavailableE
 from lockgate.runtime.coordination.etcd_server import EtcdServerError
 from lockgate.runtime.driver.preflight import REFUSED_INPUT
 from lockgate.runtime.driver.termination import EXIT_INTERRUPTED
+from lockgate.runtime.engine.job_failure import JobCodeError
 from lockgate.runtime.engine.job_master import EarlierRunError, JobGaveUpError
 from lockgate.runtime.spark.session import SparkStartError
 
@@ -41,7 +43,18 @@ def parser() -> argparse.ArgumentParser:
     run.register(commands)
     for plugin in entry_points(group="lockgate.commands"):
         plugin.load()(commands)  # e.g. `lockgate operator`, from lockgate.operator
+    for command in _leaves(commands):
+        verbosity.add(command)
     return root
+
+
+def _leaves(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> list[argparse.ArgumentParser]:
+    """Every command a user runs (`checkpoints list` as well as `run`)."""
+    leaves = []
+    for command in dict.fromkeys(commands.choices.values()):
+        nested = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+        leaves += [leaf for n in nested for leaf in _leaves(n)] if nested else [command]
+    return leaves
 
 
 def _version() -> str:
@@ -51,14 +64,17 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format=verbosity.FORMAT)
     arguments = parser().parse_args(argv)
+    verbosity.configure(arguments)
     try:
         status: int = arguments.handler(arguments)
     except (KeyboardInterrupt, asyncio.CancelledError):
         print(f"lockgate {arguments.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except REFUSED_INPUT as error:
+        if arguments.debug:
+            traceback.print_exc()
         print(f"lockgate {arguments.command}: {error}", file=sys.stderr)
         return EXIT_REFUSED
     except (
@@ -73,8 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         NoUsableCheckpointError,
         EtcdServerError,
         SparkStartError,
+        JobCodeError,
         ValueError,
     ) as error:
+        if arguments.debug:
+            traceback.print_exc()
         print(f"lockgate {arguments.command}: {error}", file=sys.stderr)
         return 1
     return status

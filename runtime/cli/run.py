@@ -100,7 +100,10 @@ def _run_here(settings: JobSettings, arguments: argparse.Namespace) -> tuple[Run
     with _etcd(arguments) as (etcd_config, etcd_ready):
         master = arguments.master or f"local[{p}]"
         with command_session(
-            master, f"lockgate-{keys.job}", on_stop=lambda: RUN_FILE.unlink(missing_ok=True)
+            master,
+            f"lockgate-{keys.job}",
+            on_stop=lambda: RUN_FILE.unlink(missing_ok=True),
+            task_failures_logged=arguments.debug,
         ) as spark:
             etcd_ready()
             # Other commands find the run's etcd by this record: only once it serves.

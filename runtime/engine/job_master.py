@@ -164,7 +164,8 @@ class JobMaster:
                 self.restarts += 1
                 if self._listener is not None:
                     self._listener.restarted()
-                log.warning("job failed (%s); restart %s in %.1f s", failure, self.restarts, delay)
+                first_line = next(iter(str(failure).splitlines()), "")
+                log.warning("job failed (%s); restart %s in %.1f s", first_line, self.restarts, delay)
                 await asyncio.sleep(delay)  # the strategy's delay, nothing to wait for
                 continue
             restored = None if self._first_restore is None else self._first_restore.url

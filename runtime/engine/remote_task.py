@@ -8,6 +8,7 @@ import threading
 
 from lockgate.runtime.coordination.ack_seal import ack_key
 from lockgate.runtime.engine.control import CheckpointControl
+from lockgate.runtime.engine.job_failure import carried, job_code_paths
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.network import ExchangeServer
 from lockgate.runtime.engine.task import Task
@@ -31,6 +32,11 @@ def run_task(spec: JobSpec, index: int, *, bind_host: str, advertise_host: str) 
     )
     try:
         _connect_and_run(spec, index, control, bind_host=bind_host, advertise_host=advertise_host)
+    except BaseException as error:
+        job_failure = carried(error, job_code_paths(spec.entrypoint))
+        if job_failure is None:
+            raise
+        raise job_failure from error  # the driver shows the job's part of it (job_failure.py)
     finally:
         control.close()
 

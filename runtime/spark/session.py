@@ -92,6 +92,10 @@ def stop_with_jvm(spark: SparkSession, timeout_s: float = 60.0) -> int | None:
         return process.wait()
 
 
+TASK_FAILURE_REPORTERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager")
+"""Spark's loggers that report a failed task with its whole Python and Java stack."""
+
+
 class SparkStartError(RuntimeError):
     """Spark's driver JVM did not start; what the JVM said is on stderr above."""
 
@@ -103,9 +107,13 @@ class SparkStartError(RuntimeError):
 
 
 @contextlib.contextmanager
-def command_session(master: str, app_name: str, *, on_stop: Callable[[], None]) -> Iterator[SparkSession]:
+def command_session(
+    master: str, app_name: str, *, on_stop: Callable[[], None], task_failures_logged: bool = False
+) -> Iterator[SparkSession]:
     """The Spark session of a command that launches its own driver JVM (`lockgate
-    run`), stopped with that JVM at the end, after `on_stop`. A `local` driver
+    run`), stopped with that JVM at the end, after `on_stop`. Spark's own reports of
+    a failed task (its Python traceback again, inside Java's) are not logged unless
+    `task_failures_logged`: the command shows the failure. A `local` driver
     starts from the class cache (class_cache.py), which the first local run
     writes as its JVM exits."""
     local = master.startswith("local[") or master == "local"
@@ -129,6 +137,10 @@ def command_session(master: str, app_name: str, *, on_stop: Callable[[], None]) 
             print(f"Spark's JVM did not start with {cache.archive}; discarded it", file=sys.stderr)
         cache, dumping = None, False
     spark.sparkContext.setLogLevel("ERROR")
+    if not task_failures_logged:
+        log4j = spark.sparkContext._jvm.org.apache.logging.log4j  # type: ignore[union-attr]
+        for reporter in TASK_FAILURE_REPORTERS:
+            log4j.core.config.Configurator.setLevel(reporter, log4j.Level.OFF)
     try:
         yield spark
     finally:

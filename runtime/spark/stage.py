@@ -15,8 +15,10 @@ import uuid
 from collections.abc import Iterator
 
 from lockgate.runtime.coordination.control_plane import shared_across_processes
+from lockgate.runtime.engine.job_failure import found_in
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.remote_task import run_task
+from py4j.protocol import Py4JJavaError
 from pyspark import BarrierTaskContext
 from pyspark.sql import SparkSession
 
@@ -58,7 +60,13 @@ class BarrierStage:
         # Job groups are per thread (PySpark pins Python threads to JVM threads).
         context.setJobGroup(group, f"Lockgate job {spec.keys.job}", interruptOnCancel=True)
         rdd = context.parallelize(range(spec.parallelism), spec.parallelism)
-        finished = rdd.barrier().mapPartitions(functools.partial(_run_partition, spec)).collect()
+        try:
+            finished = rdd.barrier().mapPartitions(functools.partial(_run_partition, spec)).collect()
+        except Py4JJavaError as error:
+            job_failure = found_in(str(error))
+            if job_failure is None:
+                raise
+            raise job_failure from None  # Py4J's text around it is Spark's and Java's
         if sorted(finished) != list(range(spec.parallelism)):
             raise RuntimeError(f"tasks {sorted(finished)} finished, 0..{spec.parallelism - 1} expected")
 

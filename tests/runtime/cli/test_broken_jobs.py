@@ -170,3 +170,45 @@ async def test_the_driver_the_operator_launches_records_the_failure_with_its_nam
     assert (status.state, status.driver) == ("failed", "sums-driver-3")
     assert status.message is not None
     assert 'syntax_error.py", line 1' in status.message
+
+
+EXPLODING = """
+from lockgate.runtime import FileSink, GeneratorSource
+
+
+def explode(record):
+    if record["n"] == 50:
+        return 1 // 0
+    return record
+
+
+def build(env):
+    (
+        env.source(GeneratorSource(200), name="numbers")
+        .map(explode, name="explode")
+        .sink(FileSink(env.args["output"]), name="out")
+    )
+"""
+
+
+def test_a_failure_in_the_jobs_code_on_an_executor_is_its_own_traceback_once(tmp_path: Path) -> None:
+    (tmp_path / "exploding.py").write_text(EXPLODING.lstrip("\n"))
+    job = ["exploding.py:build", "--arg", f"output=file://{tmp_path}/out", "--restart-strategy", "none"]
+
+    result = _run(tmp_path, LOCKGATE, "run", *job)
+    assert result.returncode == 1, result.stderr
+    assert (
+        "lockgate run: gave up after 0 restart(s) (no restarts); last failure: JobCodeError: the job's code "
+        "raised ZeroDivisionError: integer division or modulo by zero in explode (exploding.py, line 6)"
+    ) in result.stderr
+    assert result.stderr.count("Traceback") == 1, result.stderr
+    assert 'exploding.py", line 6, in explode' in result.stderr
+    assert RUNTIME not in result.stderr, "only the job's frames"
+    assert "Py4J" not in result.stderr
+    assert "\tat org.apache.spark" not in result.stderr, "no Java stack"
+
+    debugged = _run(tmp_path, LOCKGATE, "run", *job, "--debug", "--fresh")
+    assert debugged.returncode == 1
+    assert RUNTIME in debugged.stderr, "--debug: the runtime's frames too"
+    assert "INFO lockgate.runtime" not in result.stderr
+    assert "DEBUG lockgate.runtime" in debugged.stderr, "--debug logs everything, the tasks' too"

@@ -1,0 +1,74 @@
+"""Which failures are the job's, and how a task carries one to the driver through
+the text Py4J passes on."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lockgate.runtime.api import job_traceback
+from lockgate.runtime.api.validation import milliseconds
+from lockgate.runtime.engine.channels import LocalChannel
+from lockgate.runtime.engine.job_failure import carried, found_in, job_code_paths
+
+
+def _raised(fn: Callable[[], Any]) -> BaseException:
+    try:
+        fn()
+    except BaseException as error:  # noqa: BLE001 - the test looks at it
+        return error
+    raise AssertionError("nothing raised")
+
+
+def _the_jobs_code() -> None:
+    json.loads("{not json")  # a library called by the job's code raises
+
+
+RAISING_LINE = inspect.getsourcelines(_the_jobs_code)[1] + 1
+
+
+def _emits(downstream: Callable[[], None]) -> None:
+    downstream()  # the job's function, while the runtime takes what it emitted
+
+
+def test_an_error_the_runtime_raises_on_its_own_under_the_jobs_frame_is_not_the_jobs() -> None:
+    """A channel torn down while the job's function emitted: the runtime's, not the job's."""
+    cancelled = threading.Event()
+    cancelled.set()
+    full = LocalChannel(1, cancelled=cancelled)
+    full.send([1])
+    assert carried(_raised(lambda: _emits(lambda: full.send([2])))) is None
+
+
+def test_the_runtime_refusing_what_the_jobs_code_asked_is_the_jobs() -> None:
+    asked = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+    refused = _raised(lambda: _emits(lambda: milliseconds(5, "the window size")))
+    job_failure = carried(refused)
+    assert job_failure is not None
+    found = found_in(str(job_failure))
+    assert found is not None
+    assert found.summary == (
+        "JobDefinitionError: the window size takes a datetime.timedelta, got int 5 "
+        f"in <lambda> (test_job_failure.py, line {asked})"
+    )
+
+
+@pytest.mark.parametrize(
+    "text", ["no marker at all", "<<lockgate-job-failure>>not json<<end-lockgate-job-failure>>"]
+)
+def test_text_without_a_carried_failure_is_left_as_it_is(text: str) -> None:
+    assert found_in(text) is None
+
+
+def test_a_job_installed_among_the_sites_packages_is_still_blamed_as_the_job(monkeypatch) -> None:
+    here = str(Path(__file__).parent) + "/"
+    # This file as if pip had installed it.
+    monkeypatch.setattr(job_traceback, "_LIBRARIES", (here, *job_traceback._LIBRARIES))
+    error = _raised(_the_jobs_code)
+    assert carried(error) is None, "a library's error with no job's frame above it is not the job's"
+    assert carried(error, job_code_paths("tests.runtime.engine.test_job_failure:build")) is not None

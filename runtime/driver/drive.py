@@ -93,7 +93,9 @@ async def _drive(
         display = (
             None
             if progress is None
-            else asyncio.create_task(show_progress(etcd, settings.keys, store, progress))
+            else asyncio.create_task(
+                show_progress(etcd, settings.keys, store, progress, restored=lambda: master.restored_from)
+            )
         )
         try:
             result = await master.run(

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import posixpath
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -41,11 +43,20 @@ async def read_totals(etcd: KeyValueStore, keys: JobKeys, store: CompletedCheckp
     return totals
 
 
-def render(totals: Totals, rate: float, elapsed_s: float) -> str:
+def render(totals: Totals, rate: float, elapsed_s: float, restored: str | None) -> str:
+    start = "empty state" if restored is None else posixpath.basename(restored.rstrip("/"))
     return (
         f"{elapsed_s:6.0f} s | read {totals.read:,} ({rate:,.0f} rec/s) | written {totals.written:,} "
-        f"| checkpoint {totals.last_checkpoint}"
+        f"| checkpoint {totals.last_checkpoint} | from {start}"
     )
+
+
+def read_rate(read: int, last_read: int, seconds: float) -> float:
+    """Records read per second since the last look. The tasks count from 0 again
+    in each launch: a count below the last one is a restart, and what it shows
+    was read since."""
+    since = read - last_read if read >= last_read else read
+    return since / max(seconds, 1e-9)
 
 
 async def show_progress(
@@ -53,9 +64,11 @@ async def show_progress(
     keys: JobKeys,
     store: CompletedCheckpointStore,
     out: TextIO = sys.stderr,
+    *,
     interval_s: float = 1.0,
+    restored: Callable[[], str | None] = lambda: None,
 ) -> None:
-    """Runs until cancelled."""
+    """Runs until cancelled. `restored`: what the current launch restored."""
     tty = out.isatty()
     started = last_time = time.monotonic()
     last_read = 0
@@ -65,9 +78,9 @@ async def show_progress(
             await asyncio.sleep(interval_s)  # the display's refresh period, not a synchronisation
             totals = await read_totals(etcd, keys, store)
             now = time.monotonic()
-            rate = (totals.read - last_read) / max(now - last_time, 1e-9)
+            rate = read_rate(totals.read, last_read, now - last_time)
             last_read, last_time = totals.read, now
-            line = render(totals, rate, now - started)
+            line = render(totals, rate, now - started, restored())
             updates += 1
             if tty:
                 out.write("\r\033[K" + line)

@@ -135,6 +135,11 @@ class JobMaster:
         self._first_id = 0
         self._restored: RestorePoint | None = None  # by the current launch
 
+    @property
+    def restored_from(self) -> str | None:
+        """What the current launch restored (None: empty state, or not launched yet)."""
+        return None if self._restored is None else self._restored.url
+
     async def run(
         self,
         strategy: RestartStrategy,

@@ -77,10 +77,12 @@ async def test_a_run_asked_to_resume_restores_the_latest_checkpoint_and_refuses_
     with pytest.raises(EarlierRunError, match="has no completed checkpoint to resume from; run it without"):
         await master().run(restart_strategy("none"), earlier_checkpoints="require")
     first = await master().run(restart_strategy("none"), earlier_checkpoints="refuse")
-    resumed = await master().run(restart_strategy("none"), earlier_checkpoints="require")
+    resuming = master()
+    resumed = await resuming.run(restart_strategy("none"), earlier_checkpoints="require")
 
     assert first.restored_from is None
     assert "/chk-" in str(resumed.restored_from), "the first run's latest checkpoint"
+    assert resuming.restored_from == resumed.restored_from, "what the progress line shows"
     assert_running_sums_exact(read_committed(args["output"]), 600, 7)
 
 

@@ -13,6 +13,7 @@ docs/writing-jobs.md.
 """
 
 from lockgate.runtime.clock import ManualClock
-from lockgate.testing.runner import JobResult, Savepoint, run_job
+from lockgate.testing.runner import JobResult, run_job
+from lockgate.testing.settings import Savepoint
 
 __all__ = ["JobResult", "ManualClock", "Savepoint", "run_job"]

@@ -13,16 +13,17 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import pickle
+import re
 import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import fsspec
 from fsspec.spec import AbstractFileSystem
-from lockgate.runtime.api.entrypoint import BuildFunction, graph_of, load_build, module_entrypoint
+from lockgate.runtime.api.entrypoint import BuildFunction, JobBuildError, graph_of
 from lockgate.runtime.api.graph import JobGraph, Vertex
 from lockgate.runtime.api.validation import JobDefinitionError
 from lockgate.runtime.clock import Clock
@@ -36,22 +37,15 @@ from lockgate.runtime.coordination.savepoint_client import request_savepoint
 from lockgate.runtime.engine.job_master import JobGaveUpError, JobMaster, RunResult
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.restart import restart_strategy
+from lockgate.runtime.engine.restore_check import MaxParallelismMismatchError, NonRestoredStateError
 from lockgate.runtime.engine.thread_stage import ThreadStage
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.snapshot.storage import CheckpointStorage
+from lockgate.testing.settings import Backend, RunSettings, Savepoint, checked_settings
 from lockgate.testing.stopping import BudgetedSource, ReadBudget
 
 NAMESPACE = "testing"
 CHECKPOINT_INTERVAL_S = 0.02  # short: a bounded run ends at its next checkpoint
-
-
-@dataclass(frozen=True)
-class Savepoint:
-    """A savepoint `run_job(stop_after_records=...)` stopped with: its files, by
-    path within the savepoint, in the format a cluster writes."""
-
-    files: Mapping[str, bytes] = field(repr=False)
-    records_read: int  # by the run that took it
 
 
 @dataclass(frozen=True)
@@ -73,7 +67,8 @@ def run_job(
     clock: Clock | None = None,
     stop_after_records: int | None = None,
     restore: Savepoint | None = None,
-    state_backend: Literal["heap", "rocksdb"] = "heap",
+    allow_non_restored_state: bool = False,
+    state_backend: Backend = "heap",
     max_parallelism: int = 128,
     timeout_s: float = 60.0,
 ) -> JobResult:
@@ -86,21 +81,25 @@ def run_job(
     - `clock`: what state TTL and processing-time timers read (`ManualClock`).
     - `stop_after_records`: stop with a savepoint once the sources read that many
       records (or all there were); `result.savepoint` resumes the job.
-    - `restore`: a savepoint to start from, at any parallelism.
+    - `restore`: a savepoint to start from, at any parallelism;
+      `allow_non_restored_state`: drop its state that no vertex claims.
 
-    Every sink is replaced by one that collects what it commits. A failure in the
-    job's code is raised as its own exception."""
-    settings = _Settings.checked(
+    Every sink is replaced by one that collects what it commits. An exception of
+    the job's code, building the dataflow or running it, is raised as itself."""
+    settings = checked_settings(
         build,
         parallelism=parallelism,
         args=args,
         sources=sources,
+        clock=clock,
         stop_after_records=stop_after_records,
         restore=restore,
+        allow_non_restored_state=allow_non_restored_state,
+        state_backend=state_backend,
         max_parallelism=max_parallelism,
         timeout_s=timeout_s,
     )
-    coroutine = _run(settings, clock, state_backend)
+    coroutine = _run(settings)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -110,96 +109,13 @@ def run_job(
         return thread.submit(asyncio.run, coroutine).result()
 
 
-@dataclass(frozen=True)
-class _Settings:
-    build: BuildFunction
-    label: str
-    parallelism: int
-    args: Mapping[str, str]
-    sources: Mapping[str, tuple[bytes, ...]]  # each record pickled: every read gets a fresh copy
-    stop_after_records: int | None
-    restore: Savepoint | None
-    max_parallelism: int
-    timeout_s: float
-
-    @staticmethod
-    def checked(
-        build: BuildFunction | str,
-        *,
-        parallelism: int,
-        args: Mapping[str, str] | None,
-        sources: Mapping[str, Iterable[Any]] | None,
-        stop_after_records: int | None,
-        restore: Savepoint | None,
-        max_parallelism: int,
-        timeout_s: float,
-    ) -> _Settings:
-        if isinstance(build, str):
-            label, build = build, load_build(module_entrypoint(build))
-        elif callable(build):
-            label = getattr(build, "__qualname__", repr(build))
-        else:
-            raise TypeError(f"run_job: build must be a function or 'module:function', got {build!r}")
-        _positive_int("parallelism", parallelism)
-        _positive_int("max_parallelism", max_parallelism)
-        if parallelism > max_parallelism:
-            raise ValueError(f"run_job: parallelism {parallelism} exceeds max_parallelism {max_parallelism}")
-        if stop_after_records is not None:
-            _positive_int("stop_after_records", stop_after_records)
-        if restore is not None and not isinstance(restore, Savepoint):
-            raise TypeError(f"run_job: restore takes a result's .savepoint, got {type(restore).__name__}")
-        if not timeout_s > 0:
-            raise ValueError(f"run_job: timeout_s must be positive, got {timeout_s!r}")
-        return _Settings(
-            build,
-            label,
-            parallelism,
-            _checked_args(args),
-            {name: _pickled(name, records) for name, records in (sources or {}).items()},
-            stop_after_records,
-            restore,
-            max_parallelism,
-            timeout_s,
-        )
-
-
-def _positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"run_job: {name} must be a positive int, got {value!r}")
-
-
-def _checked_args(args: Mapping[str, str] | None) -> dict[str, str]:
-    for key, value in (args or {}).items():
-        if not isinstance(key, str) or not isinstance(value, str):
-            raise TypeError(
-                f"run_job: args[{key!r}] = {value!r}: a job's arguments are strings, as "
-                f"`lockgate run --arg {key}=...` gives them; pass str({value!r})"
-            )
-    return dict(args or {})
-
-
-def _pickled(source: str, records: Iterable[Any]) -> tuple[bytes, ...]:
-    if isinstance(records, (str, bytes)):
-        raise TypeError(f"run_job: sources[{source!r}] is a {type(records).__name__}; give a list of records")
-    pickled = []
-    for index, record in enumerate(records):
-        try:
-            pickled.append(pickle.dumps(record))
-        except Exception as error:
-            raise TypeError(
-                f"run_job: sources[{source!r}][{index}] = {record!r} cannot be pickled ({error}); "
-                "records cross between processes on a cluster"
-            ) from error
-    return tuple(pickled)
-
-
 class _Graphs:
-    """Builds the run's graph — once for the job master, once per task, as a cluster's
-    tasks each import the job — with the test's sources and collecting sinks in place."""
+    """Builds the run's graph — once for the job master, once per launch for its
+    tasks — with the test's sources and collecting sinks in place."""
 
-    def __init__(self, settings: _Settings, reached: Callable[[], None]) -> None:
+    def __init__(self, settings: RunSettings, reached: Callable[[], None]) -> None:
         self._settings = settings
-        declared = graph_of(settings.build, _job_name(settings.label), settings.args, settings.label)
+        declared = _built(settings, _job_name(settings.label))
         names = {v.name for v in declared.sources}
         if unknown := set(settings.sources) - names:
             raise JobDefinitionError(
@@ -215,8 +131,7 @@ class _Graphs:
             self.budget = ReadBudget(settings.stop_after_records, readers, reached)
 
     def __call__(self) -> JobGraph:
-        s = self._settings
-        graph = graph_of(s.build, self.name, s.args, s.label)
+        graph = _built(self._settings, self.name)
         return replace(graph, vertices=tuple(self._vertex(v) for v in graph.vertices))
 
     def _vertex(self, vertex: Vertex) -> Vertex:
@@ -233,15 +148,25 @@ class _Graphs:
         return replace(vertex, operator=source)
 
 
+def _built(settings: RunSettings, name: str) -> JobGraph:
+    try:
+        return graph_of(settings.build, name, settings.args, settings.label)
+    except JobBuildError as error:
+        raised = error.__cause__
+        if raised is None:
+            raise
+        raised.add_note(f"(raised while {settings.label} built its dataflow)")
+        raise raised from None  # the job's own exception, as it raised it
+
+
 def _job_name(label: str) -> str:
-    """A job id from the build function's or entrypoint's name."""
+    """A valid job id from the build function's or entrypoint's name (letters,
+    digits and '-'; what a job is called in a test does not matter)."""
     name = label.rpartition(":")[0].rsplit("/", 1)[-1].removesuffix(".py") or label.rsplit(".", 1)[0]
-    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-") or "job"
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:63].strip("-") or "job"
 
 
-async def _run(
-    settings: _Settings, clock: Clock | None, state_backend: Literal["heap", "rocksdb"]
-) -> JobResult:
+async def _run(settings: RunSettings) -> JobResult:
     memory = fsspec.filesystem("memory")
     root = f"/lockgate-testing/{uuid.uuid4().hex}"  # the run's checkpoints and savepoints
     loop = asyncio.get_running_loop()
@@ -253,22 +178,30 @@ async def _run(
     graphs = _Graphs(settings, tell_reached)
     for name in graphs.sinks.values():
         CollectSink.reset(name)
+        if settings.restore is not None:
+            CollectSink.count_as_committed(name, settings.restore.committed)
+    store = InMemoryStore()
     try:
         with tempfile.TemporaryDirectory(prefix="lockgate-testing-") as local:
-            state = StateConfig(state_backend, Path(local), settings.max_parallelism, clock=clock)
+            state = StateConfig(
+                settings.state_backend, Path(local), settings.max_parallelism, clock=settings.clock
+            )
             spec = JobSpec(
                 settings.label,
                 JobKeys(NAMESPACE, graphs.name),
                 settings.parallelism,
                 state,
-                InMemoryStore(),
+                store,
                 secret=b"\0" * 32,
                 bounded=True,
                 graph_factory=graphs,
             )
             ended = await within(_run_master(spec, root, reached, settings), settings.timeout_s)
         read = None if graphs.budget is None else graphs.budget.read
-        savepoint = None if ended.savepoint is None else Savepoint(_files(memory, ended.savepoint), read or 0)
+        committed = frozenset().union(*(CollectSink.committed_ids(name) for name in graphs.sinks.values()))
+        savepoint = None
+        if ended.savepoint is not None:
+            savepoint = Savepoint(_files(memory, ended.savepoint), read or 0, committed)
         outputs = {vertex: CollectSink.committed(name) for vertex, name in graphs.sinks.items()}
         return JobResult(outputs, savepoint, read)
     except TimeoutError:
@@ -277,8 +210,15 @@ async def _run(
             "if it needs longer"
         ) from None
     except JobGaveUpError as gave_up:
-        raise (gave_up.__cause__ or gave_up) from None  # the job's own error, as it raised it
+        failure = gave_up.__cause__
+        if failure is None:
+            raise
+        failure.__suppress_context__ = True  # the job's own error, as it raised it, with its cause
+        raise failure  # noqa: B904 - its own cause is kept; the give-up is not news
+    except (NonRestoredStateError, MaxParallelismMismatchError) as refused:
+        raise type(refused)(_as_run_job_says_it(str(refused), f"memory://{root}/restore")) from None
     finally:
+        store.end_all_leases()
         for name in graphs.sinks.values():
             CollectSink.forget(name)
         if memory.exists(root):
@@ -286,7 +226,7 @@ async def _run(
 
 
 async def _run_master(
-    spec: JobSpec, root: str, reached: asyncio.Future[None], settings: _Settings
+    spec: JobSpec, root: str, reached: asyncio.Future[None], settings: RunSettings
 ) -> RunResult:
     """The run to its end; a stop-with-savepoint is asked for once `reached` (the read budget spent)."""
     master = JobMaster(
@@ -295,6 +235,7 @@ async def _run_master(
         CheckpointStorage(f"memory://{root}/checkpoints"),
         CheckpointConfig(interval_s=CHECKPOINT_INTERVAL_S, timeout_s=settings.timeout_s),
         savepoint_dir=f"memory://{root}/savepoints",
+        allow_non_restored_state=settings.allow_non_restored_state,
     )
     restore = None
     if settings.restore is not None:
@@ -315,6 +256,16 @@ async def _run_master(
         # Cancelled (the time is up): the tasks stop before the run's files are deleted.
         run.cancel()
         await asyncio.gather(run, return_exceptions=True)
+
+
+def _as_run_job_says_it(message: str, restore_url: str) -> str:
+    """A restore refusal in `run_job`'s words: its argument names, not a path or the
+    command line's flags."""
+    message = message.replace(restore_url, "the savepoint given as restore=")
+    message = re.sub(
+        r"pass --allow-non-restored-state \([^)]*\)", "pass allow_non_restored_state=True", message
+    )
+    return re.sub(r"Run with --max-parallelism (\d+)", r"Run with max_parallelism=\1", message)
 
 
 def _set(future: asyncio.Future[None]) -> None:

@@ -3,8 +3,12 @@
 Two-phase like `FileSink`, with this process's memory as the external system: at
 a barrier a writer's records are pre-committed as one transaction that carries
 them (so the checkpoint, or a savepoint, holds them), and they are appended to
-the list of `name` when the checkpoint completes. A transaction's id is
-remembered once committed, so committing it again after a restore adds nothing.
+the list of `name` when the checkpoint completes. Each record is pickled when it
+is written, as a `FileSink` encodes it then: a record the job changes after it
+emitted it is committed as it was. A transaction's id is remembered once
+committed, so committing it again after a restore adds nothing; `forget(name)`
+lets go of the ids committed under `name`, and `count_as_committed` gives them
+back (a savepoint restored in another process).
 
 The list must be opened (`CollectSink.reset(name)`) in the process that reads it
 before the job runs: a commit into a name never opened there — a writer on a
@@ -14,6 +18,7 @@ records quietly.
 
 from __future__ import annotations
 
+import pickle
 import threading
 import uuid
 from dataclasses import dataclass
@@ -29,13 +34,14 @@ class CollectedRecords:
 
     id: str
     subtask: int
-    records: tuple[Any, ...]
+    records: tuple[bytes, ...]  # pickled
 
 
 class CollectSink(Sink):
     _lock: ClassVar[threading.Lock] = threading.Lock()
     _committed: ClassVar[dict[str, list[Any]]] = {}
     _committed_ids: ClassVar[set[str]] = set()  # across names and runs: a restore may commit again
+    _ids_by_name: ClassVar[dict[str, set[str]]] = {}  # which were committed under which name
 
     def __init__(self, name: str) -> None:
         if not isinstance(name, str) or not name:
@@ -59,9 +65,25 @@ class CollectSink(Sink):
 
     @classmethod
     def forget(cls, name: str) -> None:
-        """Close `name`: its records are dropped and later commits into it fail."""
+        """Close `name`: its records and the ids of its transactions are dropped, and
+        later commits into it fail."""
         with cls._lock:
             cls._committed.pop(name, None)
+            cls._committed_ids -= cls._ids_by_name.pop(name, set())
+
+    @classmethod
+    def committed_ids(cls, name: str) -> frozenset[str]:
+        """The ids of the transactions committed under `name`."""
+        with cls._lock:
+            return frozenset(cls._ids_by_name.get(name, ()))
+
+    @classmethod
+    def count_as_committed(cls, name: str, ids: frozenset[str]) -> None:
+        """Treat `ids` as committed (under `name`, until it is forgotten)."""
+        with cls._lock:
+            fresh = ids - cls._committed_ids
+            cls._committed_ids |= fresh
+            cls._ids_by_name.setdefault(name, set()).update(fresh)
 
     @classmethod
     def _commit(cls, name: str, transactions: list[CollectedRecords]) -> None:
@@ -73,20 +95,22 @@ class CollectSink(Sink):
                     "it works only where the job's tasks run in the reader's process, as lockgate.testing "
                     "runs them (use FileSink on Spark)"
                 )
+            ids = cls._ids_by_name.setdefault(name, set())
             for transaction in transactions:
                 if transaction.id not in cls._committed_ids:
                     cls._committed_ids.add(transaction.id)
-                    committed.extend(transaction.records)
+                    ids.add(transaction.id)
+                    committed.extend(pickle.loads(record) for record in transaction.records)
 
 
 class CollectSinkWriter(SinkWriter):
     def __init__(self, name: str, context: SubtaskContext) -> None:
         self._name = name
         self._context = context
-        self._open: list[Any] = []
+        self._open: list[bytes] = []
 
     def write(self, record: Any) -> None:
-        self._open.append(record)
+        self._open.append(pickle.dumps(record))
 
     def pre_commit(self, checkpoint_id: int) -> list[Any]:
         if not self._open:

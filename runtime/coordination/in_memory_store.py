@@ -204,6 +204,17 @@ class InMemoryStore:
         if lease is not None:
             self._apply([Delete(key) for key in sorted(lease.keys)])
 
+    def end_all_leases(self) -> None:
+        """Its users are gone (an in-process run ended): every lease ends now, and with
+        the last the reaper thread, which would otherwise keep the store alive until
+        the longest TTL ran out."""
+        with self._locked():
+            for lease_id in list(self._leases):
+                self._end_lease(lease_id)
+            reaper = self._reaper
+        if reaper is not None and reaper is not threading.current_thread():
+            reaper.join()  # it sees no lease at its next look, within _REAP_EVERY_S
+
     def end_expired_leases(self) -> None:
         """End every lease whose TTL has run out by the store's clock (every call
         does this first; a reaper thread does it while nobody calls)."""

@@ -52,6 +52,12 @@ class Stage(Protocol):
         """Tear the running tasks down (from another thread)."""
         ...
 
+    @property
+    def stop_wait_s(self) -> float | None:
+        """How long cancelled tasks may take to stop before they are left behind
+        (None: as long as they take)."""
+        ...
+
 
 EarlierCheckpoints = Literal["resume", "require", "refuse", "discard"]
 """What a run does when the job id already has completed checkpoints: restore from
@@ -214,7 +220,9 @@ class JobMaster:
                     coordinator.launch, restore, coordinator.trigger_revision, secret
                 )
                 stage = self._stage
-                return await run_beside_coordinator(coordinator, lambda: stage.run(launch), stage.cancel)
+                return await run_beside_coordinator(
+                    coordinator, lambda: stage.run(launch), stage.cancel, stage.stop_wait_s
+                )
             finally:
                 await coordinator.close()
 

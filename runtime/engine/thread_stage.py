@@ -36,6 +36,12 @@ class ThreadStage:
             liveness=spec.liveness(),
         )
 
+    @property
+    def stop_wait_s(self) -> float:
+        """Threads cannot be killed: one in the job's code that does not return is
+        left behind after this long, rather than holding the run forever."""
+        return 5.0
+
     def cancel(self) -> None:
         if self._cancelled is not None:
             self._cancelled.set()

@@ -70,6 +70,11 @@ class BarrierStage:
         if sorted(finished) != list(range(spec.parallelism)):
             raise RuntimeError(f"tasks {sorted(finished)} finished, 0..{spec.parallelism - 1} expected")
 
+    @property
+    def stop_wait_s(self) -> None:
+        """Spark kills cancelled tasks: wait for it, so a relaunch never overlaps them."""
+        return None
+
     def cancel(self) -> None:
         if self._group is not None:
             self._spark.sparkContext.cancelJobGroup(self._group)

@@ -4,14 +4,22 @@ another parallelism, time under the test's control, errors that name the culprit
 
 from __future__ import annotations
 
+import math
+import pickle
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import fsspec
 import pytest
-from lockgate.runtime import CollectSink, GeneratorSource, StreamEnvironment
+from lockgate.runtime import (
+    CollectSink,
+    GeneratorSource,
+    StreamEnvironment,
+)
 from lockgate.runtime.api.validation import JobDefinitionError
+from lockgate.runtime.engine.restore_check import MaxParallelismMismatchError, NonRestoredStateError
 from lockgate.testing import ManualClock, Savepoint, run_job
 
 from tests.testing import jobs
@@ -172,7 +180,27 @@ def test_a_run_leaves_nothing_in_memory_behind() -> None:
             r"sources\['numbers'\]\[0\] .* cannot be pickled",
         ),
         ({"restore": "memory://x"}, TypeError, "restore takes a result's .savepoint, got str"),
-        ({"timeout_s": 0}, ValueError, "timeout_s must be positive, got 0"),
+        ({"timeout_s": 0}, ValueError, "timeout_s must be a positive, finite number of seconds, got 0"),
+        ({"timeout_s": "5"}, ValueError, "timeout_s must be a positive, finite number of seconds, got '5'"),
+        (
+            {"timeout_s": math.inf},
+            ValueError,
+            "timeout_s must be a positive, finite number of seconds, got inf",
+        ),
+        (
+            {"state_backend": "RocksDB"},
+            ValueError,
+            "state_backend must be 'heap' or 'rocksdb', got 'RocksDB'",
+        ),
+        ({"clock": time.time}, TypeError, "clock takes a clock with now_ms"),
+        ({"sources": {"numbers": 5}}, TypeError, r"sources\['numbers'\] is a int; give a list"),
+        (
+            {"sources": [("numbers", [])]},
+            TypeError,
+            "sources takes a dict of source vertex name to records, got list",
+        ),
+        ({"args": [("count", "3")]}, TypeError, "args takes a dict of strings, got list"),
+        ({"allow_non_restored_state": "yes"}, TypeError, "allow_non_restored_state takes True or False"),
     ],
 )
 def test_a_bad_argument_is_refused_naming_it(
@@ -193,3 +221,149 @@ def test_a_bad_argument_is_refused_naming_it(
 def test_a_build_that_is_not_a_job_is_refused_naming_it(build: Any, message: str, tmp_path: Path) -> None:
     with pytest.raises((TypeError, JobDefinitionError), match=message):
         run_job(build)
+
+
+def test_a_stop_iteration_from_the_jobs_code_fails_the_run_instead_of_hanging_it() -> None:
+    def first_big(record: Any) -> Any:
+        return next(item for item in record["items"] if item > 100)
+
+    def build(env: StreamEnvironment) -> None:
+        env.source(GeneratorSource(0), name="in").map(first_big).sink(CollectSink("x"), name="out")
+
+    with pytest.raises(RuntimeError, match="a task raised StopIteration") as raised:
+        run_job(build, sources={"in": [{"items": [1, 2]}]}, timeout_s=30)
+    assert isinstance(raised.value.__cause__, StopIteration)
+
+
+RELEASE = threading.Event()
+
+
+def _stuck(record: Any) -> Any:
+    RELEASE.wait()  # the job's code that never returns (until the test lets it)
+    return record
+
+
+def test_a_job_stuck_in_its_own_code_times_out_and_the_run_returns() -> None:
+    def build(env: StreamEnvironment) -> None:
+        env.source(GeneratorSource(0), name="in").map(_stuck).sink(CollectSink("x"), name="out")
+
+    started = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError, match=r"did not end within 0\.5 s"):
+            run_job(build, sources={"in": [1]}, timeout_s=0.5)
+        assert time.monotonic() - started < 20, "the stuck task's thread was left behind, not waited for"
+    finally:
+        RELEASE.set()
+
+
+class Accumulate:
+    """Emits one list object, grown by every record: the sink must take each record
+    as it was when written (a FileSink encodes it then), not as it is at the commit."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def __call__(self, record: Any) -> Any:
+        self.seen.append(record)
+        return self.seen
+
+
+def test_a_record_is_collected_as_it_was_when_written_not_as_it_is_at_the_commit() -> None:
+    def build(env: StreamEnvironment) -> None:
+        env.source(GeneratorSource(0), name="in").map(Accumulate()).sink(CollectSink("x"), name="out")
+
+    outputs = run_job(build, sources={"in": list(range(600))}).outputs["out"]  # batches of 512 at most
+    assert len(outputs[0]) < len(outputs[-1]) == 600
+
+
+class Tally:
+    """A callable object with its own counter, as a map function."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+
+    def __call__(self, record: Any) -> Any:
+        self.seen += 1
+        return (id(self), self.seen)
+
+
+def test_each_subtask_has_its_own_instance_of_the_jobs_function() -> None:
+    def build(env: StreamEnvironment) -> None:
+        env.source(GeneratorSource(40, partitions=2), name="in").map(Tally()).sink(
+            CollectSink("x"), name="out"
+        )
+
+    result = run_job(build, parallelism=2)
+    by_instance: dict[int, list[int]] = {}
+    for instance, seen in result.outputs["out"]:
+        by_instance.setdefault(instance, []).append(seen)
+    assert len(by_instance) == 2, "one instance per subtask"
+    assert sorted(len(s) for s in by_instance.values()) == [20, 20]
+    for counts in by_instance.values():
+        assert counts == list(range(1, 21)), "each counted only its own subtask's records"
+
+
+def test_a_savepoint_pickled_and_restored_elsewhere_repeats_nothing(tmp_path: Path) -> None:
+    first = run_job(jobs.running_sum, sources={"numbers": NUMBERS}, stop_after_records=10)
+    kept = tmp_path / "savepoint.pickle"
+    kept.write_bytes(pickle.dumps(first.savepoint))
+    ids_before = len(CollectSink._committed_ids)
+
+    rest = run_job(jobs.running_sum, sources={"numbers": NUMBERS}, restore=pickle.loads(kept.read_bytes()))
+
+    _assert_running_sums(first.outputs["out"] + rest.outputs["out"], NUMBERS)
+    assert len(CollectSink._committed_ids) == ids_before, "a run forgets its transactions when it ends"
+
+
+def test_a_stop_leaves_no_thread_behind() -> None:
+    threads = set(threading.enumerate())
+    run_job(jobs.running_sum, sources={"numbers": NUMBERS}, stop_after_records=10, timeout_s=300)
+    assert set(threading.enumerate()) <= threads, "the savepoint request's lease ends with the run"
+
+
+def test_an_exception_of_the_build_is_raised_as_itself() -> None:
+    def wants_an_argument(env: StreamEnvironment) -> None:
+        env.args["output"]
+
+    def raises(env: StreamEnvironment) -> None:
+        raise ValueError("the job's own complaint")
+
+    with pytest.raises(KeyError, match="job argument 'output' is missing"):
+        run_job(wants_an_argument)
+    with pytest.raises(ValueError, match="the job's own complaint") as raised:
+        run_job(raises)
+    assert "built its dataflow" in raised.value.__notes__[0]
+
+
+def _renamed(env: StreamEnvironment) -> None:
+    (
+        env.source(GeneratorSource(0), name="numbers")
+        .key_by(lambda record: record["key"])
+        .process(jobs.RunningSum(), name="total")
+        .sink(CollectSink("x"), name="out")
+    )
+
+
+def test_a_restore_the_job_does_not_fit_is_refused_in_run_jobs_words() -> None:
+    first = run_job(jobs.running_sum, sources={"numbers": NUMBERS}, stop_after_records=10)
+
+    with pytest.raises(NonRestoredStateError) as refused:
+        run_job(_renamed, sources={"numbers": NUMBERS}, restore=first.savepoint)
+    assert str(refused.value).startswith(
+        "the savepoint given as restore= holds state no vertex of this job claims: 'sum' (keyed state)"
+    )
+    assert "pass allow_non_restored_state=True to drop the unclaimed state" in str(refused.value)
+    dropped = run_job(
+        _renamed, sources={"numbers": NUMBERS}, restore=first.savepoint, allow_non_restored_state=True
+    )
+    assert len(dropped.outputs["out"]) == len(NUMBERS) - 10
+
+    with pytest.raises(MaxParallelismMismatchError, match="Run with max_parallelism=128"):
+        run_job(jobs.running_sum, sources={"numbers": NUMBERS}, restore=first.savepoint, max_parallelism=64)
+
+
+def test_a_build_function_of_any_name_runs() -> None:
+    def baue_dätenfluss(env: StreamEnvironment) -> None:  # noqa: PLC2401 - a name a job id cannot take
+        jobs.running_sum(env)
+
+    assert len(run_job(baue_dätenfluss, sources={"numbers": NUMBERS}).outputs["out"]) == len(NUMBERS)

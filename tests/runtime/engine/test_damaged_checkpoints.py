@@ -136,6 +136,10 @@ class WatchedStage:
     def cancel(self) -> None:
         self.inner.cancel()
 
+    @property
+    def stop_wait_s(self) -> float | None:
+        return self.inner.stop_wait_s
+
 
 @pytest.fixture
 def driver(etcd_config: EtcdConfig, keys: JobKeys, tmp_path: Path) -> Driver:

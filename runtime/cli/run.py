@@ -19,6 +19,7 @@ from lockgate.runtime.coordination.etcd import EtcdConfig
 from lockgate.runtime.coordination.etcd_options import add_security, config_of
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.driver import add_job_options, drive, settings_from
+from lockgate.runtime.driver import option_types as types
 from lockgate.runtime.driver.options import JobSettings, OptionError
 from lockgate.runtime.driver.preflight import preflight
 from lockgate.runtime.driver.progress import Totals
@@ -37,6 +38,15 @@ def register(commands: Any) -> None:
     command.add_argument(
         "--master",
         help="Spark master (default: local[P]); e.g. local-cluster[2,1,1024] for executors in their own JVMs",
+    )
+    command.add_argument(
+        "--spark-ui",
+        nargs="?",
+        const=4040,
+        type=types.port,
+        metavar="PORT",
+        help="serve Spark's web UI on this port (default 4040, the next free one if taken; 0: any free "
+        "port) and print its address; off by default, as it costs about half a second of start-up",
     )
     command.set_defaults(handler=run_command)
 
@@ -104,6 +114,7 @@ def _run_here(settings: JobSettings, arguments: argparse.Namespace) -> tuple[Run
             f"lockgate-{keys.job}",
             on_stop=lambda: RUN_FILE.unlink(missing_ok=True),
             task_failures_logged=arguments.debug,
+            ui_port=arguments.spark_ui,
         ) as spark:
             etcd_ready()
             # Other commands find the run's etcd by this record: only once it serves.
@@ -112,6 +123,8 @@ def _run_here(settings: JobSettings, arguments: argparse.Namespace) -> tuple[Run
             RUN_FILE.write_text(json.dumps(record))
             where = f"{keys.namespace}/{keys.job} at parallelism {p} on {master}"
             print(f"running {settings.entrypoint} as {where}", flush=True)
+            if arguments.spark_ui is not None:
+                print(f"Spark UI at {spark.sparkContext.uiWebUrl}", flush=True)
             return run_with_bounded_shutdown(
                 until_terminated(drive(settings, etcd_config, BarrierStage(spark), progress=sys.stderr))
             )

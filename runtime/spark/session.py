@@ -108,17 +108,28 @@ class SparkStartError(RuntimeError):
 
 @contextlib.contextmanager
 def command_session(
-    master: str, app_name: str, *, on_stop: Callable[[], None], task_failures_logged: bool = False
+    master: str,
+    app_name: str,
+    *,
+    on_stop: Callable[[], None],
+    task_failures_logged: bool = False,
+    ui_port: int | None = None,
 ) -> Iterator[SparkSession]:
     """The Spark session of a command that launches its own driver JVM (`lockgate
     run`), stopped with that JVM at the end, after `on_stop`. Spark's own reports of
     a failed task (its Python traceback again, inside Java's) are not logged unless
-    `task_failures_logged`: the command shows the failure. A `local` driver
+    `task_failures_logged`: the command shows the failure. Spark's web UI is served
+    on `ui_port` if one is given (None: off). A `local` driver
     starts from the class cache (class_cache.py), which the first local run
     writes as its JVM exits."""
     local = master.startswith("local[") or master == "local"
     cache, options, dumping = local_class_cache() if local else (None, "", False)
-    conf = {"spark.ui.enabled": "false", **(quick_start_jvm(options) if local else {})}
+    ui = (
+        {"spark.ui.enabled": "false"}
+        if ui_port is None
+        else {"spark.ui.enabled": "true", "spark.ui.port": str(ui_port)}
+    )
+    conf = {**ui, **(quick_start_jvm(options) if local else {})}
     try:
         spark = spark_session(master, app_name, conf)
     except PySparkRuntimeError as error:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from datetime import datetime
 from pathlib import Path
 
@@ -133,6 +134,24 @@ def test_a_job_whose_sources_are_finite_finishes_without_bounded(tmp_path: Path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "finished: read 500 records, wrote 500" in result.stdout
     assert_running_sums_exact(read_committed(out), 500, 7)
+
+
+def test_the_spark_ui_is_served_when_asked_for_at_the_address_printed(tmp_path: Path) -> None:
+    out = f"file://{tmp_path}/out"
+    args = ["--arg", "count=3000", "--arg", "rate=1000", "--arg", f"output={out}"]
+    process = start(tmp_path, "run", "tests.jobs.configurable:running_sum", *args, "--spark-ui", "0")
+    try:
+        assert process.stdout is not None
+        said = next(
+            (line for line in iter(process.stdout.readline, "") if line.startswith("Spark UI at ")), None
+        )
+        assert said is not None, "the address is printed"
+        with urllib.request.urlopen(f"{said.split()[-1]}/jobs/", timeout=30) as page:
+            assert page.status == 200
+            assert b"lockgate-configurable" in page.read(), "the run's own application"
+    finally:
+        finish(process)
+    assert process.returncode == 0
 
 
 def test_resume_with_nothing_to_resume_is_refused_saying_so(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def register(commands: Any) -> None:
         type=types.port,
         metavar="PORT",
         help="serve Spark's web UI on this port (default 4040, the next free one if taken; 0: any free "
-        "port) and print its address; off by default, as it costs about half a second of start-up",
+        "port) and print its address; off by default: its web server adds to start-up",
     )
     command.set_defaults(handler=run_command)
 

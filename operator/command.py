@@ -76,6 +76,13 @@ def register(commands: Any) -> None:
 def _run_operator(arguments: argparse.Namespace) -> int:
     # kopf and the Kubernetes client take about 0.3 s to import: only `lockgate
     # operator` pays it, not every `lockgate run`, whose parser lists this command.
-    from lockgate.operator.service import run_operator  # noqa: PLC0415 — see above
-
+    try:
+        from lockgate.operator.service import run_operator  # noqa: PLC0415 — see above
+    except ImportError as error:
+        if error.name is None or error.name.split(".")[0] not in ("kopf", "kubernetes"):
+            raise
+        raise ValueError(
+            f"the operator needs {error.name.split('.')[0]}, which is not installed: "
+            "pip install 'lockgate[operator]'"
+        ) from None
     return run_operator(arguments)

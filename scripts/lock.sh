@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates requirements.lock: every package the image installs (Lockgate's
-# dependencies and its s3, gcs and kafka extras, with what they need in turn), pinned
+# dependencies and its operator, s3, gcs and kafka extras, with what they need in turn), pinned
 # with the SHA-256 of each file PyPI serves. The image installs from it with
 # --require-hashes; scripts/install.sh holds the development environment to the
 # same versions. Run it after changing the dependencies in pyproject.toml, and
@@ -13,6 +13,6 @@ cd "$(dirname "$0")/.."
 }
 # This machine's own pip settings (local indexes, caps) must not shape the lock.
 PIP_CONFIG_FILE=/dev/null PIP_CONSTRAINT= PIP_FIND_LINKS= .cache/pip-tools/bin/pip-compile \
-    --quiet --generate-hashes --allow-unsafe --strip-extras --extra s3 --extra gcs --extra kafka \
+    --quiet --generate-hashes --allow-unsafe --strip-extras --extra operator --extra s3 --extra gcs --extra kafka \
     --index-url https://pypi.org/simple --no-emit-index-url \
     --output-file requirements.lock pyproject.toml

@@ -22,6 +22,7 @@ from lockgate.runtime.driver.preflight import REFUSED_INPUT
 from lockgate.runtime.driver.termination import EXIT_INTERRUPTED
 from lockgate.runtime.engine.job_failure import JobCodeError
 from lockgate.runtime.engine.job_master import EarlierRunError, JobGaveUpError
+from lockgate.runtime.spark.java import JavaError
 from lockgate.runtime.spark.session import SparkStartError
 
 EXIT_REFUSED = 2
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         NoUsableCheckpointError,
         EtcdServerError,
         SparkStartError,
+        JavaError,
         JobCodeError,
         ValueError,
     ) as error:

@@ -26,6 +26,7 @@ from lockgate.runtime.driver.progress import Totals
 from lockgate.runtime.driver.termination import until_terminated
 from lockgate.runtime.engine.job_master import RunResult
 from lockgate.runtime.spark import BarrierStage
+from lockgate.runtime.spark.java import check_java
 from lockgate.runtime.spark.session import command_session
 
 
@@ -88,6 +89,7 @@ def run_command(arguments: argparse.Namespace) -> int:
     _check_slots(arguments.master, settings.parallelism)
     if arguments.etcd_user and not arguments.etcd:
         raise OptionError("--etcd-user goes with --etcd: the embedded etcd has no users")
+    check_java()  # Spark's launcher would say it only once the JVM fails to start
     # Before etcd or Spark start; an embedded etcd is not started just to record a refusal.
     preflight(settings, config_of(arguments.etcd, arguments) if arguments.etcd else None)
     with exclusive_run(WORK_DIR):

@@ -66,11 +66,21 @@ def _quantity(value: object) -> object:
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
+class QuantityGrammarMissingError(ValueError):
+    """The package that reads quantities is not installed (it comes with the operator)."""
+
+
 def amount_of(quantity: str) -> Decimal:
     """By the API server's own grammar. Imported here, not at the top: kubernetes
     takes 0.3 s to import, which every `lockgate run` would pay; only a spec with
     resources needs it."""
-    from kubernetes.utils import parse_quantity  # noqa: PLC0415 - see above
+    try:
+        from kubernetes.utils import parse_quantity  # noqa: PLC0415 - see above
+    except ImportError:
+        raise QuantityGrammarMissingError(
+            f"reading the quantity {quantity!r} needs the kubernetes package, which the operator "
+            "brings: pip install 'lockgate[operator]'"
+        ) from None
 
     amount: Decimal = parse_quantity(quantity)  # type: ignore[no-untyped-call]
     return amount
@@ -80,6 +90,8 @@ def _valid_quantity(text: str) -> str:
     """Refused here rather than when a pod or Spark's conf is built from it."""
     try:
         amount = amount_of(text)
+    except QuantityGrammarMissingError:
+        raise
     except ValueError:
         raise ValueError(f"{text!r} is not a quantity like 500m, 2, 512Mi or 1.5Gi") from None
     if amount < 0:

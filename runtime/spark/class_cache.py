@@ -33,13 +33,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyspark
+from lockgate.runtime.spark.java import spark_java
 
 UNUSED_DAYS = 30
 
@@ -57,13 +57,6 @@ def cache_root() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "lockgate"
 
 
-def _java() -> Path | None:
-    """The java Spark's launcher will run (JAVA_HOME first, as spark-class does)."""
-    home = os.environ.get("JAVA_HOME")
-    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
-    return Path(found).resolve() if found and Path(found).exists() else None
-
-
 @dataclass(frozen=True)
 class ClassCache:
     archive: Path
@@ -73,7 +66,7 @@ class ClassCache:
     def under(root: Path) -> ClassCache | None:
         """The archive for this Java and this pyspark under `root`; None without a
         java or where this JVM cannot write one."""
-        java = _java()
+        java = spark_java()
         if java is None:
             return None
         jvm_environment = [os.environ.get(v, "") for v in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS")]

@@ -80,12 +80,12 @@ def _pins() -> dict[str, tuple[Version, list[str]]]:
 
 
 def test_the_lock_pins_every_package_the_image_needs_with_its_hashes() -> None:
-    """What pyproject.toml asks for (and the s3, gcs and kafka extras the image has) is
+    """What pyproject.toml asks for (and the operator, s3, gcs and kafka extras the image has) is
     what requirements.lock pins: change one, run scripts/lock.sh."""
     pins = _pins()
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     wanted = [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["s3"]]
-    for extra in ("gcs", "kafka"):
+    for extra in ("operator", "gcs", "kafka"):
         wanted += [Requirement(r) for r in project["optional-dependencies"][extra]]
     for requirement in wanted:
         name = canonicalize_name(requirement.name)

@@ -134,7 +134,7 @@ def test_lockgate_run_refuses_a_crafted_savepoint_before_unpickling_a_byte(tmp_p
     (tmp_path / "lines").mkdir()
 
     def run(*flags: str) -> subprocess.CompletedProcess[str]:
-        arguments = ["run", "tests.jobs.configurable:word_count", "--bounded", "--fresh"]
+        arguments = ["run", "tests.jobs.configurable:word_count", "--bounded"]
         arguments += ["--arg", f"input=file://{tmp_path}/lines", "--arg", f"output=file://{tmp_path}/out"]
         return subprocess.run(
             [LOCKGATE, *arguments, "--from-savepoint", f"file://{tmp_path}/crafted", *flags],

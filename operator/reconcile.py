@@ -93,11 +93,12 @@ async def checked_spec(job: Job) -> StreamingJobSpec:
     return spec
 
 
-async def _checked_then_recorded(job: Job) -> tuple[StreamingJobSpec | None, RefusedError | None]:
+async def _checked_then_recorded(job: Job) -> StreamingJobSpec:
     """Check the job's generation, then carry out a step an earlier handler (or
     operator) recorded and did not finish — by the spec accepted now: the new one
-    if it passed, else the one before it. Checking first matters: a step that
-    cannot finish (its pod refused) must not keep a fixed spec from being taken."""
+    if it passed, else the one before it — and only then raise a refusal. Checking
+    first matters: a step that cannot finish (its pod refused) must not keep a
+    fixed spec from being taken."""
     spec, refusal = None, None
     try:
         spec = await checked_spec(job)
@@ -106,14 +107,15 @@ async def _checked_then_recorded(job: Job) -> tuple[StreamingJobSpec | None, Ref
     recorded = recorded_plan(job)
     if recorded is not None:
         await carry_out(job, recorded)
-    return spec, refusal
+    if refusal is not None:
+        raise refusal
+    assert spec is not None, "a spec not refused was checked"
+    return spec
 
 
 async def on_create(job: Job) -> None:
-    spec, refusal = await _checked_then_recorded(job)
-    if refusal is not None:
-        raise refusal
-    if job.status.get("launch") or spec is None:  # a recorded first launch was just finished
+    spec = await _checked_then_recorded(job)
+    if job.status.get("launch"):  # a recorded first launch was just finished
         return
     await _first_launch(job, spec, "created")
 
@@ -171,11 +173,7 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
     """A spec change: suspend, resume, upgrade, restart, savepoint — or nothing to restart."""
     before = job.status.get("acceptedSpec") or job.status.get("reconciledSpec")
     recorded = recorded_plan(job)
-    checked, refusal = await _checked_then_recorded(job)
-    if refusal is not None:
-        raise refusal
-    assert checked is not None, "a spec not refused was checked"
-    new = checked
+    new = await _checked_then_recorded(job)
     if recorded is not None and recorded.generation == job.generation:  # that was this very change
         await job.record(observedGeneration=job.generation)
         return
@@ -187,35 +185,26 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
     _announce_change(job, json.loads(before) if before else old_spec)
     if not job.status.get("launch"):
         await _first_launch(job, new, "resume" if job.phase is JobPhase.SUSPENDED else "created")
-        await _accepted(job)
-        return
-    if new.state == "suspended":
+    elif new.state == "suspended":
         if job.phase is not JobPhase.SUSPENDED:
             await carry_out(job, upgrade_plan(job, new, "suspend", suspend=True))
-        await _accepted(job)
-        return
-    if job.phase is JobPhase.SUSPENDED:
+    elif job.phase is JobPhase.SUSPENDED:
         suspended_with = job.status.get("suspendedWith")
         if suspended_with in (None, "latest"):
             await carry_out(job, start_plan(job, "resume"))
         else:
             await carry_out(job, start_plan(job, "resume", "savepoint", str(suspended_with)))
-        await _accepted(job)
-        return
-    imported = new.job.import_unsigned_savepoint
-    if imported is not None and (running is None or running.job.import_unsigned_savepoint != imported):
-        await carry_out(job, import_plan(job, imported, Step.STOPPING))
-    elif running is None or _needs_restart(running, new):
-        await carry_out(job, upgrade_plan(job, new, "upgrade"))
-    elif new.restart_nonce != running.restart_nonce:
-        await carry_out(job, restart_plan(job, "restart"))
-    if old is not None and new.savepoints.trigger_nonce not in (None, old.savepoints.trigger_nonce):
-        await savepoint_now(job)
-    await _accepted(job)
-
-
-async def _accepted(job: Job) -> None:
-    """The change is carried out (or needed no driver to be replaced)."""
+    else:
+        imported = new.job.import_unsigned_savepoint
+        if imported is not None and (running is None or running.job.import_unsigned_savepoint != imported):
+            await carry_out(job, import_plan(job, imported, Step.STOPPING))
+        elif running is None or _needs_restart(running, new):
+            await carry_out(job, upgrade_plan(job, new, "upgrade"))
+        elif new.restart_nonce != running.restart_nonce:
+            await carry_out(job, restart_plan(job, "restart"))
+        if old is not None and new.savepoints.trigger_nonce not in (None, old.savepoints.trigger_nonce):
+            await savepoint_now(job)
+    # The change is carried out (or needed no driver to be replaced).
     await job.record(observedGeneration=job.generation)
 
 

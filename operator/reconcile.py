@@ -39,7 +39,6 @@ from lockgate.operator.transition import (
     upgrade_plan,
 )
 from lockgate.operator.upgrade_plan import Step
-from lockgate.runtime.coordination.records import JobStatus
 from lockgate.runtime.engine.restart import RestartHistory, decide
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
@@ -277,7 +276,8 @@ async def observe(job: Job) -> None:
         return
     names, context = job.names, job.context
     launch = int(job.status.get("launch", 0))
-    pod = await context.kube.pod(names.namespace, names.driver_pod(launch))
+    driver = names.driver_pod(launch)
+    pod = await context.kube.pod(names.namespace, driver)
     running = await context.etcd.status(job.keys)
     latest = await context.etcd.latest_checkpoint(job.keys)
     if latest is not None:
@@ -290,8 +290,9 @@ async def observe(job: Job) -> None:
         await job.record(lastCheckpoint=checkpoint)
     # A pod the kubelet has not reported on yet is Pending; only a missing or Failed pod is lost.
     pod_phase = None if pod is None else (pod.get("status") or {}).get("phase") or "Pending"
-    # What an earlier driver said (its failure, its lingering heartbeat) is not this one's.
-    own = running if _said_by(running, names.driver_pod(launch)) else None
+    # What an earlier driver said (its failure, its lingering heartbeat) is not this one's:
+    # every driver names itself in what it says.
+    own = running if running is not None and running.driver == driver else None
     conditions = job.status.get("conditions")
     if own is not None and own.state == "finished" and pod_phase in (None, "Succeeded"):
         message = "the job's sources ran out and it finished"
@@ -306,19 +307,19 @@ async def observe(job: Job) -> None:
         generation = int(job.status.get("observedGeneration") or job.generation)
         if job.phase is not JobPhase.RUNNING or not job.status.get("replicas"):
             job.inform("Running", f"launch {launch} runs at parallelism {own.parallelism}")
+        applied = _applied(job)
+        desired = applied.replicas if applied is not None else 0
         await job.record(
             phase=JobPhase.RUNNING,
             replicas=own.parallelism,
-            conditions=runs(
-                conditions, running=own.parallelism, desired=_desired(job), generation=generation
-            ),
+            conditions=runs(conditions, running=own.parallelism, desired=desired, generation=generation),
             restarts=own.restarts + job.status.get("driverRestarts", 0),
         )
-        if _applied(job) is not None:
+        if applied is not None:
             await periodic_savepoint(job)
             await keep_savepoint_history(job)  # savepoints also age out between two new ones
     elif job.phase is JobPhase.RUNNING:  # its pod is there, its heartbeat is not
-        message = f"driver {names.driver_pod(launch)} has stopped saying it runs"
+        message = f"driver {driver} has stopped saying it runs"
         if job.status.get("replicas"):  # the first observation without a heartbeat
             job.warn("NoHeartbeat", message)
         silent = set_condition(conditions, "Ready", true=False, reason="NoHeartbeat", message=message)
@@ -331,16 +332,6 @@ def _applied(job: Job) -> StreamingJobSpec | None:
         return job.applied_spec
     except SpecError:
         return None
-
-
-def _desired(job: Job) -> int:
-    applied = _applied(job)
-    return applied.replicas if applied is not None else 0
-
-
-def _said_by(status: JobStatus | None, driver: str) -> bool:
-    """Whether `status` is the current driver's: every driver names itself in it."""
-    return status is not None and status.driver == driver
 
 
 def restart_history(status: dict[str, Any]) -> RestartHistory:

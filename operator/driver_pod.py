@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from lockgate.operator.naming import JobNames
 from lockgate.operator.spec import Resources, SpecError, StreamingJobSpec, image_of
+from lockgate.operator.upgrade_plan import Restore
 from lockgate.runtime.coordination.etcd_options import PASSWORD_ENV as ETCD_PASSWORD_ENV
 from lockgate.runtime.coordination.job_identity import JobIdentity
 from lockgate.runtime.coordination.keys import JobKeys
@@ -53,8 +54,6 @@ OWNED_CONF_PREFIXES = (
     "spark.authenticate",
     "spark.network.crypto.",
 )
-
-Restore = Literal["savepoint", "latest", "empty"]
 
 # Pod Security "restricted", with the image's fixed non-root user: what every driver and
 # executor pod runs with unless the operator allows privileged pods and the spec's

@@ -189,10 +189,8 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
             await carry_out(job, upgrade_plan(job, new, "suspend", suspend=True))
     elif job.phase is JobPhase.SUSPENDED:
         suspended_with = job.status.get("suspendedWith")
-        if suspended_with in (None, "latest"):
-            await carry_out(job, start_plan(job, "resume"))
-        else:
-            await carry_out(job, start_plan(job, "resume", "savepoint", str(suspended_with)))
+        savepoint = None if suspended_with in (None, "latest") else str(suspended_with)
+        await carry_out(job, start_plan(job, "resume", savepoint))
     else:
         imported = new.job.import_unsigned_savepoint
         if imported is not None and (running is None or running.job.import_unsigned_savepoint != imported):

@@ -122,10 +122,6 @@ class Cluster:
             return None
         return JobIdentity(JobKeys(names.namespace, names.name)).name
 
-    def etcd_user_flags(self, names: JobNames, spec: StreamingJobSpec) -> list[str]:
-        user = self.etcd_user_of(names, spec)
-        return [] if user is None else ["--etcd-user", user]
-
     def etcd_password_env(self, names: JobNames, spec: StreamingJobSpec) -> list[dict[str, Any]]:
         if self.etcd_user_of(names, spec) is None:
             return []
@@ -271,7 +267,8 @@ def driver_arguments(names: JobNames, spec: StreamingJobSpec, launch: Launch, cl
     flags += ["--metrics-bind", "0.0.0.0"]  # Prometheus scrapes the pod's address
     flags += _restart_flags(spec)
     flags += cluster.etcd_tls_flags()
-    flags += cluster.etcd_user_flags(names, spec)
+    user = cluster.etcd_user_of(names, spec)
+    flags += [] if user is None else ["--etcd-user", user]
     if spec.job.allow_non_restored_state:
         flags += ["--allow-non-restored-state"]
     if launch.restore == "savepoint":

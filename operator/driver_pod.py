@@ -76,14 +76,6 @@ CONTAINER_SECURITY: dict[str, Any] = {
 WRITABLE_DIRS = {"lockgate-tmp": "/tmp", "lockgate-home": "/home/lockgate"}
 
 
-def writable_volumes() -> list[dict[str, Any]]:
-    return [{"name": name, "emptyDir": {}} for name in WRITABLE_DIRS]
-
-
-def writable_mounts() -> list[dict[str, Any]]:
-    return [{"name": name, "mountPath": path} for name, path in WRITABLE_DIRS.items()]
-
-
 @dataclass(frozen=True)
 class Launch:
     """One start of the job's driver: its number and what state it starts from."""
@@ -134,15 +126,22 @@ class Cluster:
         files = {"--etcd-ca": "ca.crt", "--etcd-cert": "tls.crt", "--etcd-key": "tls.key"}
         return [x for flag, name in files.items() for x in (flag, f"{ETCD_TLS_DIR}/{name}")]
 
-    def etcd_tls_volume(self) -> list[dict[str, Any]]:
-        if self.etcd_tls_secret is None:
-            return []
-        return [{"name": ETCD_TLS_VOLUME, "secret": {"secretName": self.etcd_tls_secret}}]
+    def pod_volumes(self) -> list[dict[str, Any]]:
+        """What the driver and every executor mount: the writable directories, and
+        etcd's TLS files where there are some."""
+        volumes: list[dict[str, Any]] = [{"name": name, "emptyDir": {}} for name in WRITABLE_DIRS]
+        if self.etcd_tls_secret is not None:
+            volumes.append({"name": ETCD_TLS_VOLUME, "secret": {"secretName": self.etcd_tls_secret}})
+        return volumes
 
-    def etcd_tls_mount(self) -> list[dict[str, Any]]:
-        if self.etcd_tls_secret is None:
-            return []
-        return [{"name": ETCD_TLS_VOLUME, "mountPath": ETCD_TLS_DIR, "readOnly": True}]
+    def pod_mounts(self) -> list[dict[str, Any]]:
+        """Where `pod_volumes` are mounted."""
+        mounts: list[dict[str, Any]] = [
+            {"name": name, "mountPath": path} for name, path in WRITABLE_DIRS.items()
+        ]
+        if self.etcd_tls_secret is not None:
+            mounts.append({"name": ETCD_TLS_VOLUME, "mountPath": ETCD_TLS_DIR, "readOnly": True})
+        return mounts
 
 
 # Spark refuses an executor with less: it reserves 300 MiB and needs 1.5 times that.
@@ -318,8 +317,7 @@ def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster:
         "volumeMounts": [
             {"name": "job", "mountPath": CONFIG_DIR, "readOnly": True},
             {"name": SNAPSHOT_KEY_VOLUME, "mountPath": SNAPSHOT_KEY_DIR, "readOnly": True},
-            *writable_mounts(),
-            *cluster.etcd_tls_mount(),
+            *cluster.pod_mounts(),
             *spec.volume_mounts,
         ],
     }
@@ -344,8 +342,7 @@ def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster:
             "volumes": [
                 {"name": "job", "configMap": {"name": names.config_map}},
                 {"name": SNAPSHOT_KEY_VOLUME, "secret": {"secretName": names.snapshot_key}},
-                *writable_volumes(),
-                *cluster.etcd_tls_volume(),
+                *cluster.pod_volumes(),
                 *spec.volumes,
             ],
         },

@@ -22,8 +22,6 @@ from lockgate.operator.driver_pod import (
     SNAPSHOT_KEY_FILE,
     TASK_METRICS_PORT,
     Cluster,
-    writable_mounts,
-    writable_volumes,
 )
 from lockgate.operator.naming import API_VERSION, KIND, JobNames
 from lockgate.runtime.snapshot.snapshot_key import new_key_text
@@ -72,9 +70,9 @@ def executor_pod_template(spec: dict[str, Any], cluster: Cluster) -> dict[str, A
     if not any(port.get("name") == METRICS_PORT_NAME for port in ports):
         ports.append({"name": METRICS_PORT_NAME, "containerPort": TASK_METRICS_PORT})
     executor["ports"] = ports
-    mounts = [*writable_mounts(), *cluster.etcd_tls_mount(), *(spec.get("volumeMounts") or [])]
+    mounts = [*cluster.pod_mounts(), *(spec.get("volumeMounts") or [])]
     executor["volumeMounts"] = [*(executor.get("volumeMounts") or []), *mounts]
-    volumes = [*writable_volumes(), *cluster.etcd_tls_volume(), *(spec.get("volumes") or [])]
+    volumes = [*cluster.pod_volumes(), *(spec.get("volumes") or [])]
     pod_spec["volumes"] = [*(pod_spec.get("volumes") or []), *volumes]
     pod_spec = {"securityContext": POD_SECURITY, **pod_spec, "containers": containers}
     return {"apiVersion": "v1", "kind": "Pod", **template, "spec": pod_spec}

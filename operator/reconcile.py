@@ -14,7 +14,6 @@ from lockgate.operator.conditions import (
     refused,
     runs,
     set_condition,
-    stopped,
 )
 from lockgate.operator.driver_pod import Launch, driver_pod, storage_layout
 from lockgate.operator.errors import RefusedError, RetryLaterError
@@ -32,6 +31,7 @@ from lockgate.operator.transition import (
     carry_out,
     import_plan,
     max_parallelism,
+    record_stopped,
     recorded_plan,
     remove_driver,
     restart_plan,
@@ -125,12 +125,8 @@ async def _first_launch(job: Job, spec: StreamingJobSpec, reason: str) -> None:
     savepoint it imports, or empty state."""
     if spec.state == "suspended":
         if job.phase is not JobPhase.SUSPENDED:
-            conditions = stopped(job.status.get("conditions"), "Suspended", "created suspended")
-            await job.record(
-                phase=JobPhase.SUSPENDED,
-                maxParallelism=max_parallelism(job, spec),
-                replicas=0,
-                conditions=conditions,
+            await record_stopped(
+                job, JobPhase.SUSPENDED, "created suspended", maxParallelism=max_parallelism(job, spec)
             )
             job.inform("Suspended", "created suspended")
     elif spec.initial_savepoint_path is not None:
@@ -294,9 +290,7 @@ async def observe(job: Job) -> None:
     conditions = job.status.get("conditions")
     if own is not None and own.state == "finished" and pod_phase in (None, "Succeeded"):
         message = "the job's sources ran out and it finished"
-        await job.record(
-            phase=JobPhase.FINISHED, replicas=0, conditions=stopped(conditions, "Finished", message)
-        )
+        await record_stopped(job, JobPhase.FINISHED, message)
         job.inform("Finished", message)
     elif pod_phase in (None, "Failed") or (own is not None and own.state == "failed"):
         cause = own.message if own is not None else None
@@ -351,8 +345,7 @@ async def _driver_lost(job: Job, pod_phase: str | None, cause: str | None) -> No
         decision = decide(strategy, restart_history(job.status), now)
         if decision.delay_s is None:
             message = f"{why}; gave up after {restarts} restart(s)"
-            conditions = stopped(job.status.get("conditions"), "Failed", message)
-            await job.record(phase=JobPhase.FAILED, message=message, replicas=0, conditions=conditions)
+            await record_stopped(job, JobPhase.FAILED, message, message=message)
             job.warn("JobFailed", message)
             return
         await job.record(

@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import time
+from typing import Any
 
 from lockgate.operator.conditions import changing, stopped
 from lockgate.operator.driver_pod import Launch, driver_pod
@@ -67,15 +68,16 @@ async def carry_out(job: Job, plan: UpgradePlan) -> None:
     elif plan.step is Step.SUSPENDED:
         _observe_duration(job, plan)
         suspended_with = plan.savepoint or "latest"
-        conditions = stopped(job.status.get("conditions"), "Suspended", f"suspended with {suspended_with}")
-        await job.record(
-            upgrade=None,
-            phase=JobPhase.SUSPENDED,
-            suspendedWith=suspended_with,
-            replicas=0,
-            conditions=conditions,
-        )
-        job.inform("Suspended", f"suspended with {suspended_with}")
+        message = f"suspended with {suspended_with}"
+        await record_stopped(job, JobPhase.SUSPENDED, message, upgrade=None, suspendedWith=suspended_with)
+        job.inform("Suspended", message)
+
+
+async def record_stopped(job: Job, phase: JobPhase, message: str, /, **fields: Any) -> None:
+    """`phase`, in which no driver runs and none is on its way (suspended, finished,
+    failed), with `fields`; its reason in the conditions is the phase's name."""
+    conditions = stopped(job.status.get("conditions"), phase.value, message)
+    await job.record(phase=phase, replicas=0, conditions=conditions, **fields)
 
 
 def recorded_plan(job: Job) -> UpgradePlan | None:

@@ -226,10 +226,8 @@ async def on_delete(job: Job) -> None:
     # what decides which files the operator deletes with its credentials.
     spec = _applied(job)  # None: no spec was ever accepted: nothing to save, keep the files
     launch = int(job.status.get("launch", 0))
-    saved = False
-    if spec is not None and spec.deletion.savepoint and launch:
-        saved = await _final_savepoint(job, launch)
     if launch:
+        saved = spec is not None and spec.deletion.savepoint and await _final_savepoint(job, launch)
         # Gone before its keys are: a driver still shutting down would write its status again.
         await remove_driver(job, launch, stopped_with_savepoint=saved)
     await job.context.etcd.forget(job.keys)

@@ -16,7 +16,6 @@ class JobEtcd:
     seconds per job: a connection each would be a gRPC handshake each)."""
 
     def __init__(self, config: EtcdConfig) -> None:
-        self.config = config
         self._etcd = Etcd(config)  # connects on first use, fails over between endpoints
 
     async def close(self) -> None:

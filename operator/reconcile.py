@@ -255,9 +255,7 @@ async def _final_savepoint(job: Job, launch: int) -> bool:
 
 def _delete_checkpoints(storage_url: str, job_id: str) -> None:
     storage = CheckpointStorage(storage_url)
-    directory = storage.job_dir(job_id)
-    if storage.exists(directory):
-        storage.delete(directory, recursive=True)
+    storage.delete(storage.job_dir(job_id), recursive=True)  # nothing when there is nothing
 
 
 async def observe(job: Job) -> None:

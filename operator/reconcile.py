@@ -8,13 +8,7 @@ import json
 import time
 from typing import Any
 
-from lockgate.operator.conditions import (
-    changing,
-    iso_time,
-    refused,
-    runs,
-    set_condition,
-)
+from lockgate.operator.conditions import changing, iso_time, refused, runs, set_condition
 from lockgate.operator.driver_pod import Launch, driver_pod, storage_layout
 from lockgate.operator.errors import RefusedError, RetryLaterError
 from lockgate.operator.job import Job

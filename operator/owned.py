@@ -40,15 +40,14 @@ def config_map(names: JobNames, spec: dict[str, Any], cluster: Cluster) -> dict[
         "metadata": {"name": names.name, "namespace": names.namespace},
         "spec": spec,
     }
-    data = {
-        MANIFEST_FILE: yaml.safe_dump(manifest, sort_keys=False),
-        EXECUTOR_TEMPLATE_FILE: yaml.safe_dump(executor_pod_template(spec, cluster), sort_keys=False),
-    }
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _metadata(names, names.config_map, "config"),
-        "data": data,
+        "data": {
+            MANIFEST_FILE: yaml.safe_dump(manifest, sort_keys=False),
+            EXECUTOR_TEMPLATE_FILE: yaml.safe_dump(executor_pod_template(spec, cluster), sort_keys=False),
+        },
     }
 
 
@@ -95,13 +94,12 @@ def etcd_credentials_secret(names: JobNames, password: str) -> dict[str, Any]:
     """The password of the job's own etcd user for one launch; only the driver
     reads it (its executors get it with their tasks, over Spark's authenticated,
     encrypted RPC)."""
-    encoded = base64.b64encode(password.encode()).decode()
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": _metadata(names, names.etcd_credentials, "driver"),
         "type": "Opaque",
-        "data": {ETCD_PASSWORD_KEY: encoded},
+        "data": {ETCD_PASSWORD_KEY: base64.b64encode(password.encode()).decode()},
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import time
 from typing import Any
 
 
@@ -25,10 +26,6 @@ def epoch_of(timestamp: Any) -> float | None:
     return parsed.timestamp()
 
 
-def now_iso() -> str:
-    return iso_time(datetime.datetime.now(datetime.UTC).timestamp())
-
-
 def set_condition(
     conditions: list[dict[str, Any]] | None,
     kind: str,
@@ -40,14 +37,14 @@ def set_condition(
 ) -> list[dict[str, Any]]:
     """`conditions` with `kind` set; its transition time moves only when its status does."""
     status = "True" if true else "False"
-    previous = next((c for c in conditions or [] if c.get("type") == kind), None)
-    changed = previous is None or previous.get("status") != status
+    previous = next((c for c in conditions or [] if c.get("type") == kind), {})
+    changed = previous.get("status") != status  # or new
     condition = {
         "type": kind,
         "status": status,
         "reason": reason,
         "message": message,
-        "lastTransitionTime": now_iso() if changed or previous is None else previous["lastTransitionTime"],
+        "lastTransitionTime": iso_time(time.time()) if changed else previous["lastTransitionTime"],
     }
     if generation is not None:
         condition["observedGeneration"] = generation

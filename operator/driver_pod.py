@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from lockgate.operator.naming import JobNames
 from lockgate.operator.spec import Resources, SpecError, StreamingJobSpec, image_of
+from lockgate.operator.upgrade_plan import Restore
 from lockgate.runtime.coordination.etcd_options import PASSWORD_ENV as ETCD_PASSWORD_ENV
 from lockgate.runtime.coordination.job_identity import JobIdentity
 from lockgate.runtime.coordination.keys import JobKeys
@@ -54,8 +55,6 @@ OWNED_CONF_PREFIXES = (
     "spark.network.crypto.",
 )
 
-Restore = Literal["savepoint", "latest", "empty"]
-
 # Pod Security "restricted", with the image's fixed non-root user: what every driver and
 # executor pod runs with unless the operator allows privileged pods and the spec's
 # podTemplate says otherwise.
@@ -75,14 +74,6 @@ CONTAINER_SECURITY: dict[str, Any] = {
 # The root filesystem is read-only: Spark, the JVM and Lockgate write under /tmp (the
 # driver's --work-dir, Spark's local dirs) and the user's home, each an emptyDir.
 WRITABLE_DIRS = {"lockgate-tmp": "/tmp", "lockgate-home": "/home/lockgate"}
-
-
-def writable_volumes() -> list[dict[str, Any]]:
-    return [{"name": name, "emptyDir": {}} for name in WRITABLE_DIRS]
-
-
-def writable_mounts() -> list[dict[str, Any]]:
-    return [{"name": name, "mountPath": path} for name, path in WRITABLE_DIRS.items()]
 
 
 @dataclass(frozen=True)
@@ -123,10 +114,6 @@ class Cluster:
             return None
         return JobIdentity(JobKeys(names.namespace, names.name)).name
 
-    def etcd_user_flags(self, names: JobNames, spec: StreamingJobSpec) -> list[str]:
-        user = self.etcd_user_of(names, spec)
-        return [] if user is None else ["--etcd-user", user]
-
     def etcd_password_env(self, names: JobNames, spec: StreamingJobSpec) -> list[dict[str, Any]]:
         if self.etcd_user_of(names, spec) is None:
             return []
@@ -139,15 +126,22 @@ class Cluster:
         files = {"--etcd-ca": "ca.crt", "--etcd-cert": "tls.crt", "--etcd-key": "tls.key"}
         return [x for flag, name in files.items() for x in (flag, f"{ETCD_TLS_DIR}/{name}")]
 
-    def etcd_tls_volume(self) -> list[dict[str, Any]]:
-        if self.etcd_tls_secret is None:
-            return []
-        return [{"name": ETCD_TLS_VOLUME, "secret": {"secretName": self.etcd_tls_secret}}]
+    def pod_volumes(self) -> list[dict[str, Any]]:
+        """What the driver and every executor mount: the writable directories, and
+        etcd's TLS files where there are some."""
+        volumes: list[dict[str, Any]] = [{"name": name, "emptyDir": {}} for name in WRITABLE_DIRS]
+        if self.etcd_tls_secret is not None:
+            volumes.append({"name": ETCD_TLS_VOLUME, "secret": {"secretName": self.etcd_tls_secret}})
+        return volumes
 
-    def etcd_tls_mount(self) -> list[dict[str, Any]]:
-        if self.etcd_tls_secret is None:
-            return []
-        return [{"name": ETCD_TLS_VOLUME, "mountPath": ETCD_TLS_DIR, "readOnly": True}]
+    def pod_mounts(self) -> list[dict[str, Any]]:
+        """Where `pod_volumes` are mounted."""
+        mounts: list[dict[str, Any]] = [
+            {"name": name, "mountPath": path} for name, path in WRITABLE_DIRS.items()
+        ]
+        if self.etcd_tls_secret is not None:
+            mounts.append({"name": ETCD_TLS_VOLUME, "mountPath": ETCD_TLS_DIR, "readOnly": True})
+        return mounts
 
 
 # Spark refuses an executor with less: it reserves 300 MiB and needs 1.5 times that.
@@ -272,7 +266,8 @@ def driver_arguments(names: JobNames, spec: StreamingJobSpec, launch: Launch, cl
     flags += ["--metrics-bind", "0.0.0.0"]  # Prometheus scrapes the pod's address
     flags += _restart_flags(spec)
     flags += cluster.etcd_tls_flags()
-    flags += cluster.etcd_user_flags(names, spec)
+    user = cluster.etcd_user_of(names, spec)
+    flags += [] if user is None else ["--etcd-user", user]
     if spec.job.allow_non_restored_state:
         flags += ["--allow-non-restored-state"]
     if launch.restore == "savepoint":
@@ -322,8 +317,7 @@ def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster:
         "volumeMounts": [
             {"name": "job", "mountPath": CONFIG_DIR, "readOnly": True},
             {"name": SNAPSHOT_KEY_VOLUME, "mountPath": SNAPSHOT_KEY_DIR, "readOnly": True},
-            *writable_mounts(),
-            *cluster.etcd_tls_mount(),
+            *cluster.pod_mounts(),
             *spec.volume_mounts,
         ],
     }
@@ -348,8 +342,7 @@ def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster:
             "volumes": [
                 {"name": "job", "configMap": {"name": names.config_map}},
                 {"name": SNAPSHOT_KEY_VOLUME, "secret": {"secretName": names.snapshot_key}},
-                *writable_volumes(),
-                *cluster.etcd_tls_volume(),
+                *cluster.pod_volumes(),
                 *spec.volumes,
             ],
         },

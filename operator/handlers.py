@@ -90,23 +90,20 @@ async def _guarded(
     count = context.metrics.reconciles
     job = Job(body, context, KopfEvents(body))
     try:
-        async with context.lock(job.names):
-            await job.refresh_status()
-            await work(job)
-            if LEGACY_FINALIZER in (body.metadata.get("finalizers") or []):
-                await context.kube.drop_finalizer(dict(body), LEGACY_FINALIZER)
-    except (EtcdUnavailableError, ApiException) as error:
-        count.labels(handler, "retry").inc()
-        raise kopf.TemporaryError(f"{type(error).__name__}: {error}", delay=5) from error
-    except RetryLaterError as error:
-        count.labels(handler, "retry").inc()
-        raise kopf.TemporaryError(str(error), delay=error.delay_s) from error
-    except RefusedError as error:
-        count.labels(handler, "permanent").inc()
-        raise kopf.PermanentError(str(error)) from error
-    except EtcdAccessError as error:  # the operator's etcd user: fixed by an admin, then retried
-        count.labels(handler, "retry").inc()
-        raise kopf.TemporaryError(f"{type(error).__name__}: {error}", delay=60) from error
+        try:
+            async with context.lock(job.names):
+                await job.refresh_status()
+                await work(job)
+                if LEGACY_FINALIZER in (body.metadata.get("finalizers") or []):
+                    await context.kube.drop_finalizer(dict(body), LEGACY_FINALIZER)
+        except (EtcdUnavailableError, ApiException) as error:
+            raise kopf.TemporaryError(f"{type(error).__name__}: {error}", delay=5) from error
+        except RetryLaterError as error:
+            raise kopf.TemporaryError(str(error), delay=error.delay_s) from error
+        except RefusedError as error:
+            raise kopf.PermanentError(str(error)) from error
+        except EtcdAccessError as error:  # the operator's etcd user: fixed by an admin, then retried
+            raise kopf.TemporaryError(f"{type(error).__name__}: {error}", delay=60) from error
     except kopf.TemporaryError:
         count.labels(handler, "retry").inc()
         raise

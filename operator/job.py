@@ -120,11 +120,9 @@ class Job:
     @property
     def refused(self) -> str | None:
         """Why the job's spec is refused (its Degraded condition), or None."""
-        degraded = (c for c in self.status.get("conditions") or [] if c.get("type") == "Degraded")
-        condition = next(degraded, None)
-        if condition is None or condition.get("status") != "True":
-            return None
-        return str(condition.get("message") or "refused")
+        conditions = self.status.get("conditions") or []
+        condition: dict[str, Any] = next((c for c in conditions if c.get("type") == "Degraded"), {})
+        return str(condition.get("message") or "refused") if condition.get("status") == "True" else None
 
     @property
     def applied_spec(self) -> StreamingJobSpec:

@@ -16,7 +16,6 @@ class JobEtcd:
     seconds per job: a connection each would be a gRPC handshake each)."""
 
     def __init__(self, config: EtcdConfig) -> None:
-        self.config = config
         self._etcd = Etcd(config)  # connects on first use, fails over between endpoints
 
     async def close(self) -> None:
@@ -55,7 +54,7 @@ class JobEtcd:
         """Ask for a savepoint and wait for its result; a repeated `request_id` (an
         operator restarted mid-upgrade) waits for the first request's result."""
         etcd = self._etcd
-        if await etcd.get(keys.savepoint_request(request_id)) is None:
+        if not await self.savepoint_requested(keys, request_id):
             await request_savepoint(
                 etcd, keys, stop=stop, directory=directory, request_id=request_id, expires_in_s=timeout_s
             )

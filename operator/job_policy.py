@@ -171,14 +171,10 @@ def check_storage(spec: StreamingJobSpec, names: JobNames, cluster: Cluster) -> 
         )
     allowed = namespace_root(cluster.checkpoint_storage, names.namespace)
     layout = storage_layout(names, spec, cluster)
-    locations = {
-        "spec.checkpointing.storage": layout.checkpoints,
-        "spec.savepoints.dir": layout.savepoints,
-        "spec.job.importUnsignedSavepoint": spec.job.import_unsigned_savepoint or "",
-        "spec.initialSavepointPath": spec.initial_savepoint_path or "",
-    }
+    # Storage and directories as the job's state goes under them; a savepoint to import is where it says.
+    located = {"spec.checkpointing.storage": layout.checkpoints, "spec.savepoints.dir": layout.savepoints}
     for field, url in given.items():
-        if not _inside(locations[field], allowed):
+        if not _inside(located.get(field, url), allowed):
             raise SpecError(
                 f"{field} {url!r} puts state outside {allowed}/, the directory of namespace "
                 f"{names.namespace} in the operator's storage root; remove it to use the default, or a "

@@ -58,56 +58,34 @@ class Kube:
             )
 
     async def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            pod = await asyncio.to_thread(self._core.read_namespaced_pod, name, namespace)
-        except client.ApiException as error:
-            if error.status == NOT_FOUND:
-                return None
-            raise
+        pod = await _unless_not_found(self._core.read_namespaced_pod, name, namespace)
+        if pod is None:
+            return None
         serialized = self._api.sanitize_for_serialization(pod)  # type: ignore[no-untyped-call]
         return cast(dict[str, Any], serialized)
 
     async def service_account_annotations(self, namespace: str, name: str) -> dict[str, str] | None:
         """The annotations of a ServiceAccount; None if it does not exist."""
-        try:
-            account = await asyncio.to_thread(self._core.read_namespaced_service_account, name, namespace)
-        except client.ApiException as error:
-            if error.status == NOT_FOUND:
-                return None
-            raise
+        account = await _unless_not_found(self._core.read_namespaced_service_account, name, namespace)
+        if account is None:
+            return None
         metadata = account.metadata
         return dict((metadata.annotations if metadata is not None else None) or {})
 
     async def delete_pod(self, namespace: str, name: str) -> None:
-        try:
-            await asyncio.to_thread(self._core.delete_namespaced_pod, name, namespace)
-        except client.ApiException as error:
-            if error.status != NOT_FOUND:
-                raise
+        await _unless_not_found(self._core.delete_namespaced_pod, name, namespace)
 
     async def job_status(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The StreamingJob's status now; None if the job is gone."""
-        try:
-            job = await asyncio.to_thread(
-                self._custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name
-            )
-        except client.ApiException as error:
-            if error.status == NOT_FOUND:
-                return None
-            raise
-        return cast(dict[str, Any], cast(dict[str, Any], job).get("status") or {})
+        job = await _unless_not_found(
+            self._custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name
+        )
+        return None if job is None else cast(dict[str, Any], job.get("status") or {})
 
     async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge `status` into the StreamingJob's status, now (not when a handler returns)."""
-        await asyncio.to_thread(
-            self._custom.patch_namespaced_custom_object_status,
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            name,
-            {"status": status},
-            _content_type=MERGE_PATCH,
+        await _patch_job(
+            self._custom.patch_namespaced_custom_object_status, namespace, name, {"status": status}
         )
 
     async def drop_finalizer(self, body: dict[str, Any], finalizer: str) -> None:
@@ -118,13 +96,21 @@ class Kube:
         metadata = body["metadata"]
         finalizers = [f for f in metadata.get("finalizers") or [] if f != finalizer]
         patch = {"metadata": {"finalizers": finalizers, "resourceVersion": metadata["resourceVersion"]}}
-        await asyncio.to_thread(
-            self._custom.patch_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            metadata["namespace"],
-            PLURAL,
-            metadata["name"],
-            patch,
-            _content_type=MERGE_PATCH,
+        await _patch_job(
+            self._custom.patch_namespaced_custom_object, metadata["namespace"], metadata["name"], patch
         )
+
+
+async def _unless_not_found(call: Callable[..., Any], *args: Any) -> Any:
+    """`call(*args)` in a thread; None when the object it reads or deletes does not exist."""
+    try:
+        return await asyncio.to_thread(call, *args)
+    except client.ApiException as error:
+        if error.status == NOT_FOUND:
+            return None
+        raise
+
+
+async def _patch_job(call: Callable[..., Any], namespace: str, name: str, patch: dict[str, Any]) -> None:
+    """A merge patch of a StreamingJob, or of its status with `call` the status's patch."""
+    await asyncio.to_thread(call, GROUP, VERSION, namespace, PLURAL, name, patch, _content_type=MERGE_PATCH)

@@ -73,17 +73,15 @@ class OperatorMetrics:
     def job_phase(self, job: str, phase: JobPhase | None) -> None:
         """Count `job` ("namespace/name") under `phase` (None: the job is gone)."""
         namespace, _, name = job.partition("/")
-        for known in JobPhase:
-            if phase is None:
-                if job in self._phases:
-                    self.phase_of_job.remove(namespace, name, known)
-            else:
-                self.phase_of_job.labels(namespace, name, known).set(1 if known == phase else 0)
         if phase is None:
-            self._phases.pop(job, None)
+            if self._phases.pop(job, None) is not None:
+                for known in JobPhase:
+                    self.phase_of_job.remove(namespace, name, known)
             for histogram, label in self._durations.pop(job, set()):
                 histogram.remove(namespace, name, label)
         else:
             self._phases[job] = phase
+            for known in JobPhase:
+                self.phase_of_job.labels(namespace, name, known).set(1 if known == phase else 0)
         for known in JobPhase:
             self.jobs.labels(known).set(sum(1 for p in self._phases.values() if p == known))

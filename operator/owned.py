@@ -22,8 +22,6 @@ from lockgate.operator.driver_pod import (
     SNAPSHOT_KEY_FILE,
     TASK_METRICS_PORT,
     Cluster,
-    writable_mounts,
-    writable_volumes,
 )
 from lockgate.operator.naming import API_VERSION, KIND, JobNames
 from lockgate.runtime.snapshot.snapshot_key import new_key_text
@@ -42,15 +40,14 @@ def config_map(names: JobNames, spec: dict[str, Any], cluster: Cluster) -> dict[
         "metadata": {"name": names.name, "namespace": names.namespace},
         "spec": spec,
     }
-    data = {
-        MANIFEST_FILE: yaml.safe_dump(manifest, sort_keys=False),
-        EXECUTOR_TEMPLATE_FILE: yaml.safe_dump(executor_pod_template(spec, cluster), sort_keys=False),
-    }
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _metadata(names, names.config_map, "config"),
-        "data": data,
+        "data": {
+            MANIFEST_FILE: yaml.safe_dump(manifest, sort_keys=False),
+            EXECUTOR_TEMPLATE_FILE: yaml.safe_dump(executor_pod_template(spec, cluster), sort_keys=False),
+        },
     }
 
 
@@ -72,9 +69,9 @@ def executor_pod_template(spec: dict[str, Any], cluster: Cluster) -> dict[str, A
     if not any(port.get("name") == METRICS_PORT_NAME for port in ports):
         ports.append({"name": METRICS_PORT_NAME, "containerPort": TASK_METRICS_PORT})
     executor["ports"] = ports
-    mounts = [*writable_mounts(), *cluster.etcd_tls_mount(), *(spec.get("volumeMounts") or [])]
+    mounts = [*cluster.pod_mounts(), *(spec.get("volumeMounts") or [])]
     executor["volumeMounts"] = [*(executor.get("volumeMounts") or []), *mounts]
-    volumes = [*writable_volumes(), *cluster.etcd_tls_volume(), *(spec.get("volumes") or [])]
+    volumes = [*cluster.pod_volumes(), *(spec.get("volumes") or [])]
     pod_spec["volumes"] = [*(pod_spec.get("volumes") or []), *volumes]
     pod_spec = {"securityContext": POD_SECURITY, **pod_spec, "containers": containers}
     return {"apiVersion": "v1", "kind": "Pod", **template, "spec": pod_spec}
@@ -97,13 +94,12 @@ def etcd_credentials_secret(names: JobNames, password: str) -> dict[str, Any]:
     """The password of the job's own etcd user for one launch; only the driver
     reads it (its executors get it with their tasks, over Spark's authenticated,
     encrypted RPC)."""
-    encoded = base64.b64encode(password.encode()).decode()
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": _metadata(names, names.etcd_credentials, "driver"),
         "type": "Opaque",
-        "data": {ETCD_PASSWORD_KEY: encoded},
+        "data": {ETCD_PASSWORD_KEY: base64.b64encode(password.encode()).decode()},
     }
 
 

@@ -8,14 +8,7 @@ import json
 import time
 from typing import Any
 
-from lockgate.operator.conditions import (
-    changing,
-    iso_time,
-    refused,
-    runs,
-    set_condition,
-    stopped,
-)
+from lockgate.operator.conditions import changing, iso_time, refused, runs, set_condition
 from lockgate.operator.driver_pod import Launch, driver_pod, storage_layout
 from lockgate.operator.errors import RefusedError, RetryLaterError
 from lockgate.operator.job import Job
@@ -32,6 +25,7 @@ from lockgate.operator.transition import (
     carry_out,
     import_plan,
     max_parallelism,
+    record_stopped,
     recorded_plan,
     remove_driver,
     restart_plan,
@@ -39,7 +33,6 @@ from lockgate.operator.transition import (
     upgrade_plan,
 )
 from lockgate.operator.upgrade_plan import Step
-from lockgate.runtime.coordination.records import JobStatus
 from lockgate.runtime.engine.restart import RestartHistory, decide
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
@@ -93,11 +86,12 @@ async def checked_spec(job: Job) -> StreamingJobSpec:
     return spec
 
 
-async def _checked_then_recorded(job: Job) -> tuple[StreamingJobSpec | None, RefusedError | None]:
+async def _checked_then_recorded(job: Job) -> StreamingJobSpec:
     """Check the job's generation, then carry out a step an earlier handler (or
     operator) recorded and did not finish — by the spec accepted now: the new one
-    if it passed, else the one before it. Checking first matters: a step that
-    cannot finish (its pod refused) must not keep a fixed spec from being taken."""
+    if it passed, else the one before it — and only then raise a refusal. Checking
+    first matters: a step that cannot finish (its pod refused) must not keep a
+    fixed spec from being taken."""
     spec, refusal = None, None
     try:
         spec = await checked_spec(job)
@@ -106,14 +100,15 @@ async def _checked_then_recorded(job: Job) -> tuple[StreamingJobSpec | None, Ref
     recorded = recorded_plan(job)
     if recorded is not None:
         await carry_out(job, recorded)
-    return spec, refusal
+    if refusal is not None:
+        raise refusal
+    assert spec is not None, "a spec not refused was checked"
+    return spec
 
 
 async def on_create(job: Job) -> None:
-    spec, refusal = await _checked_then_recorded(job)
-    if refusal is not None:
-        raise refusal
-    if job.status.get("launch") or spec is None:  # a recorded first launch was just finished
+    spec = await _checked_then_recorded(job)
+    if job.status.get("launch"):  # a recorded first launch was just finished
         return
     await _first_launch(job, spec, "created")
 
@@ -124,12 +119,8 @@ async def _first_launch(job: Job, spec: StreamingJobSpec, reason: str) -> None:
     savepoint it imports, or empty state."""
     if spec.state == "suspended":
         if job.phase is not JobPhase.SUSPENDED:
-            conditions = stopped(job.status.get("conditions"), "Suspended", "created suspended")
-            await job.record(
-                phase=JobPhase.SUSPENDED,
-                maxParallelism=max_parallelism(job, spec),
-                replicas=0,
-                conditions=conditions,
+            await record_stopped(
+                job, JobPhase.SUSPENDED, "created suspended", maxParallelism=max_parallelism(job, spec)
             )
             job.inform("Suspended", "created suspended")
     elif spec.initial_savepoint_path is not None:
@@ -171,11 +162,7 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
     """A spec change: suspend, resume, upgrade, restart, savepoint — or nothing to restart."""
     before = job.status.get("acceptedSpec") or job.status.get("reconciledSpec")
     recorded = recorded_plan(job)
-    checked, refusal = await _checked_then_recorded(job)
-    if refusal is not None:
-        raise refusal
-    assert checked is not None, "a spec not refused was checked"
-    new = checked
+    new = await _checked_then_recorded(job)
     if recorded is not None and recorded.generation == job.generation:  # that was this very change
         await job.record(observedGeneration=job.generation)
         return
@@ -187,35 +174,24 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
     _announce_change(job, json.loads(before) if before else old_spec)
     if not job.status.get("launch"):
         await _first_launch(job, new, "resume" if job.phase is JobPhase.SUSPENDED else "created")
-        await _accepted(job)
-        return
-    if new.state == "suspended":
+    elif new.state == "suspended":
         if job.phase is not JobPhase.SUSPENDED:
             await carry_out(job, upgrade_plan(job, new, "suspend", suspend=True))
-        await _accepted(job)
-        return
-    if job.phase is JobPhase.SUSPENDED:
+    elif job.phase is JobPhase.SUSPENDED:
         suspended_with = job.status.get("suspendedWith")
-        if suspended_with in (None, "latest"):
-            await carry_out(job, start_plan(job, "resume"))
-        else:
-            await carry_out(job, start_plan(job, "resume", "savepoint", str(suspended_with)))
-        await _accepted(job)
-        return
-    imported = new.job.import_unsigned_savepoint
-    if imported is not None and (running is None or running.job.import_unsigned_savepoint != imported):
-        await carry_out(job, import_plan(job, imported, Step.STOPPING))
-    elif running is None or _needs_restart(running, new):
-        await carry_out(job, upgrade_plan(job, new, "upgrade"))
-    elif new.restart_nonce != running.restart_nonce:
-        await carry_out(job, restart_plan(job, "restart"))
-    if old is not None and new.savepoints.trigger_nonce not in (None, old.savepoints.trigger_nonce):
-        await savepoint_now(job)
-    await _accepted(job)
-
-
-async def _accepted(job: Job) -> None:
-    """The change is carried out (or needed no driver to be replaced)."""
+        savepoint = None if suspended_with in (None, "latest") else str(suspended_with)
+        await carry_out(job, start_plan(job, "resume", savepoint))
+    else:
+        imported = new.job.import_unsigned_savepoint
+        if imported is not None and (running is None or running.job.import_unsigned_savepoint != imported):
+            await carry_out(job, import_plan(job, imported, Step.STOPPING))
+        elif running is None or _needs_restart(running, new):
+            await carry_out(job, upgrade_plan(job, new, "upgrade"))
+        elif new.restart_nonce != running.restart_nonce:
+            await carry_out(job, restart_plan(job, "restart"))
+        if old is not None and new.savepoints.trigger_nonce not in (None, old.savepoints.trigger_nonce):
+            await savepoint_now(job)
+    # The change is carried out (or needed no driver to be replaced).
     await job.record(observedGeneration=job.generation)
 
 
@@ -244,10 +220,8 @@ async def on_delete(job: Job) -> None:
     # what decides which files the operator deletes with its credentials.
     spec = _applied(job)  # None: no spec was ever accepted: nothing to save, keep the files
     launch = int(job.status.get("launch", 0))
-    saved = False
-    if spec is not None and spec.deletion.savepoint and launch:
-        saved = await _final_savepoint(job, launch)
     if launch:
+        saved = spec is not None and spec.deletion.savepoint and await _final_savepoint(job, launch)
         # Gone before its keys are: a driver still shutting down would write its status again.
         await remove_driver(job, launch, stopped_with_savepoint=saved)
     await job.context.etcd.forget(job.keys)
@@ -275,9 +249,7 @@ async def _final_savepoint(job: Job, launch: int) -> bool:
 
 def _delete_checkpoints(storage_url: str, job_id: str) -> None:
     storage = CheckpointStorage(storage_url)
-    directory = storage.job_dir(job_id)
-    if storage.exists(directory):
-        storage.delete(directory, recursive=True)
+    storage.delete(storage.job_dir(job_id), recursive=True)  # nothing when there is nothing
 
 
 async def observe(job: Job) -> None:
@@ -288,7 +260,8 @@ async def observe(job: Job) -> None:
         return
     names, context = job.names, job.context
     launch = int(job.status.get("launch", 0))
-    pod = await context.kube.pod(names.namespace, names.driver_pod(launch))
+    driver = names.driver_pod(launch)
+    pod = await context.kube.pod(names.namespace, driver)
     running = await context.etcd.status(job.keys)
     latest = await context.etcd.latest_checkpoint(job.keys)
     if latest is not None:
@@ -301,14 +274,13 @@ async def observe(job: Job) -> None:
         await job.record(lastCheckpoint=checkpoint)
     # A pod the kubelet has not reported on yet is Pending; only a missing or Failed pod is lost.
     pod_phase = None if pod is None else (pod.get("status") or {}).get("phase") or "Pending"
-    # What an earlier driver said (its failure, its lingering heartbeat) is not this one's.
-    own = running if _said_by(running, names.driver_pod(launch)) else None
+    # What an earlier driver said (its failure, its lingering heartbeat) is not this one's:
+    # every driver names itself in what it says.
+    own = running if running is not None and running.driver == driver else None
     conditions = job.status.get("conditions")
     if own is not None and own.state == "finished" and pod_phase in (None, "Succeeded"):
         message = "the job's sources ran out and it finished"
-        await job.record(
-            phase=JobPhase.FINISHED, replicas=0, conditions=stopped(conditions, "Finished", message)
-        )
+        await record_stopped(job, JobPhase.FINISHED, message)
         job.inform("Finished", message)
     elif pod_phase in (None, "Failed") or (own is not None and own.state == "failed"):
         cause = own.message if own is not None else None
@@ -317,19 +289,19 @@ async def observe(job: Job) -> None:
         generation = int(job.status.get("observedGeneration") or job.generation)
         if job.phase is not JobPhase.RUNNING or not job.status.get("replicas"):
             job.inform("Running", f"launch {launch} runs at parallelism {own.parallelism}")
+        applied = _applied(job)
+        desired = applied.replicas if applied is not None else 0
         await job.record(
             phase=JobPhase.RUNNING,
             replicas=own.parallelism,
-            conditions=runs(
-                conditions, running=own.parallelism, desired=_desired(job), generation=generation
-            ),
+            conditions=runs(conditions, running=own.parallelism, desired=desired, generation=generation),
             restarts=own.restarts + job.status.get("driverRestarts", 0),
         )
-        if _applied(job) is not None:
+        if applied is not None:
             await periodic_savepoint(job)
             await keep_savepoint_history(job)  # savepoints also age out between two new ones
     elif job.phase is JobPhase.RUNNING:  # its pod is there, its heartbeat is not
-        message = f"driver {names.driver_pod(launch)} has stopped saying it runs"
+        message = f"driver {driver} has stopped saying it runs"
         if job.status.get("replicas"):  # the first observation without a heartbeat
             job.warn("NoHeartbeat", message)
         silent = set_condition(conditions, "Ready", true=False, reason="NoHeartbeat", message=message)
@@ -342,16 +314,6 @@ def _applied(job: Job) -> StreamingJobSpec | None:
         return job.applied_spec
     except SpecError:
         return None
-
-
-def _desired(job: Job) -> int:
-    applied = _applied(job)
-    return applied.replicas if applied is not None else 0
-
-
-def _said_by(status: JobStatus | None, driver: str) -> bool:
-    """Whether `status` is the current driver's: every driver names itself in it."""
-    return status is not None and status.driver == driver
 
 
 def restart_history(status: dict[str, Any]) -> RestartHistory:
@@ -373,8 +335,7 @@ async def _driver_lost(job: Job, pod_phase: str | None, cause: str | None) -> No
         decision = decide(strategy, restart_history(job.status), now)
         if decision.delay_s is None:
             message = f"{why}; gave up after {restarts} restart(s)"
-            conditions = stopped(job.status.get("conditions"), "Failed", message)
-            await job.record(phase=JobPhase.FAILED, message=message, replicas=0, conditions=conditions)
+            await record_stopped(job, JobPhase.FAILED, message, message=message)
             job.warn("JobFailed", message)
             return
         await job.record(

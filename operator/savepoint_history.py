@@ -19,7 +19,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from lockgate.operator.conditions import epoch_of, iso_time
@@ -66,16 +66,8 @@ class SavepointEntry:
         )
 
     def for_status(self) -> dict[str, Any]:
-        fields = {
-            "path": self.path,
-            "reason": self.reason,
-            "time": self.time,
-            "status": self.status,
-            "bytes": self.bytes,
-            "error": self.error,
-            "request": self.request,
-        }
-        return {name: value for name, value in fields.items() if value is not None}
+        """The fields by name (the names are status's keys), those unset left out."""
+        return {name: value for name, value in asdict(self).items() if value is not None}
 
     def age_s(self, now: float) -> float:
         """0 for a time that cannot be read: such an entry leaves by count alone."""

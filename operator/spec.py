@@ -12,27 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from lockgate.runtime.driver.spec_errors import SpecError
-from lockgate.runtime.driver.streaming_job import (
-    Checkpointing,
-    Deletion,
-    Resources,
-    RestartStrategySpec,
-    Savepoints,
-    StreamingJobSpec,
-)
+from lockgate.runtime.driver.streaming_job import Resources, RestartStrategySpec, StreamingJobSpec
 from lockgate.runtime.driver.streaming_job import parse_spec as parse_any_spec
 
-__all__ = [
-    "Checkpointing",
-    "Deletion",
-    "Resources",
-    "RestartStrategySpec",
-    "Savepoints",
-    "SpecError",
-    "StreamingJobSpec",
-    "image_of",
-    "parse_spec",
-]
+__all__ = ["Resources", "RestartStrategySpec", "SpecError", "StreamingJobSpec", "image_of", "parse_spec"]
 
 _NO_IMAGE = "spec.image is required: the image with Python, Java 17, pyspark, lockgate and the job"
 

@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import time
+from typing import Any
 
 from lockgate.operator.conditions import changing, stopped
 from lockgate.operator.driver_pod import Launch, driver_pod
@@ -28,24 +29,19 @@ from lockgate.runtime.keygroups import default_max_parallelism
 log = logging.getLogger(__name__)
 
 
-def max_parallelism(job: Job, spec: StreamingJobSpec | None = None) -> int:
+def max_parallelism(job: Job, spec: StreamingJobSpec) -> int:
     """Fixed at the first launch: key groups of written state never change. `spec`:
-    the one being checked or launched (default: the spec in force)."""
+    the one being checked or launched."""
     recorded = job.status.get("maxParallelism")
-    if spec is None:
-        spec = job.applied_spec
     return int(recorded or spec.max_parallelism or default_max_parallelism(spec.replicas))
 
 
 async def carry_out(job: Job, plan: UpgradePlan) -> None:
     """Take `plan` from its recorded step to its end."""
-    phase = (
-        JobPhase.SUSPENDING
-        if plan.suspend
-        else JobPhase.UPGRADING
-        if job.status.get("launch")
-        else JobPhase.DEPLOYING
-    )
+    if plan.suspend:
+        phase = JobPhase.SUSPENDING
+    else:
+        phase = JobPhase.UPGRADING if job.status.get("launch") else JobPhase.DEPLOYING
     if plan.started_at is None:  # kept across resumes: durations count the whole change
         plan = plan.at(plan.step, started_at=time.time())
     # A step retried (the driver pod still terminating) or resumed by a restarted
@@ -72,15 +68,16 @@ async def carry_out(job: Job, plan: UpgradePlan) -> None:
     elif plan.step is Step.SUSPENDED:
         _observe_duration(job, plan)
         suspended_with = plan.savepoint or "latest"
-        conditions = stopped(job.status.get("conditions"), "Suspended", f"suspended with {suspended_with}")
-        await job.record(
-            upgrade=None,
-            phase=JobPhase.SUSPENDED,
-            suspendedWith=suspended_with,
-            replicas=0,
-            conditions=conditions,
-        )
-        job.inform("Suspended", f"suspended with {suspended_with}")
+        message = f"suspended with {suspended_with}"
+        await record_stopped(job, JobPhase.SUSPENDED, message, upgrade=None, suspendedWith=suspended_with)
+        job.inform("Suspended", message)
+
+
+async def record_stopped(job: Job, phase: JobPhase, message: str, /, **fields: Any) -> None:
+    """`phase`, in which no driver runs and none is on its way (suspended, finished,
+    failed), with `fields`; its reason in the conditions is the phase's name."""
+    conditions = stopped(job.status.get("conditions"), phase.value, message)
+    await job.record(phase=phase, replicas=0, conditions=conditions, **fields)
 
 
 def recorded_plan(job: Job) -> UpgradePlan | None:
@@ -95,10 +92,10 @@ def _observe_duration(job: Job, plan: UpgradePlan) -> None:
     job.context.metrics.upgrade_took(job.names.qualified, plan.reason, time.time() - started)
 
 
-def start_plan(
-    job: Job, reason: str, restore: Restore = "latest", savepoint: str | None = None
-) -> UpgradePlan:
-    """Start a driver with nothing running to stop (a new job, a resumed one)."""
+def start_plan(job: Job, reason: str, savepoint: str | None = None) -> UpgradePlan:
+    """Start a driver with nothing running to stop (a new job, a resumed one), from
+    `savepoint` if one is named, else from the latest checkpoint."""
+    restore: Restore = "latest" if savepoint is None else "savepoint"
     return UpgradePlan(Step.STARTING, reason, job.next_launch, restore, savepoint)
 
 
@@ -216,7 +213,7 @@ async def _start_driver(job: Job, plan: UpgradePlan) -> None:
     spec, names, kube = job.applied_spec, job.names, job.context.kube
     accepted = job.refused is None and job.accepted_generation() == job.generation
     launch = Launch(
-        plan.launch, max_parallelism(job), plan.restore, plan.savepoint, import_unsigned=plan.imported
+        plan.launch, max_parallelism(job, spec), plan.restore, plan.savepoint, import_unsigned=plan.imported
     )
     pod = driver_pod(names, spec, launch, job.context.cluster)
     objects = owned_objects(

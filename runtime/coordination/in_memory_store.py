@@ -118,12 +118,9 @@ class InMemoryStore:
             holds = all(self._holds(guard) for guard in compare)
             operations = success if holds else failure
             for operation in operations:
-                if (
-                    isinstance(operation, Put)
-                    and operation.lease is not None
-                    and operation.lease not in self._leases
-                ):
-                    raise LeaseNotFoundError(f"lease {operation.lease:x} has expired or was revoked")
+                lease = operation.lease if isinstance(operation, Put) else None
+                if lease is not None and lease not in self._leases:
+                    raise LeaseNotFoundError(f"lease {lease:x} has expired or was revoked")
             self._apply(operations)
             return holds
 
@@ -214,12 +211,6 @@ class InMemoryStore:
             reaper = self._reaper
         if reaper is not None and reaper is not threading.current_thread():
             reaper.join()  # it sees no lease at its next look, within _REAP_EVERY_S
-
-    def end_expired_leases(self) -> None:
-        """End every lease whose TTL has run out by the store's clock (every call
-        does this first; a reaper thread does it while nobody calls)."""
-        with self._locked():
-            pass
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:

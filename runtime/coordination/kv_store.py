@@ -57,24 +57,12 @@ Compare = ValueIs | KeyAbsent
 Operation = Put | Delete | DeletePrefix
 
 
-def value_is(key: bytes, value: bytes) -> ValueIs:
-    return ValueIs(key, value)
-
-
-def key_absent(key: bytes) -> KeyAbsent:
-    return KeyAbsent(key)
-
-
-def put_op(key: bytes, value: bytes, lease: int | None = None) -> Put:
-    return Put(key, value, lease)
-
-
-def delete_op(key: bytes) -> Delete:
-    return Delete(key)
-
-
-def delete_prefix_op(prefix: bytes) -> DeletePrefix:
-    return DeletePrefix(prefix)
+# The records under the names callers build transactions with.
+value_is = ValueIs
+key_absent = KeyAbsent
+put_op = Put
+delete_op = Delete
+delete_prefix_op = DeletePrefix
 
 
 @dataclass(frozen=True)

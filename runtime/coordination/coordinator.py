@@ -25,6 +25,7 @@ from lockgate.runtime.coordination.errors import (
 )
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.kv_store import (
+    Compare,
     KeyValueStore,
     Operation,
     delete_op,
@@ -338,11 +339,10 @@ class CheckpointCoordinator:
             if pending is None:
                 continue  # aborted before it was published
             last = self._keys.last_checkpoint_id
-            if not await self._kv.transaction(
-                [self.leadership.guard, value_is(last, str(self._last_allocated).encode())],
+            if not await self._guarded(
                 [put_op(self._keys.trigger, encode(trigger)), put_op(last, str(n).encode())],
+                value_is(last, str(self._last_allocated).encode()),
             ):
-                self.leadership.lost.set()
                 await self._abort(n, "this coordinator was replaced")
                 continue
             self._last_allocated = n
@@ -409,10 +409,11 @@ class CheckpointCoordinator:
     async def _complete(self, pending: PendingCheckpoint) -> None:
         pending.status = "completing"
         trigger = pending.trigger
+        n = trigger.checkpoint_id
         target = CheckpointStorage(trigger.target)
         metadata = CheckpointMetadata(
             job_id=self._keys.job,
-            checkpoint_id=trigger.checkpoint_id,
+            checkpoint_id=n,
             kind=trigger.kind,
             timestamp_ms=trigger.timestamp_ms,
             vertices={
@@ -427,10 +428,10 @@ class CheckpointCoordinator:
         try:
             await asyncio.to_thread(write_metadata, target, target.root, metadata, self._snapshot_key)
         except OSError as error:
-            await self._abort(trigger.checkpoint_id, f"writing its _metadata failed: {error}")
+            await self._abort(n, f"writing its _metadata failed: {error}")
             return
         summary = CompletedCheckpoint(
-            checkpoint_id=trigger.checkpoint_id,
+            checkpoint_id=n,
             kind=trigger.kind,
             path=trigger.target,
             parallelism=dict(self._plan.vertices),
@@ -441,14 +442,9 @@ class CheckpointCoordinator:
             final=bool(self._plan.sources) and pending.drained >= self._plan.source_subtasks,
             launch=self.launch,
         )
-        n = trigger.checkpoint_id
-        newest = n > self._latest_completed
-        if not await self._kv.transaction(
-            [self.leadership.guard], self.store.completion_ops(summary, newest)
-        ):
-            self.leadership.lost.set()
+        if not await self._guarded(self.store.completion_ops(summary, newest=n > self._latest_completed)):
             await asyncio.to_thread(target.delete, f"{target.root}/_metadata")
-            await self._abort(trigger.checkpoint_id, "this coordinator was replaced")
+            await self._abort(n, "this coordinator was replaced")
             self._wake.set()
             return
         pending.status = "finished"
@@ -477,9 +473,9 @@ class CheckpointCoordinator:
 
     # -- failures ------------------------------------------------------------------
 
-    async def _guarded(self, operations: list[Operation]) -> bool:
-        """Write only while this coordinator leads; a failed guard fences it."""
-        if await self._kv.transaction([self.leadership.guard], operations):
+    async def _guarded(self, operations: list[Operation], *also: Compare) -> bool:
+        """Write only while this coordinator leads (and `also` holds); a failed guard fences it."""
+        if await self._kv.transaction([self.leadership.guard, *also], operations):
             return True
         self.leadership.lost.set()
         return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import signal
 import socket
@@ -75,25 +76,17 @@ class EtcdServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.data_dir.parent / f"{self.data_dir.name}.log", "ab")  # noqa: SIM115
         peer = f"http://127.0.0.1:{self.peer_port}"
+        flags = {
+            "--name": "lockgate",
+            "--data-dir": str(self.data_dir),
+            "--listen-client-urls": self.endpoint,
+            "--advertise-client-urls": self.endpoint,
+            "--listen-peer-urls": peer,
+            "--initial-advertise-peer-urls": peer,
+            "--initial-cluster": f"lockgate={peer}",
+        }
         self._process = subprocess.Popen(
-            [
-                self._binary,
-                "--name",
-                "lockgate",
-                "--data-dir",
-                str(self.data_dir),
-                "--listen-client-urls",
-                self.endpoint,
-                "--advertise-client-urls",
-                self.endpoint,
-                "--listen-peer-urls",
-                peer,
-                "--initial-advertise-peer-urls",
-                peer,
-                "--initial-cluster",
-                f"lockgate={peer}",
-                *self._tls_flags(),
-            ],
+            [self._binary, *itertools.chain.from_iterable(flags.items()), *self._tls_flags()],
             stdout=log,
             stderr=subprocess.STDOUT,
             # Its own process group: Ctrl-C in a terminal signals the whole foreground

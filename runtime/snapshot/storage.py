@@ -53,10 +53,8 @@ class FileRef:
     sha256: str | None = None  # hex; None in snapshots written before it was recorded
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"path": self.path, "size": self.size, "crc32": self.crc32}
-        if self.sha256 is not None:
-            data["sha256"] = self.sha256
-        return data
+        sha256 = {} if self.sha256 is None else {"sha256": self.sha256}
+        return {"path": self.path, "size": self.size, "crc32": self.crc32, **sha256}
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> FileRef:
@@ -95,21 +93,6 @@ class Digest:
             raise SnapshotCorruptError(path, "checksum mismatch")
         if ref.sha256 is not None and self.sha256 != ref.sha256:
             raise SnapshotCorruptError(path, "SHA-256 mismatch: not the file this job wrote")
-
-
-class ChecksumWriter:
-    """A write stream that digests its bytes on the way."""
-
-    def __init__(self, stream: IO[bytes]) -> None:
-        self._stream = stream
-        self.digest = Digest()
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        self._stream.write(data)
-        self.digest.update(data)
-
-    def ref(self, path: str) -> FileRef:
-        return FileRef(path, self.digest.size, self.digest.crc32, self.digest.sha256)
 
 
 class CheckpointStorage:
@@ -157,11 +140,12 @@ class CheckpointStorage:
     def write_file(self, path: str, chunks: Iterator[bytes] | bytes, relative_to: str) -> FileRef:
         """Write `chunks` to `path`; the returned ref is relative to `relative_to`."""
         self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        digest = Digest()
         with self.fs.open(path, "wb") as stream:
-            writer = ChecksumWriter(stream)
             for chunk in [chunks] if isinstance(chunks, bytes) else chunks:
-                writer.write(chunk)
-        return writer.ref(posixpath.relpath(path, relative_to))
+                stream.write(chunk)
+                digest.update(chunk)
+        return FileRef(posixpath.relpath(path, relative_to), digest.size, digest.crc32, digest.sha256)
 
     def upload(self, local_path: str, path: str, relative_to: str) -> FileRef:
         def chunks() -> Iterator[bytes]:

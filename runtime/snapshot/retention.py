@@ -61,7 +61,6 @@ def unreferenced_shared_files(
     latest_completed: int,
     in_flight: Iterable[int] = (),
 ) -> list[str]:
-    retained = list(retained)
     keep = {sst_of(posixpath.basename(p)) for p in referenced_shared_files(storage, job_id, retained)}
     untouchable = set(in_flight)
     shared = storage.shared_dir(job_id)

@@ -23,6 +23,7 @@ from lockgate.runtime.backends.rocksdb.database import (
     key_group_prefix,
     list_column_families,
     prefix_successor,
+    rows_between,
 )
 from lockgate.runtime.backends.rocksdb.native_restore import restore_native
 from lockgate.runtime.backends.rocksdb.native_snapshot import NativeSnapshotStrategy
@@ -125,16 +126,7 @@ class _FrozenColumnFamily:
         self._cf = cf
 
     def entries(self, key_group: int) -> Iterator[tuple[bytes, bytes]]:
-        prefix = key_group_prefix(key_group)
-        rows = self._cf.iter()
-        rows.seek(prefix)
-        while rows.valid():
-            row = rows.key()
-            if row[:2] != prefix:
-                break
-            yield row[2:], rows.value()
-            rows.next()
-        del rows
+        return rows_between(self._cf, key_group_prefix(key_group), key_group_prefix(key_group + 1), drop=2)
 
     def release(self) -> None:
         if self._owner is not None:
@@ -190,9 +182,7 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         return self._db
 
     def _open(self) -> None:
-        names = []
-        if (self.path / "CURRENT").exists():
-            names = [n for n in rocksdict.Rdict.list_cf(str(self.path), db_options()) if n != "default"]
+        names = list_column_families(self.path) if (self.path / "CURRENT").exists() else []
         families = {name: column_family_options() for name in names}
         self._db = rocksdict.Rdict(str(self.path), db_options(), column_families=families or None)
         self._db.set_write_options(self._write_options)

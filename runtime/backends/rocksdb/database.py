@@ -6,7 +6,9 @@ group is one contiguous key range.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import rocksdict
 
@@ -21,6 +23,19 @@ def prefix_successor(prefix: bytes) -> bytes:
     if not trimmed:
         return b"\xff" * (len(prefix) + 1)
     return trimmed[:-1] + bytes((trimmed[-1] + 1,))
+
+
+def rows_between(cf: Any, start: bytes, end: bytes, *, drop: int = 0) -> Iterator[tuple[bytes, bytes]]:
+    """The rows of `cf` from key `start` up to (not including) `end`, in key order,
+    each key without its first `drop` bytes."""
+    rows = cf.iter()
+    rows.seek(start)
+    while rows.valid():
+        row = rows.key()
+        if row >= end:
+            break
+        yield row[drop:], rows.value()
+        rows.next()
 
 
 def list_column_families(path: Path) -> list[str]:

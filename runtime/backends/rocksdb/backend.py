@@ -200,10 +200,6 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
             cf = self._cfs[name] = self._column_family(name)
         return cf
 
-    @property
-    def column_families(self) -> dict[str, rocksdict.Rdict]:
-        return dict(self._cfs)
-
     def _value_table(self, descriptor: StateDescriptor) -> RocksDBValueTable:
         cf = self.column_family(descriptor.name)
         table = self._value_tables[descriptor.name] = RocksDBValueTable(descriptor, cf)

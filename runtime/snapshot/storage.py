@@ -98,9 +98,9 @@ class Digest:
 class CheckpointStorage:
     """One fsspec filesystem and a root path under it."""
 
-    def __init__(self, url: str, **storage_options: Any) -> None:
+    def __init__(self, url: str) -> None:
         self.url = url
-        fs, root = fsspec.core.url_to_fs(url, **storage_options)
+        fs, root = fsspec.core.url_to_fs(url)
         self.fs: Any = fs
         self.root = root.rstrip("/") or "/"
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from lockgate.runtime.key_serializer import deserialize_key, serialize_key
 from lockgate.runtime.serializers import DEFAULT_SERIALIZER, Serializer
 from lockgate.runtime.varint import decode_varint, encode_varint
 
 Mode = Literal["split", "union", "broadcast"]
+S = TypeVar("S", "OperatorListState", "BroadcastState")
 MAGIC = b"LGOS\x01"
 
 
@@ -122,29 +123,22 @@ class OperatorStateStore:
         self._restored = OperatorStateSnapshot()
 
     def list_state(self, name: str) -> OperatorListState:
-        state = self._get(name, "split", OperatorListState)
-        assert isinstance(state, OperatorListState)
-        return state
+        return self._get(name, "split", OperatorListState)
 
     def union_list_state(self, name: str) -> OperatorListState:
-        state = self._get(name, "union", OperatorListState)
-        assert isinstance(state, OperatorListState)
-        return state
+        return self._get(name, "union", OperatorListState)
 
     def broadcast_state(self, name: str) -> BroadcastState:
-        state = self._get(name, "broadcast", BroadcastState)
-        assert isinstance(state, BroadcastState)
-        return state
+        return self._get(name, "broadcast", BroadcastState)
 
-    def _get(
-        self, name: str, mode: Mode, make: type[OperatorListState | BroadcastState]
-    ) -> OperatorListState | BroadcastState:
+    def _get(self, name: str, mode: Mode, make: type[S]) -> S:
         existing = self._states.get(name)
         if existing is not None:
             if existing[0] != mode:
                 raise ValueError(
                     f"operator state {name!r} is {existing[0]} state; it cannot also be {mode} state"
                 )
+            assert isinstance(existing[1], make)  # the mode says which
             return existing[1]
         restored = self._restored.states.pop(name, None)
         if restored is not None and restored[0] != mode:

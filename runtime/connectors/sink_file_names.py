@@ -65,9 +65,6 @@ class FileName:
     def final(self, checkpoint_id: int) -> str:
         return f"{self.stem}-chk{checkpoint_id}.jsonl"
 
-    def is_of(self, prefix: str, job: JobIdentity) -> bool:
-        return self.prefix == prefix and self.job == job
-
 
 def parse_hidden(name: str) -> FileName | None:
     """The parts of an in-progress or pending file's name; None for any other name."""

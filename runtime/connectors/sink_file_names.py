@@ -24,9 +24,7 @@ MAX_NAME_BYTES = 255
 # The widest a name's numbers get: subtask, launch, sequence and checkpoint id.
 _WIDEST_NUMBER = 10**12
 
-_HIDDEN = re.compile(
-    r"^(?:\.(?P<stem_ip>.+)\.inprogress|_(?P<stem_p>.+)\.pending)$",
-)
+_HIDDEN = re.compile(r"^(?:\.(?P<stem_ip>.+)\.inprogress|_(?P<stem_p>.+)\.pending)$")
 _WRITER = re.compile(r"^(?P<subtask>\d+)-(?P<launch>\d+)-(?P<attempt>[0-9a-f]{8})-(?P<sequence>\d+)$")
 
 

@@ -34,13 +34,7 @@ from lockgate.runtime.coordination.kv_store import (
     value_is,
 )
 from lockgate.runtime.coordination.leadership import LEASE_TTL_S, Leadership
-from lockgate.runtime.coordination.records import (
-    Ack,
-    CompletedCheckpoint,
-    Trigger,
-    decode,
-    encode,
-)
+from lockgate.runtime.coordination.records import Ack, CompletedCheckpoint, Trigger, decode, encode
 from lockgate.runtime.coordination.savepoint_queue import SavepointQueue
 from lockgate.runtime.snapshot.metadata import (
     CheckpointMetadata,

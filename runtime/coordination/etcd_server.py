@@ -27,10 +27,7 @@ class EtcdServer:
     """One etcd member with its data in `data_dir`; `restart()` keeps data and ports."""
 
     def __init__(
-        self,
-        data_dir: Path,
-        client_port: int | None = None,
-        tls: tuple[str, str, str] | None = None,
+        self, data_dir: Path, client_port: int | None = None, tls: tuple[str, str, str] | None = None
     ) -> None:
         """`tls`: (CA file, server certificate, server key); clients must then present
         a certificate signed by that CA."""
@@ -56,15 +53,7 @@ class EtcdServer:
         if self._tls is None:
             return []
         ca, cert, key = self._tls
-        return [
-            "--cert-file",
-            cert,
-            "--key-file",
-            key,
-            "--client-cert-auth",
-            "--trusted-ca-file",
-            ca,
-        ]
+        return ["--cert-file", cert, "--key-file", key, "--client-cert-auth", "--trusted-ca-file", ca]
 
     def start(self, timeout: float = 20.0) -> None:
         self.launch()

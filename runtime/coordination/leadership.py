@@ -20,13 +20,7 @@ from lockgate.runtime.coordination.cancellation import bounded, within
 from lockgate.runtime.coordination.errors import CoordinatorConflictError
 from lockgate.runtime.coordination.etcd import EtcdUnavailableError
 from lockgate.runtime.coordination.keys import JobKeys
-from lockgate.runtime.coordination.kv_store import (
-    Compare,
-    KeyValueStore,
-    key_absent,
-    put_op,
-    value_is,
-)
+from lockgate.runtime.coordination.kv_store import Compare, KeyValueStore, key_absent, put_op, value_is
 from lockgate.runtime.coordination.records import CoordinatorRecord, decode, encode
 
 log = logging.getLogger(__name__)

@@ -13,13 +13,7 @@ from collections.abc import AsyncIterator
 from lockgate.runtime.coordination.ack_seal import seal
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.kv_store import KeyValueStore
-from lockgate.runtime.coordination.records import (
-    Ack,
-    CompletedCheckpoint,
-    Trigger,
-    decode,
-    encode,
-)
+from lockgate.runtime.coordination.records import Ack, CompletedCheckpoint, Trigger, decode, encode
 from lockgate.runtime.snapshot.metadata import SubtaskState
 
 log = logging.getLogger(__name__)

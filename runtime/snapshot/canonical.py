@@ -222,10 +222,7 @@ def _read_section(stream: IO[bytes], path: str, section: Section) -> bytes:
 
 
 def restore_canonical(
-    storage: CheckpointStorage,
-    snapshot_dir: str,
-    handle: CanonicalKeyedHandle,
-    backend: KeyedStateBackend,
+    storage: CheckpointStorage, snapshot_dir: str, handle: CanonicalKeyedHandle, backend: KeyedStateBackend
 ) -> int:
     """Load the key groups `backend` owns from `handle`; returns the entries loaded."""
     own = range(

@@ -16,11 +16,7 @@ from lockgate.runtime.snapshot.handles import OperatorStateHandle
 from lockgate.runtime.snapshot.metadata import CheckpointMetadata, SnapshotKind, SubtaskState
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.snapshot.strategy import KeyedUpload
-from lockgate.runtime.state.operator_state import (
-    OperatorStateSnapshot,
-    OperatorStateStore,
-    redistribute,
-)
+from lockgate.runtime.state.operator_state import OperatorStateSnapshot, OperatorStateStore, redistribute
 
 
 @dataclass(frozen=True)
@@ -37,10 +33,7 @@ class SnapshotTarget:
 
 class PendingSubtaskSnapshot:
     def __init__(
-        self,
-        target: SnapshotTarget,
-        keyed: KeyedUpload | None,
-        operator: OperatorStateSnapshot | None,
+        self, target: SnapshotTarget, keyed: KeyedUpload | None, operator: OperatorStateSnapshot | None
     ) -> None:
         self._target = target
         self._keyed = keyed

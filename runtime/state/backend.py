@@ -19,13 +19,7 @@ from lockgate.runtime.state.descriptors import (
     StateKind,
     ValueStateDescriptor,
 )
-from lockgate.runtime.state.keyed import (
-    AggregatingState,
-    ListState,
-    MapState,
-    ReducingState,
-    ValueState,
-)
+from lockgate.runtime.state.keyed import AggregatingState, ListState, MapState, ReducingState, ValueState
 from lockgate.runtime.state.tables import CurrentKey, FrozenTable
 from lockgate.runtime.state.timers import TimerQueue
 from lockgate.runtime.state.ttl_cleanup import IncrementalCleanup

@@ -131,11 +131,7 @@ class ListState(_KeyedState):
 
 class ReducingState(_KeyedState):
     def __init__(
-        self,
-        descriptor: ReducingStateDescriptor,
-        table: ValueTable,
-        current: CurrentKey,
-        clock: Clock,
+        self, descriptor: ReducingStateDescriptor, table: ValueTable, current: CurrentKey, clock: Clock
     ) -> None:
         super().__init__(descriptor, table, current, clock)
         self._reduce = descriptor.reduce_fn
@@ -151,11 +147,7 @@ class ReducingState(_KeyedState):
 
 class AggregatingState(_KeyedState):
     def __init__(
-        self,
-        descriptor: AggregatingStateDescriptor,
-        table: ValueTable,
-        current: CurrentKey,
-        clock: Clock,
+        self, descriptor: AggregatingStateDescriptor, table: ValueTable, current: CurrentKey, clock: Clock
     ) -> None:
         super().__init__(descriptor, table, current, clock)
         self._agg = descriptor.agg_fn

@@ -7,13 +7,7 @@ from __future__ import annotations
 
 import rocksdict
 from lockgate.runtime.backends.rocksdb.database import key_group_prefix, prefix_successor, rows_between
-from lockgate.runtime.state.timers import (
-    POP_BATCH,
-    DueTimer,
-    decode_timestamp,
-    encode_timestamp,
-    timer_rest,
-)
+from lockgate.runtime.state.timers import POP_BATCH, DueTimer, decode_timestamp, encode_timestamp, timer_rest
 
 _ROW_HEAD = 2  # the key group's two bytes
 

@@ -18,13 +18,6 @@ from lockgate.runtime.api.connectors import Backlog, Source, SourceReader, Subta
 from lockgate.runtime.connectors.partitions import assigned
 
 
-def default_record(keys: int) -> Callable[[int], Any]:
-    def record(n: int) -> Any:
-        return {"n": n, "key": n % keys}
-
-    return record
-
-
 class GeneratorSource(Source):
     def __init__(
         self,
@@ -46,7 +39,7 @@ class GeneratorSource(Source):
         self.bounded = count is not None
         self.partitions = partitions
         self.rate = rate
-        self.record_fn = record_fn or default_record(keys)
+        self.record_fn: Callable[[int], Any] = record_fn or (lambda n: {"n": n, "key": n % keys})
         self.clock = clock
 
     def partition_names(self) -> list[str]:

@@ -251,8 +251,6 @@ class Etcd:
         return (await self.get_prefix_at(prefix))[0]
 
     async def get_prefix_at(self, prefix: bytes) -> tuple[list[tuple[bytes, bytes]], int]:
-        """The keys under `prefix` and the store revision they were read at: a watch
-        from that revision + 1 misses no change after the read."""
         result = await self._call("get_prefix", prefix)
         items = sorted((bytes(kv.key), bytes(kv.value)) for kv in result)
         return items, int(result.header.revision)
@@ -294,7 +292,6 @@ class Etcd:
         return int(lease.id)
 
     async def refresh_lease(self, lease_id: int) -> int:
-        """Keep the lease alive; returns its new TTL (0 or less: it has expired)."""
         reply = await self._call("refresh_lease", lease_id)
         return -1 if reply is None else int(reply.TTL)
 

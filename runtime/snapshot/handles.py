@@ -34,12 +34,8 @@ class CanonicalKeyedHandle:
     @staticmethod
     def from_json(data: dict[str, Any]) -> CanonicalKeyedHandle:
         start, stop = data["key_groups"]
-        index_sha256 = data.get("index_sha256")
-        return CanonicalKeyedHandle(
-            range(start, stop),
-            FileRef.from_json(data["file"]),
-            None if index_sha256 is None else str(index_sha256),
-        )
+        index_sha256 = None if data.get("index_sha256") is None else str(data["index_sha256"])
+        return CanonicalKeyedHandle(range(start, stop), FileRef.from_json(data["file"]), index_sha256)
 
 
 @dataclass(frozen=True)

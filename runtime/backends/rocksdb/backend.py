@@ -43,13 +43,6 @@ from lockgate.runtime.state.tables import MISSING, CurrentKey, FrozenTable
 _WRITE_BATCH_ROWS = 10_000
 
 
-def _write_options() -> rocksdict.WriteOptions:
-    options = rocksdict.WriteOptions()
-    # rocksdict's stubs declare a method; at run time it is a property.
-    options.disable_wal = True  # type: ignore[method-assign, assignment]
-    return options
-
-
 class RocksDBMapTable:
     def __init__(self, descriptor: StateDescriptor, cf: rocksdict.Rdict) -> None:
         self.descriptor = descriptor
@@ -156,7 +149,9 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         self.instance_id = uuid.uuid4().hex
         self.path = Path(local_dir) / f"db-{self.instance_id}"
         self.path.mkdir(parents=True)
-        self._write_options = _write_options()
+        self._write_options = rocksdict.WriteOptions()
+        # rocksdict's stubs declare a method; at run time it is a property.
+        self._write_options.disable_wal = True  # type: ignore[method-assign, assignment]
         self._db: Any = None
         self._cfs: dict[str, rocksdict.Rdict] = {}
         # By state: read and written through a cache the backend flushes (value_table).

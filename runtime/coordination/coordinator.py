@@ -185,8 +185,13 @@ class CheckpointCoordinator:
         # Subtasks watch triggers from here, so none is missed by a task that
         # subscribes after this coordinator's first trigger.
         self.trigger_revision = revision + 1
-        self._last_allocated = await self._highest_id_in_use()
         self._latest_completed = await self.store.latest_id() or 0
+        # Ids are allocated by compare-and-swap on `last-id`; what etcd recorded
+        # before that key existed counts too.
+        allocated = await self._kv.get(self._keys.last_checkpoint_id)
+        trigger = await self._kv.get(self._keys.trigger)
+        last_triggered = decode(Trigger, trigger).checkpoint_id if trigger else 0
+        self._last_allocated = max(int(allocated or 0), self._latest_completed, last_triggered)
         self._next_id = self._last_allocated + 1
         # Acks of an earlier coordinator belong to checkpoints nobody will complete,
         # sources restored by this run report being drained anew, and earlier
@@ -255,18 +260,8 @@ class CheckpointCoordinator:
     def _raise_if_crashed(self) -> None:
         """A dead watcher or publisher would leave the job waiting for checkpoints forever."""
         for task in self._tasks:
-            if task.done() and not task.cancelled() and task.exception() is not None:
-                error = task.exception()
+            if task.done() and not task.cancelled() and (error := task.exception()) is not None:
                 raise JobFailedError(f"the coordinator's {task.get_name()} loop failed: {error!r}") from error
-
-    async def _highest_id_in_use(self) -> int:
-        """Ids are allocated by compare-and-swap on `last-id`; what etcd recorded
-        before that key existed counts too."""
-        allocated = await self._kv.get(self._keys.last_checkpoint_id)
-        latest = await self.store.latest_id() or 0
-        trigger = await self._kv.get(self._keys.trigger)
-        last_triggered = decode(Trigger, trigger).checkpoint_id if trigger else 0
-        return max(int(allocated or 0), latest, last_triggered)
 
     async def close(self, release: bool = True) -> None:
         """Stop the coordinator's loops and give up the job, each within a bound: a
@@ -287,9 +282,7 @@ class CheckpointCoordinator:
         if self._sources_drained and not checkpoints:
             return True  # the final checkpoint of a bounded job: no reason to wait
         interval = self.config.interval_s
-        if interval is None:
-            return False
-        if len(checkpoints) >= self.config.max_concurrent:
+        if interval is None or len(checkpoints) >= self.config.max_concurrent:
             return False
         now = self._monotonic_s()
         return now - self._last_completion >= self.config.min_pause_s and now - self._last_trigger >= interval

@@ -61,15 +61,13 @@ class GeneratorReader(SourceReader):
         self._started = source.clock()
         self._emitted = 0
 
-    def _allowed(self, wanted: int) -> int:
-        if self._rate is None:
-            return wanted
-        due = int((self._source.clock() - self._started) * self._rate) - self._emitted
-        return max(0, min(wanted, due))
+    def _due(self, rate: float) -> int:
+        """The records `rate` allows by now that were not emitted yet (negative when ahead of it)."""
+        return int((self._source.clock() - self._started) * rate) - self._emitted
 
     def _take(self, max_records: int) -> Iterator[tuple[str, Any]]:
         """Round robin over the partitions, so all of them advance evenly."""
-        budget = self._allowed(max_records)
+        budget = max_records if self._rate is None else max(0, min(max_records, self._due(self._rate)))
         taken = 0
         step = self._source.partitions
         count = self._source.count
@@ -111,7 +109,7 @@ class GeneratorReader(SourceReader):
             left = sum(-(-(count - n) // step) for n in self._next.values() if n < count)
         if self._rate is None:
             return None if left is None else Backlog(records=left)
-        due = int((self._source.clock() - self._started) * self._rate) - self._emitted
+        due = self._due(self._rate)
         return Backlog(records=max(0, due) if left is None else min(max(0, due), left))
 
     def reached_end(self) -> bool:

@@ -49,12 +49,6 @@ class EtcdServer:
         scheme = "https" if self._tls else "http"
         return f"{scheme}://127.0.0.1:{self.client_port}"
 
-    def _tls_flags(self) -> list[str]:
-        if self._tls is None:
-            return []
-        ca, cert, key = self._tls
-        return ["--cert-file", cert, "--key-file", key, "--client-cert-auth", "--trusted-ca-file", ca]
-
     def start(self, timeout: float = 20.0) -> None:
         self.launch()
         self.wait_healthy(timeout)
@@ -74,8 +68,12 @@ class EtcdServer:
             "--initial-advertise-peer-urls": peer,
             "--initial-cluster": f"lockgate={peer}",
         }
+        command = [self._binary, *itertools.chain.from_iterable(flags.items())]
+        if self._tls is not None:
+            ca, cert, key = self._tls
+            command += ["--cert-file", cert, "--key-file", key, "--client-cert-auth", "--trusted-ca-file", ca]
         self._process = subprocess.Popen(
-            [self._binary, *itertools.chain.from_iterable(flags.items()), *self._tls_flags()],
+            command,
             stdout=log,
             stderr=subprocess.STDOUT,
             # Its own process group: Ctrl-C in a terminal signals the whole foreground

@@ -181,7 +181,9 @@ class InMemoryStore:
         with self._locked():
             lease = next(self._lease_ids)
             self._leases[lease] = _Lease(ttl_s, self.clock.monotonic_ms() + ttl_s * 1000)
-            self._start_reaper()
+            if self._reaper is None or not self._reaper.is_alive():
+                self._reaper = threading.Thread(target=self._reap, daemon=True, name="lease-reaper")
+                self._reaper.start()
             return lease
 
     async def refresh_lease(self, lease_id: int) -> int:
@@ -217,18 +219,10 @@ class InMemoryStore:
         """The store's lock, taken after ending the leases that ran out: no caller
         ever sees a key whose lease has ended."""
         with self._lock:
-            self._end_expired()
+            now = self.clock.monotonic_ms()
+            for lease_id in [i for i, lease in self._leases.items() if lease.expires_ms <= now]:
+                self._end_lease(lease_id)
             yield
-
-    def _end_expired(self) -> None:
-        now = self.clock.monotonic_ms()
-        for lease_id in [i for i, lease in self._leases.items() if lease.expires_ms <= now]:
-            self._end_lease(lease_id)
-
-    def _start_reaper(self) -> None:
-        if self._reaper is None or not self._reaper.is_alive():
-            self._reaper = threading.Thread(target=self._reap, daemon=True, name="lease-reaper")
-            self._reaper.start()
 
     def _reap(self) -> None:
         while True:

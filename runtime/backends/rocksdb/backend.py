@@ -19,9 +19,9 @@ from typing import Any
 import rocksdict
 from lockgate.runtime.backends.rocksdb.database import (
     column_family_options,
-    db_options,
     key_group_prefix,
     list_column_families,
+    open_database,
     prefix_successor,
     rows_between,
 )
@@ -87,13 +87,7 @@ class _FrozenDatabase:
         self._directory = directory
         rocksdict.Checkpoint(live).create_checkpoint(str(directory))
         names = list_column_families(directory)
-        families = {name: column_family_options() for name in names}
-        self._db: Any = rocksdict.Rdict(
-            str(directory),
-            db_options(),
-            column_families=families or None,
-            access_type=rocksdict.AccessType.read_only(),
-        )
+        self._db: Any = open_database(directory, names, access_type=rocksdict.AccessType.read_only())
         self.tables = {name: _FrozenColumnFamily(self, self._db.get_column_family(name)) for name in names}
         self._open = len(self.tables)
         if not self._open:
@@ -178,8 +172,7 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
 
     def _open(self) -> None:
         names = list_column_families(self.path) if (self.path / "CURRENT").exists() else []
-        families = {name: column_family_options() for name in names}
-        self._db = rocksdict.Rdict(str(self.path), db_options(), column_families=families or None)
+        self._db = open_database(self.path, names)
         self._db.set_write_options(self._write_options)
         self._cfs = {name: self._column_family(name) for name in names}
 

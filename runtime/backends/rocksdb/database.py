@@ -43,6 +43,12 @@ def list_column_families(path: Path) -> list[str]:
     return [n for n in rocksdict.Rdict.list_cf(str(path), db_options()) if n != "default"]
 
 
+def open_database(path: Path, names: list[str], **options: Any) -> rocksdict.Rdict:
+    """The database at `path` with its state column families `names`."""
+    families = {name: column_family_options() for name in names}
+    return rocksdict.Rdict(str(path), db_options(), column_families=families or None, **options)
+
+
 def column_family_options() -> rocksdict.Options:
     """A state's column family. Most point reads ask for a key that is not there (a
     window or a timer about to open, a key seen for the first time): a bloom filter

@@ -8,12 +8,10 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import rocksdict
 from lockgate.runtime.backends.rocksdb.database import (
-    column_family_options,
-    db_options,
     key_group_prefix,
     list_column_families,
+    open_database,
     rows_between,
 )
 from lockgate.runtime.snapshot.handles import NativeKeyedHandle
@@ -37,8 +35,7 @@ def _copy_key_groups(source: Path, handle: NativeKeyedHandle, backend: RocksDBKe
     """Copy the rows of the key groups `backend` owns from the RocksDB at `source`."""
     own = _overlap(handle.key_groups, backend.key_groups)
     names = list_column_families(source)
-    families = {name: column_family_options() for name in names}
-    db = rocksdict.Rdict(str(source), db_options(), column_families=families or None)
+    db = open_database(source, names)
     try:
         for name in names:
             meta = handle.states[name]

@@ -179,15 +179,12 @@ class CheckpointStorage:
     def download(self, snapshot_dir: str, ref: FileRef, local_path: str) -> None:
         """Copy a file to local disk, verifying it on the way."""
         with open(local_path, "wb") as target:
-            self._read_verified(snapshot_dir, ref, target.write)
+            self.verify_file(snapshot_dir, ref, target.write)
 
-    def verify_file(self, snapshot_dir: str, ref: FileRef) -> None:
-        """Read the whole file, a chunk at a time, and check its size and checksums."""
-        self._read_verified(snapshot_dir, ref, None)
-
-    def _read_verified(
-        self, snapshot_dir: str, ref: FileRef, consume: Callable[[bytes], object] | None
+    def verify_file(
+        self, snapshot_dir: str, ref: FileRef, consume: Callable[[bytes], object] | None = None
     ) -> None:
+        """Read the whole file, a chunk at a time (each to `consume`), and check its size and checksums."""
         path = self.resolve(snapshot_dir, ref)
         self.check_size(path, ref.size)
         digest = Digest()

@@ -179,9 +179,7 @@ class HeapKeyedStateBackend(CheckpointableKeyedStateBackend):
 
     def freeze(self) -> dict[str, FrozenTable]:
         frozen: dict[str, FrozenTable] = {n: t.freeze() for n, t in self._tables.items()}
-        for name, groups in self._pending.items():
-            frozen[name] = _FrozenRaw(groups)
-        return frozen
+        return frozen | {name: _FrozenRaw(groups) for name, groups in self._pending.items()}
 
     def load(
         self, state: str, meta: StateMeta, key_group: int, entries: Iterable[tuple[bytes, bytes]]

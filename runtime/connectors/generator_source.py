@@ -56,8 +56,7 @@ class GeneratorReader(SourceReader):
         self._source = source
         names = assigned(source.partition_names(), subtask, parallelism)
         self._next = {name: int(offsets.get(name, int(name.rsplit("-", 1)[1]))) for name in names}
-        share = len(names) / source.partitions
-        self._rate = None if source.rate is None else source.rate * share
+        self._rate = None if source.rate is None else source.rate * (len(names) / source.partitions)
         self._started = source.clock()
         self._emitted = 0
 

@@ -88,8 +88,7 @@ class CompletedCheckpointStore:
         `in_flight`). Each summary is forgotten under `guard` before its files go.
         Returns the discarded ids."""
         completed = await self.all()
-        checkpoints = [c for c in completed if c.kind == "checkpoint"]
-        keep = checkpoints[-self.retained :]
+        keep = [c for c in completed if c.kind == "checkpoint"][-self.retained :]
         oldest_kept = keep[0].checkpoint_id if keep else 0
         old = [c for c in completed if c.checkpoint_id < oldest_kept]
         for summary in old:

@@ -45,8 +45,7 @@ def referenced_shared_files(storage: CheckpointStorage, job_id: str, retained: I
     referenced: set[str] = set()
     for checkpoint_id in retained:
         snapshot_dir = storage.checkpoint_dir(job_id, checkpoint_id)
-        metadata = read_metadata(storage, snapshot_dir)
-        for vertex in metadata.vertices.values():
+        for vertex in read_metadata(storage, snapshot_dir).vertices.values():
             for subtask in vertex.subtasks:
                 if isinstance(subtask.keyed, NativeKeyedHandle):
                     for ref in subtask.keyed.shared.values():

@@ -100,8 +100,7 @@ class CheckpointStorage:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        fs, root = fsspec.core.url_to_fs(url)
-        self.fs: Any = fs
+        self.fs, root = fsspec.core.url_to_fs(url)
         self.root = root.rstrip("/") or "/"
 
     # -- the layout --------------------------------------------------------------

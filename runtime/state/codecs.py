@@ -57,8 +57,7 @@ class TtlCodec:
         return (expires_at, self._serializer.loads(data[_EXPIRY_BYTES:]))
 
     def compact(self, data: bytes, now_ms: int) -> bytes | None:
-        expires_at = int.from_bytes(data[:_EXPIRY_BYTES], "big")
-        return None if expires_at <= now_ms else data
+        return None if int.from_bytes(data[:_EXPIRY_BYTES], "big") <= now_ms else data
 
     def alive(self, stored: Any, now_ms: int) -> Any:
         return None if stored[0] <= now_ms else stored

@@ -180,9 +180,7 @@ class OperatorStateStore:
 
 
 def _split_evenly(items: list[bytes], parallelism: int, index: int) -> list[bytes]:
-    start = index * len(items) // parallelism
-    end = (index + 1) * len(items) // parallelism
-    return items[start:end]
+    return items[index * len(items) // parallelism : (index + 1) * len(items) // parallelism]
 
 
 def redistribute(old: list[OperatorStateSnapshot], parallelism: int) -> list[OperatorStateSnapshot]:

@@ -16,6 +16,7 @@ wrote: nobody who can only write to the storage can substitute another.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import posixpath
 import zlib
@@ -147,12 +148,8 @@ class CheckpointStorage:
         return FileRef(posixpath.relpath(path, relative_to), digest.size, digest.crc32, digest.sha256)
 
     def upload(self, local_path: str, path: str, relative_to: str) -> FileRef:
-        def chunks() -> Iterator[bytes]:
-            with open(local_path, "rb") as source:
-                while chunk := source.read(CHUNK):
-                    yield chunk
-
-        return self.write_file(path, chunks(), relative_to)
+        with open(local_path, "rb") as source:
+            return self.write_file(path, iter(functools.partial(source.read, CHUNK), b""), relative_to)
 
     # -- reading -------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ is serialized in the synchronous part.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -166,11 +167,9 @@ class OperatorStateStore:
         for name, (mode, state) in self._states.items():
             if isinstance(state, OperatorListState):
                 states[name] = (mode, [dumps(v) for v in state.get()])
-            else:
-                items = []
-                for key, value in state._entries.items():
-                    items += [key, dumps(value)]
-                states[name] = (mode, items)
+            else:  # a map: its keys and values, alternating
+                pairs = ((key, dumps(value)) for key, value in state._entries.items())
+                states[name] = (mode, list(itertools.chain.from_iterable(pairs)))
         return OperatorStateSnapshot(states)
 
     def restore(self, snapshot: OperatorStateSnapshot) -> None:

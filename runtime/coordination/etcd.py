@@ -31,6 +31,7 @@ from lockgate.runtime.coordination.etcd_tls import connect_tls
 from lockgate.runtime.coordination.kv_store import (
     Compare,
     Delete,
+    KeyValueStore,
     LeaseNotFoundError,
     Operation,
     Put,
@@ -107,7 +108,7 @@ class EtcdConfig:
         return EtcdConfig(tuple(u.strip() for u in urls.split(",") if u.strip()), **options)
 
 
-class Etcd:
+class Etcd(KeyValueStore):
     """A connection to one of the configured endpoints, failing over between them:
     the `KeyValueStore` every process of a job shares."""
 
@@ -116,13 +117,6 @@ class Etcd:
         self._client: aetcd.Client | None = None
         self._next = 0
         self._lock = asyncio.Lock()
-
-    async def __aenter__(self) -> Etcd:
-        await self.connect()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     # -- connection ----------------------------------------------------------------
 
@@ -246,9 +240,6 @@ class Etcd:
     async def get(self, key: bytes) -> bytes | None:
         result = await self._call("get", key)
         return None if result is None else bytes(result.value)
-
-    async def get_prefix(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
-        return (await self.get_prefix_at(prefix))[0]
 
     async def get_prefix_at(self, prefix: bytes) -> tuple[list[tuple[bytes, bytes]], int]:
         result = await self._call("get_prefix", prefix)

@@ -55,7 +55,7 @@ class _Watcher:
     queue: asyncio.Queue[WatchEvent]
 
 
-class InMemoryStore:
+class InMemoryStore(KeyValueStore):
     def __init__(self, clock: Clock | None = None, history: int = HISTORY) -> None:
         self.clock: Clock = clock or SystemClock()
         self._history_size = history
@@ -81,21 +81,12 @@ class InMemoryStore:
     async def close(self) -> None:
         pass
 
-    async def __aenter__(self) -> KeyValueStore:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        pass
-
     # -- key-value -----------------------------------------------------------------
 
     async def get(self, key: bytes) -> bytes | None:
         with self._locked():
             held = self._data.get(key)
             return None if held is None else held[0]
-
-    async def get_prefix(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
-        return (await self.get_prefix_at(prefix))[0]
 
     async def get_prefix_at(self, prefix: bytes) -> tuple[list[tuple[bytes, bytes]], int]:
         with self._locked():

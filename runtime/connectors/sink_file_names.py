@@ -94,15 +94,11 @@ def check_prefix(prefix: str) -> None:
         )
 
 
-def longest_name_bytes(prefix: str, job: JobIdentity) -> int:
-    """The bytes of the longest name a writer of `job` may make."""
+def check_name_length(url: str, prefix: str, job: JobIdentity) -> None:
+    """Refuse a job whose writers could make a name longer than file systems take."""
     n = _WIDEST_NUMBER
     widest = FileName(prefix, job, n, n, "0" * 8, n)
-    return max(len(widest.in_progress.encode()), len(widest.final(n).encode()))
-
-
-def check_name_length(url: str, prefix: str, job: JobIdentity) -> None:
-    longest = longest_name_bytes(prefix, job)
+    longest = max(len(widest.in_progress.encode()), len(widest.final(n).encode()))
     if longest > MAX_NAME_BYTES:
         raise ValueError(
             f"{url}: the names of job {job}'s files would take up to {longest} bytes, "

@@ -3,9 +3,9 @@ leases and watches — what etcd offers and all that Lockgate asks of it.
 
 Two implementations, which inherit what is written once here: `Etcd` (the real one,
 shared by every process of a job) and `InMemoryStore` (one process: tests and the
-in-process runner). Everything above
-(coordinator, participants, leadership, savepoint queue, status) is written
-against this Protocol, and one contract suite runs against both.
+in-process runner). Everything above (coordinator, participants, leadership,
+savepoint queue, status) is written against this Protocol, and one contract suite
+runs against both.
 
 Transactions are given as plain records (`ValueIs`, `Put`, ...) that each
 implementation translates, so no caller touches a client library's types.

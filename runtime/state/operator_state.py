@@ -23,7 +23,7 @@ from lockgate.runtime.serializers import DEFAULT_SERIALIZER, Serializer
 from lockgate.runtime.varint import decode_varint, encode_varint
 
 Mode = Literal["split", "union", "broadcast"]
-S = TypeVar("S", "OperatorListState", "BroadcastState")
+_State = TypeVar("_State", "OperatorListState", "BroadcastState")
 MAGIC = b"LGOS\x01"
 
 
@@ -132,7 +132,7 @@ class OperatorStateStore:
     def broadcast_state(self, name: str) -> BroadcastState:
         return self._get(name, "broadcast", BroadcastState)
 
-    def _get(self, name: str, mode: Mode, make: type[S]) -> S:
+    def _get(self, name: str, mode: Mode, make: type[_State]) -> _State:
         existing = self._states.get(name)
         if existing is not None:
             if existing[0] != mode:

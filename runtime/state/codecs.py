@@ -63,12 +63,8 @@ class TtlCodec:
         return None if stored[0] <= now_ms else stored
 
 
-class TtlListCodec:
-    """Stored objects are lists of `(expires_at_ms, element)`."""
-
-    def __init__(self, serializer: Serializer) -> None:
-        self.dumps = serializer.dumps
-        self.loads = serializer.loads
+class TtlListCodec(PlainCodec):
+    """Stored objects are lists of `(expires_at_ms, element)`, serialized as they are."""
 
     def compact(self, data: bytes, now_ms: int) -> bytes | None:
         elements = self.loads(data)

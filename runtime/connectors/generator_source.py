@@ -18,13 +18,6 @@ from lockgate.runtime.api.connectors import Backlog, Source, SourceReader, Subta
 from lockgate.runtime.connectors.partitions import assigned
 
 
-def default_record(keys: int) -> Callable[[int], Any]:
-    def record(n: int) -> Any:
-        return {"n": n, "key": n % keys}
-
-    return record
-
-
 class GeneratorSource(Source):
     def __init__(
         self,
@@ -46,7 +39,7 @@ class GeneratorSource(Source):
         self.bounded = count is not None
         self.partitions = partitions
         self.rate = rate
-        self.record_fn = record_fn or default_record(keys)
+        self.record_fn: Callable[[int], Any] = record_fn or (lambda n: {"n": n, "key": n % keys})
         self.clock = clock
 
     def partition_names(self) -> list[str]:
@@ -63,20 +56,17 @@ class GeneratorReader(SourceReader):
         self._source = source
         names = assigned(source.partition_names(), subtask, parallelism)
         self._next = {name: int(offsets.get(name, int(name.rsplit("-", 1)[1]))) for name in names}
-        share = len(names) / source.partitions
-        self._rate = None if source.rate is None else source.rate * share
+        self._rate = None if source.rate is None else source.rate * (len(names) / source.partitions)
         self._started = source.clock()
         self._emitted = 0
 
-    def _allowed(self, wanted: int) -> int:
-        if self._rate is None:
-            return wanted
-        due = int((self._source.clock() - self._started) * self._rate) - self._emitted
-        return max(0, min(wanted, due))
+    def _due(self, rate: float) -> int:
+        """The records `rate` allows by now that were not emitted yet (negative when ahead of it)."""
+        return int((self._source.clock() - self._started) * rate) - self._emitted
 
     def _take(self, max_records: int) -> Iterator[tuple[str, Any]]:
         """Round robin over the partitions, so all of them advance evenly."""
-        budget = self._allowed(max_records)
+        budget = max_records if self._rate is None else max(0, min(max_records, self._due(self._rate)))
         taken = 0
         step = self._source.partitions
         count = self._source.count
@@ -118,7 +108,7 @@ class GeneratorReader(SourceReader):
             left = sum(-(-(count - n) // step) for n in self._next.values() if n < count)
         if self._rate is None:
             return None if left is None else Backlog(records=left)
-        due = int((self._source.clock() - self._started) * self._rate) - self._emitted
+        due = self._due(self._rate)
         return Backlog(records=max(0, due) if left is None else min(max(0, due), left))
 
     def reached_end(self) -> bool:

@@ -14,7 +14,7 @@ not told apart from the file it replaced.)
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 FINGERPRINT_BYTES = 4096
@@ -52,8 +52,7 @@ class PartitionOffset:
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"byte": self.byte, "line": self.line}
         if self.fingerprint is not None:
-            fp = self.fingerprint
-            data["fingerprint"] = {"length": fp.length, "crc": fp.crc, "inode": fp.inode}
+            data["fingerprint"] = asdict(self.fingerprint)
         return data
 
     @staticmethod

@@ -64,10 +64,8 @@ class LogSourceReader(SourceReader):
         self._source = source
         self._subtask = context.subtask
         self._parallelism = context.parallelism
-        dead_letter = source.dead_letter
-        self._dead_letters = None if dead_letter is None else dead_letter.create_writer(context)
-        fs, root = fsspec.core.url_to_fs(source.url)
-        self._fs: Any = fs
+        self._dead_letters = None if source.dead_letter is None else source.dead_letter.create_writer(context)
+        self._fs, root = fsspec.core.url_to_fs(source.url)
         self._root = root.rstrip("/")
         self._partitions: dict[str, LogPartition] = {}
         self._restored = {name: PartitionOffset.from_json(value) for name, value in offsets.items()}

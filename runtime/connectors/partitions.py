@@ -25,9 +25,7 @@ _NUMBER = re.compile(r"(\d+)(?!.*\d)")  # the last run of digits in the name
 def slot(partition: str) -> int:
     """The partition's place in the round robin: its number, or a stable hash of its name."""
     number = _NUMBER.search(partition)
-    if number is not None:
-        return int(number.group(1))
-    return mmh3.hash(partition, signed=False)
+    return int(number.group(1)) if number is not None else mmh3.hash(partition, signed=False)
 
 
 def owner(partition: str, parallelism: int) -> int:

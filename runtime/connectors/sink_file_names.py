@@ -24,9 +24,7 @@ MAX_NAME_BYTES = 255
 # The widest a name's numbers get: subtask, launch, sequence and checkpoint id.
 _WIDEST_NUMBER = 10**12
 
-_HIDDEN = re.compile(
-    r"^(?:\.(?P<stem_ip>.+)\.inprogress|_(?P<stem_p>.+)\.pending)$",
-)
+_HIDDEN = re.compile(r"^(?:\.(?P<stem_ip>.+)\.inprogress|_(?P<stem_p>.+)\.pending)$")
 _WRITER = re.compile(r"^(?P<subtask>\d+)-(?P<launch>\d+)-(?P<attempt>[0-9a-f]{8})-(?P<sequence>\d+)$")
 
 
@@ -65,9 +63,6 @@ class FileName:
     def final(self, checkpoint_id: int) -> str:
         return f"{self.stem}-chk{checkpoint_id}.jsonl"
 
-    def is_of(self, prefix: str, job: JobIdentity) -> bool:
-        return self.prefix == prefix and self.job == job
-
 
 def parse_hidden(name: str) -> FileName | None:
     """The parts of an in-progress or pending file's name; None for any other name."""
@@ -99,15 +94,11 @@ def check_prefix(prefix: str) -> None:
         )
 
 
-def longest_name_bytes(prefix: str, job: JobIdentity) -> int:
-    """The bytes of the longest name a writer of `job` may make."""
+def check_name_length(url: str, prefix: str, job: JobIdentity) -> None:
+    """Refuse a job whose writers could make a name longer than file systems take."""
     n = _WIDEST_NUMBER
     widest = FileName(prefix, job, n, n, "0" * 8, n)
-    return max(len(widest.in_progress.encode()), len(widest.final(n).encode()))
-
-
-def check_name_length(url: str, prefix: str, job: JobIdentity) -> None:
-    longest = longest_name_bytes(prefix, job)
+    longest = max(len(widest.in_progress.encode()), len(widest.final(n).encode()))
     if longest > MAX_NAME_BYTES:
         raise ValueError(
             f"{url}: the names of job {job}'s files would take up to {longest} bytes, "

@@ -42,4 +42,5 @@ def leftovers(names: Iterable[str], prefix: str, context: SubtaskContext, keep: 
 
 
 def _in_share(name: FileName, prefix: str, context: SubtaskContext) -> bool:
-    return name.is_of(prefix, context.job) and name.subtask % context.parallelism == context.subtask
+    mine = name.prefix == prefix and name.job == context.job
+    return mine and name.subtask % context.parallelism == context.subtask

@@ -25,8 +25,7 @@ CANCEL_WAIT_S = 5.0
 def raise_if_cancelling() -> None:
     """Re-raise the current task's pending cancellation: call it where an error
     that a cancellation may cause (a gRPC CANCELLED, say) is about to be retried."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
+    if cancellation_requests():
         raise asyncio.CancelledError
 
 

@@ -67,16 +67,20 @@ class CompletedCheckpointStore:
             delete_prefix_op(self._keys.acks_of(n)),
         ]
 
-    async def _forget(self, guard: Compare, summary: CompletedCheckpoint) -> None:
-        """Drop a summary from etcd, only while `guard` (the coordinator leads) holds:
-        a deposed coordinator must not decide what its successor may restore."""
+    async def _discard(self, guard: Compare, summary: CompletedCheckpoint) -> None:
+        """Drop a summary from etcd, only while `guard` (the coordinator leads) holds
+        (a deposed coordinator must not decide what its successor may restore), then
+        a checkpoint's directory (a savepoint's files are the user's)."""
         n = summary.checkpoint_id
         # Its mark (if it was found damaged) goes with it.
         forget = [delete_op(self._keys.completed_of(n)), delete_op(self._keys.unusable_of(n))]
         if not await self._store.transaction([guard], forget):
             raise CoordinatorFencedError(
-                f"the coordinator was replaced; checkpoint {summary.checkpoint_id} is left to its successor"
+                f"the coordinator was replaced; checkpoint {n} is left to its successor"
             )
+        if summary.kind == "checkpoint":
+            directory = self._storage.checkpoint_dir(self._keys.job, n)
+            await asyncio.to_thread(self._storage.delete, directory, True)
 
     async def discard_old(self, in_flight: set[int], guard: Compare) -> list[int]:
         """Forget checkpoints beyond the retained ones; delete their files and the
@@ -84,18 +88,12 @@ class CompletedCheckpointStore:
         `in_flight`). Each summary is forgotten under `guard` before its files go.
         Returns the discarded ids."""
         completed = await self.all()
-        checkpoints = [c for c in completed if c.kind == "checkpoint"]
-        keep = checkpoints[-self.retained :]
+        keep = [c for c in completed if c.kind == "checkpoint"][-self.retained :]
         oldest_kept = keep[0].checkpoint_id if keep else 0
-        discarded = []
-        for summary in completed:
-            if summary.checkpoint_id >= oldest_kept or summary in keep:
-                continue
-            await self._forget(guard, summary)
-            if summary.kind == "checkpoint":
-                directory = self._storage.checkpoint_dir(self._keys.job, summary.checkpoint_id)
-                await asyncio.to_thread(self._storage.delete, directory, True)
-            discarded.append(summary.checkpoint_id)
+        old = [c for c in completed if c.checkpoint_id < oldest_kept]
+        for summary in old:
+            await self._discard(guard, summary)
+        discarded = [c.checkpoint_id for c in old]
         if discarded:
             deleted = await asyncio.to_thread(
                 delete_unreferenced_shared_files,
@@ -114,10 +112,7 @@ class CompletedCheckpointStore:
         For starting a job over from empty state, under `guard` as `discard_old`."""
         completed = await self.all()
         for summary in completed:
-            await self._forget(guard, summary)
-            if summary.kind == "checkpoint":
-                directory = self._storage.checkpoint_dir(self._keys.job, summary.checkpoint_id)
-                await asyncio.to_thread(self._storage.delete, directory, True)
+            await self._discard(guard, summary)
         forget: list[Operation] = [delete_op(self._keys.latest), delete_prefix_op(self._keys.unusable)]
         if not await self._store.transaction([guard], forget):
             raise CoordinatorFencedError("the coordinator was replaced while it discarded checkpoints")

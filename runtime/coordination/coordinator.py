@@ -25,6 +25,7 @@ from lockgate.runtime.coordination.errors import (
 )
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.kv_store import (
+    Compare,
     KeyValueStore,
     Operation,
     delete_op,
@@ -33,13 +34,7 @@ from lockgate.runtime.coordination.kv_store import (
     value_is,
 )
 from lockgate.runtime.coordination.leadership import LEASE_TTL_S, Leadership
-from lockgate.runtime.coordination.records import (
-    Ack,
-    CompletedCheckpoint,
-    Trigger,
-    decode,
-    encode,
-)
+from lockgate.runtime.coordination.records import Ack, CompletedCheckpoint, Trigger, decode, encode
 from lockgate.runtime.coordination.savepoint_queue import SavepointQueue
 from lockgate.runtime.snapshot.metadata import (
     CheckpointMetadata,
@@ -190,8 +185,13 @@ class CheckpointCoordinator:
         # Subtasks watch triggers from here, so none is missed by a task that
         # subscribes after this coordinator's first trigger.
         self.trigger_revision = revision + 1
-        self._last_allocated = await self._highest_id_in_use()
         self._latest_completed = await self.store.latest_id() or 0
+        # Ids are allocated by compare-and-swap on `last-id`; what etcd recorded
+        # before that key existed counts too.
+        allocated = await self._kv.get(self._keys.last_checkpoint_id)
+        trigger = await self._kv.get(self._keys.trigger)
+        last_triggered = decode(Trigger, trigger).checkpoint_id if trigger else 0
+        self._last_allocated = max(int(allocated or 0), self._latest_completed, last_triggered)
         self._next_id = self._last_allocated + 1
         # Acks of an earlier coordinator belong to checkpoints nobody will complete,
         # sources restored by this run report being drained anew, and earlier
@@ -260,18 +260,8 @@ class CheckpointCoordinator:
     def _raise_if_crashed(self) -> None:
         """A dead watcher or publisher would leave the job waiting for checkpoints forever."""
         for task in self._tasks:
-            if task.done() and not task.cancelled() and task.exception() is not None:
-                error = task.exception()
+            if task.done() and not task.cancelled() and (error := task.exception()) is not None:
                 raise JobFailedError(f"the coordinator's {task.get_name()} loop failed: {error!r}") from error
-
-    async def _highest_id_in_use(self) -> int:
-        """Ids are allocated by compare-and-swap on `last-id`; what etcd recorded
-        before that key existed counts too."""
-        allocated = await self._kv.get(self._keys.last_checkpoint_id)
-        latest = await self.store.latest_id() or 0
-        trigger = await self._kv.get(self._keys.trigger)
-        last_triggered = decode(Trigger, trigger).checkpoint_id if trigger else 0
-        return max(int(allocated or 0), latest, last_triggered)
 
     async def close(self, release: bool = True) -> None:
         """Stop the coordinator's loops and give up the job, each within a bound: a
@@ -292,9 +282,7 @@ class CheckpointCoordinator:
         if self._sources_drained and not checkpoints:
             return True  # the final checkpoint of a bounded job: no reason to wait
         interval = self.config.interval_s
-        if interval is None:
-            return False
-        if len(checkpoints) >= self.config.max_concurrent:
+        if interval is None or len(checkpoints) >= self.config.max_concurrent:
             return False
         now = self._monotonic_s()
         return now - self._last_completion >= self.config.min_pause_s and now - self._last_trigger >= interval
@@ -338,11 +326,10 @@ class CheckpointCoordinator:
             if pending is None:
                 continue  # aborted before it was published
             last = self._keys.last_checkpoint_id
-            if not await self._kv.transaction(
-                [self.leadership.guard, value_is(last, str(self._last_allocated).encode())],
+            if not await self._guarded(
                 [put_op(self._keys.trigger, encode(trigger)), put_op(last, str(n).encode())],
+                value_is(last, str(self._last_allocated).encode()),
             ):
-                self.leadership.lost.set()
                 await self._abort(n, "this coordinator was replaced")
                 continue
             self._last_allocated = n
@@ -409,10 +396,11 @@ class CheckpointCoordinator:
     async def _complete(self, pending: PendingCheckpoint) -> None:
         pending.status = "completing"
         trigger = pending.trigger
+        n = trigger.checkpoint_id
         target = CheckpointStorage(trigger.target)
         metadata = CheckpointMetadata(
             job_id=self._keys.job,
-            checkpoint_id=trigger.checkpoint_id,
+            checkpoint_id=n,
             kind=trigger.kind,
             timestamp_ms=trigger.timestamp_ms,
             vertices={
@@ -427,10 +415,10 @@ class CheckpointCoordinator:
         try:
             await asyncio.to_thread(write_metadata, target, target.root, metadata, self._snapshot_key)
         except OSError as error:
-            await self._abort(trigger.checkpoint_id, f"writing its _metadata failed: {error}")
+            await self._abort(n, f"writing its _metadata failed: {error}")
             return
         summary = CompletedCheckpoint(
-            checkpoint_id=trigger.checkpoint_id,
+            checkpoint_id=n,
             kind=trigger.kind,
             path=trigger.target,
             parallelism=dict(self._plan.vertices),
@@ -441,14 +429,9 @@ class CheckpointCoordinator:
             final=bool(self._plan.sources) and pending.drained >= self._plan.source_subtasks,
             launch=self.launch,
         )
-        n = trigger.checkpoint_id
-        newest = n > self._latest_completed
-        if not await self._kv.transaction(
-            [self.leadership.guard], self.store.completion_ops(summary, newest)
-        ):
-            self.leadership.lost.set()
+        if not await self._guarded(self.store.completion_ops(summary, newest=n > self._latest_completed)):
             await asyncio.to_thread(target.delete, f"{target.root}/_metadata")
-            await self._abort(trigger.checkpoint_id, "this coordinator was replaced")
+            await self._abort(n, "this coordinator was replaced")
             self._wake.set()
             return
         pending.status = "finished"
@@ -477,9 +460,9 @@ class CheckpointCoordinator:
 
     # -- failures ------------------------------------------------------------------
 
-    async def _guarded(self, operations: list[Operation]) -> bool:
-        """Write only while this coordinator leads; a failed guard fences it."""
-        if await self._kv.transaction([self.leadership.guard], operations):
+    async def _guarded(self, operations: list[Operation], *also: Compare) -> bool:
+        """Write only while this coordinator leads (and `also` holds); a failed guard fences it."""
+        if await self._kv.transaction([self.leadership.guard, *also], operations):
             return True
         self.leadership.lost.set()
         return False

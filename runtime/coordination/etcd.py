@@ -31,6 +31,7 @@ from lockgate.runtime.coordination.etcd_tls import connect_tls
 from lockgate.runtime.coordination.kv_store import (
     Compare,
     Delete,
+    KeyValueStore,
     LeaseNotFoundError,
     Operation,
     Put,
@@ -107,7 +108,7 @@ class EtcdConfig:
         return EtcdConfig(tuple(u.strip() for u in urls.split(",") if u.strip()), **options)
 
 
-class Etcd:
+class Etcd(KeyValueStore):
     """A connection to one of the configured endpoints, failing over between them:
     the `KeyValueStore` every process of a job shares."""
 
@@ -116,13 +117,6 @@ class Etcd:
         self._client: aetcd.Client | None = None
         self._next = 0
         self._lock = asyncio.Lock()
-
-    async def __aenter__(self) -> Etcd:
-        await self.connect()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     # -- connection ----------------------------------------------------------------
 
@@ -247,12 +241,7 @@ class Etcd:
         result = await self._call("get", key)
         return None if result is None else bytes(result.value)
 
-    async def get_prefix(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
-        return (await self.get_prefix_at(prefix))[0]
-
     async def get_prefix_at(self, prefix: bytes) -> tuple[list[tuple[bytes, bytes]], int]:
-        """The keys under `prefix` and the store revision they were read at: a watch
-        from that revision + 1 misses no change after the read."""
         result = await self._call("get_prefix", prefix)
         items = sorted((bytes(kv.key), bytes(kv.value)) for kv in result)
         return items, int(result.header.revision)
@@ -294,7 +283,6 @@ class Etcd:
         return int(lease.id)
 
     async def refresh_lease(self, lease_id: int) -> int:
-        """Keep the lease alive; returns its new TTL (0 or less: it has expired)."""
         reply = await self._call("refresh_lease", lease_id)
         return -1 if reply is None else int(reply.TTL)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import signal
 import socket
@@ -26,10 +27,7 @@ class EtcdServer:
     """One etcd member with its data in `data_dir`; `restart()` keeps data and ports."""
 
     def __init__(
-        self,
-        data_dir: Path,
-        client_port: int | None = None,
-        tls: tuple[str, str, str] | None = None,
+        self, data_dir: Path, client_port: int | None = None, tls: tuple[str, str, str] | None = None
     ) -> None:
         """`tls`: (CA file, server certificate, server key); clients must then present
         a certificate signed by that CA."""
@@ -51,20 +49,6 @@ class EtcdServer:
         scheme = "https" if self._tls else "http"
         return f"{scheme}://127.0.0.1:{self.client_port}"
 
-    def _tls_flags(self) -> list[str]:
-        if self._tls is None:
-            return []
-        ca, cert, key = self._tls
-        return [
-            "--cert-file",
-            cert,
-            "--key-file",
-            key,
-            "--client-cert-auth",
-            "--trusted-ca-file",
-            ca,
-        ]
-
     def start(self, timeout: float = 20.0) -> None:
         self.launch()
         self.wait_healthy(timeout)
@@ -75,25 +59,21 @@ class EtcdServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.data_dir.parent / f"{self.data_dir.name}.log", "ab")  # noqa: SIM115
         peer = f"http://127.0.0.1:{self.peer_port}"
+        flags = {
+            "--name": "lockgate",
+            "--data-dir": str(self.data_dir),
+            "--listen-client-urls": self.endpoint,
+            "--advertise-client-urls": self.endpoint,
+            "--listen-peer-urls": peer,
+            "--initial-advertise-peer-urls": peer,
+            "--initial-cluster": f"lockgate={peer}",
+        }
+        command = [self._binary, *itertools.chain.from_iterable(flags.items())]
+        if self._tls is not None:
+            ca, cert, key = self._tls
+            command += ["--cert-file", cert, "--key-file", key, "--client-cert-auth", "--trusted-ca-file", ca]
         self._process = subprocess.Popen(
-            [
-                self._binary,
-                "--name",
-                "lockgate",
-                "--data-dir",
-                str(self.data_dir),
-                "--listen-client-urls",
-                self.endpoint,
-                "--advertise-client-urls",
-                self.endpoint,
-                "--listen-peer-urls",
-                peer,
-                "--initial-advertise-peer-urls",
-                peer,
-                "--initial-cluster",
-                f"lockgate={peer}",
-                *self._tls_flags(),
-            ],
+            command,
             stdout=log,
             stderr=subprocess.STDOUT,
             # Its own process group: Ctrl-C in a terminal signals the whole foreground

@@ -27,8 +27,7 @@ async def connect_tls(client: Any, config: EtcdConfig) -> None:
         private_key=_read(config.key_file),
         certificate_chain=_read(config.cert_file),
     )
-    target = f"{client._host}:{client._port}"
-    client.channel = grpc.aio.secure_channel(target, credentials)
+    client.channel = grpc.aio.secure_channel(f"{client._host}:{client._port}", credentials)
     if config.username is not None:
         client.auth_stub = rpc.AuthStub(client.channel)
         reply = await client.auth_stub.Authenticate(

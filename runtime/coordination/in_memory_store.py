@@ -55,7 +55,7 @@ class _Watcher:
     queue: asyncio.Queue[WatchEvent]
 
 
-class InMemoryStore:
+class InMemoryStore(KeyValueStore):
     def __init__(self, clock: Clock | None = None, history: int = HISTORY) -> None:
         self.clock: Clock = clock or SystemClock()
         self._history_size = history
@@ -81,21 +81,12 @@ class InMemoryStore:
     async def close(self) -> None:
         pass
 
-    async def __aenter__(self) -> KeyValueStore:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        pass
-
     # -- key-value -----------------------------------------------------------------
 
     async def get(self, key: bytes) -> bytes | None:
         with self._locked():
             held = self._data.get(key)
             return None if held is None else held[0]
-
-    async def get_prefix(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
-        return (await self.get_prefix_at(prefix))[0]
 
     async def get_prefix_at(self, prefix: bytes) -> tuple[list[tuple[bytes, bytes]], int]:
         with self._locked():
@@ -118,12 +109,9 @@ class InMemoryStore:
             holds = all(self._holds(guard) for guard in compare)
             operations = success if holds else failure
             for operation in operations:
-                if (
-                    isinstance(operation, Put)
-                    and operation.lease is not None
-                    and operation.lease not in self._leases
-                ):
-                    raise LeaseNotFoundError(f"lease {operation.lease:x} has expired or was revoked")
+                lease = operation.lease if isinstance(operation, Put) else None
+                if lease is not None and lease not in self._leases:
+                    raise LeaseNotFoundError(f"lease {lease:x} has expired or was revoked")
             self._apply(operations)
             return holds
 
@@ -184,7 +172,9 @@ class InMemoryStore:
         with self._locked():
             lease = next(self._lease_ids)
             self._leases[lease] = _Lease(ttl_s, self.clock.monotonic_ms() + ttl_s * 1000)
-            self._start_reaper()
+            if self._reaper is None or not self._reaper.is_alive():
+                self._reaper = threading.Thread(target=self._reap, daemon=True, name="lease-reaper")
+                self._reaper.start()
             return lease
 
     async def refresh_lease(self, lease_id: int) -> int:
@@ -215,29 +205,15 @@ class InMemoryStore:
         if reaper is not None and reaper is not threading.current_thread():
             reaper.join()  # it sees no lease at its next look, within _REAP_EVERY_S
 
-    def end_expired_leases(self) -> None:
-        """End every lease whose TTL has run out by the store's clock (every call
-        does this first; a reaper thread does it while nobody calls)."""
-        with self._locked():
-            pass
-
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         """The store's lock, taken after ending the leases that ran out: no caller
         ever sees a key whose lease has ended."""
         with self._lock:
-            self._end_expired()
+            now = self.clock.monotonic_ms()
+            for lease_id in [i for i, lease in self._leases.items() if lease.expires_ms <= now]:
+                self._end_lease(lease_id)
             yield
-
-    def _end_expired(self) -> None:
-        now = self.clock.monotonic_ms()
-        for lease_id in [i for i, lease in self._leases.items() if lease.expires_ms <= now]:
-            self._end_lease(lease_id)
-
-    def _start_reaper(self) -> None:
-        if self._reaper is None or not self._reaper.is_alive():
-            self._reaper = threading.Thread(target=self._reap, daemon=True, name="lease-reaper")
-            self._reaper.start()
 
     def _reap(self) -> None:
         while True:

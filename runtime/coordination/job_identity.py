@@ -35,11 +35,6 @@ class JobIdentity:
     def name(self) -> str:
         return f"lockgate/{self.keys.namespace}/{self.keys.job}"
 
-    @property
-    def key_range(self) -> tuple[bytes, bytes]:
-        prefix = self.keys.root
-        return prefix, aetcd.utils.prefix_range_end(prefix)
-
 
 def new_password() -> str:
     return secrets.token_urlsafe(32)
@@ -50,7 +45,8 @@ async def grant(etcd: Etcd, identity: JobIdentity, password: str) -> None:
     job's role, which reads and writes only the job's keys. Idempotent: a retried
     launch step runs it again."""
     name = identity.name
-    key, range_end = identity.key_range
+    key = identity.keys.root
+    range_end = aetcd.utils.prefix_range_end(key)
     await _tolerating(_EXISTS, etcd.auth("RoleAdd", rpc.AuthRoleAddRequest(name=name)))
     permission = rpc.Permission(permType=rpc.Permission.READWRITE, key=key, range_end=range_end)
     grant_permission = rpc.AuthRoleGrantPermissionRequest(name=name, perm=permission)

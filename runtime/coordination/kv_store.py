@@ -1,10 +1,11 @@
 """The control plane's contract: a key-value store with revisions, transactions,
 leases and watches — what etcd offers and all that Lockgate asks of it.
 
-Two implementations: `Etcd` (the real one, shared by every process of a job) and
-`InMemoryStore` (one process: tests and the in-process runner). Everything above
-(coordinator, participants, leadership, savepoint queue, status) is written
-against this Protocol, and one contract suite runs against both.
+Two implementations, which inherit what is written once here: `Etcd` (the real one,
+shared by every process of a job) and `InMemoryStore` (one process: tests and the
+in-process runner). Everything above (coordinator, participants, leadership,
+savepoint queue, status) is written against this Protocol, and one contract suite
+runs against both.
 
 Transactions are given as plain records (`ValueIs`, `Put`, ...) that each
 implementation translates, so no caller touches a client library's types.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, Self
 
 
 class LeaseNotFoundError(Exception):
@@ -57,24 +58,12 @@ Compare = ValueIs | KeyAbsent
 Operation = Put | Delete | DeletePrefix
 
 
-def value_is(key: bytes, value: bytes) -> ValueIs:
-    return ValueIs(key, value)
-
-
-def key_absent(key: bytes) -> KeyAbsent:
-    return KeyAbsent(key)
-
-
-def put_op(key: bytes, value: bytes, lease: int | None = None) -> Put:
-    return Put(key, value, lease)
-
-
-def delete_op(key: bytes) -> Delete:
-    return Delete(key)
-
-
-def delete_prefix_op(prefix: bytes) -> DeletePrefix:
-    return DeletePrefix(prefix)
+# The records under the names callers build transactions with.
+value_is = ValueIs
+key_absent = KeyAbsent
+put_op = Put
+delete_op = Delete
+delete_prefix_op = DeletePrefix
 
 
 @dataclass(frozen=True)
@@ -94,13 +83,17 @@ class KeyValueStore(Protocol):
 
     async def close(self) -> None: ...
 
-    async def __aenter__(self) -> KeyValueStore: ...
+    async def __aenter__(self) -> Self:
+        await self.connect()
+        return self
 
-    async def __aexit__(self, *exc: object) -> None: ...
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     async def get(self, key: bytes) -> bytes | None: ...
 
-    async def get_prefix(self, prefix: bytes) -> list[tuple[bytes, bytes]]: ...
+    async def get_prefix(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
+        return (await self.get_prefix_at(prefix))[0]
 
     async def get_prefix_at(self, prefix: bytes) -> tuple[list[tuple[bytes, bytes]], int]:
         """The keys under `prefix` (sorted) and the revision they were read at: a watch

@@ -8,6 +8,7 @@ cut off from etcd), etcd deletes the key, so a zombie can complete nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -19,13 +20,7 @@ from lockgate.runtime.coordination.cancellation import bounded, within
 from lockgate.runtime.coordination.errors import CoordinatorConflictError
 from lockgate.runtime.coordination.etcd import EtcdUnavailableError
 from lockgate.runtime.coordination.keys import JobKeys
-from lockgate.runtime.coordination.kv_store import (
-    Compare,
-    KeyValueStore,
-    key_absent,
-    put_op,
-    value_is,
-)
+from lockgate.runtime.coordination.kv_store import Compare, KeyValueStore, key_absent, put_op, value_is
 from lockgate.runtime.coordination.records import CoordinatorRecord, decode, encode
 
 log = logging.getLogger(__name__)
@@ -115,10 +110,8 @@ class Leadership:
                 if event.deleted and event.key == self._keys.coordinator:
                     return
 
-        try:
+        with contextlib.suppress(TimeoutError):
             await within(deleted(), timeout)
-        except TimeoutError:
-            return
 
     async def _keep_alive(self) -> None:
         """Refresh the lease; declare it lost by this process's own clock once a TTL has
@@ -133,18 +126,15 @@ class Leadership:
             try:
                 ttl = await within(self._store.refresh_lease(self.lease_id), max(remaining, 0.001))
             except (EtcdUnavailableError, TimeoutError):
-                if time.monotonic() - confirmed_sent >= self.ttl_s:
-                    log.error(
-                        "coordinator lease lapsed while etcd was unreachable: this coordinator is fenced"
-                    )
-                    self.lost.set()
-                    return
-                continue
+                if time.monotonic() - confirmed_sent < self.ttl_s:
+                    continue
+                log.error("coordinator lease lapsed while etcd was unreachable: this coordinator is fenced")
+                break
             if ttl <= 0:
                 log.error("coordinator lease %s expired: this coordinator is fenced", self.lease_id)
-                self.lost.set()
-                return
+                break
             confirmed_sent = sent
+        self.lost.set()
 
     def abandon(self) -> None:
         """Stop keeping the lease alive, as a crashed or partitioned driver would."""

@@ -13,13 +13,7 @@ from collections.abc import AsyncIterator
 from lockgate.runtime.coordination.ack_seal import seal
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.kv_store import KeyValueStore
-from lockgate.runtime.coordination.records import (
-    Ack,
-    CompletedCheckpoint,
-    Trigger,
-    decode,
-    encode,
-)
+from lockgate.runtime.coordination.records import Ack, CompletedCheckpoint, Trigger, decode, encode
 from lockgate.runtime.snapshot.metadata import SubtaskState
 
 log = logging.getLogger(__name__)
@@ -82,8 +76,5 @@ class CheckpointParticipant:
         await self._put(trigger, Ack(trigger.checkpoint_id, self.launch, declined=reason))
 
     async def _put(self, trigger: Trigger, ack: Ack) -> None:
-        key, record = self._key(trigger), encode(ack)
+        key, record = self._keys.ack(trigger.checkpoint_id, self.vertex, self.subtask), encode(ack)
         await self._store.put(key, record if self._ack_key is None else seal(self._ack_key, key, record))
-
-    def _key(self, trigger: Trigger) -> bytes:
-        return self._keys.ack(trigger.checkpoint_id, self.vertex, self.subtask)

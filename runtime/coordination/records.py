@@ -107,8 +107,7 @@ class CompletedCheckpoint:
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> CompletedCheckpoint:
-        fields = {k: v for k, v in data.items() if k != "duration_ms"}
-        return CompletedCheckpoint(**fields)
+        return CompletedCheckpoint(**{k: v for k, v in data.items() if k != "duration_ms"})
 
 
 @dataclass(frozen=True)

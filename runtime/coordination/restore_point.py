@@ -13,6 +13,7 @@ beginning, so the run fails with `NoUsableCheckpointError` instead.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -102,13 +103,8 @@ def verify(url: str, trust: Trust = UNCHECKED, threads: int = VERIFY_THREADS) ->
     for ref in refs:
         storage.check_size(storage.resolve(storage.root, ref), ref.size)
     with ThreadPoolExecutor(threads, thread_name_prefix="verify") as pool:
-        checks = [pool.submit(storage.verify_file, storage.root, ref) for ref in refs]
-        try:
-            for check in checks:
-                check.result()
-        finally:
-            for check in checks:
-                check.cancel()
+        # `map` raises the first failure in order and cancels the checks not yet started.
+        list(pool.map(functools.partial(storage.verify_file, storage.root), refs))
     return RestorePoint(url, metadata)
 
 

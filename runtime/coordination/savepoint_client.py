@@ -8,12 +8,7 @@ import uuid
 from lockgate.runtime.coordination.cancellation import within
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.kv_store import KeyValueStore
-from lockgate.runtime.coordination.records import (
-    SavepointRequest,
-    SavepointResult,
-    decode,
-    encode,
-)
+from lockgate.runtime.coordination.records import SavepointRequest, SavepointResult, decode, encode
 
 
 async def request_savepoint(

@@ -56,20 +56,14 @@ class JobMetrics:
         for kind in ("checkpoint", "savepoint"):  # zeros, so rates exist before the first
             self._completed.labels(*job, kind)
             self._failed.labels(*job, kind)
-        gauge = Gauge(
-            "lockgate_job_start_time_seconds",
-            "When the driver started (Unix time).",
-            LABELS,
-            registry=registry,
-        )
-        gauge.labels(*job).set(time.time())
-        gauge = Gauge("lockgate_job_parallelism", "Subtasks per vertex.", LABELS, registry=registry)
-        gauge.labels(*job).set(parallelism)
+
+        def setting(name: str, documentation: str, value: float) -> None:
+            Gauge(name, documentation, LABELS, registry=registry).labels(*job).set(value)
+
+        setting("lockgate_job_start_time_seconds", "When the driver started (Unix time).", time.time())
+        setting("lockgate_job_parallelism", "Subtasks per vertex.", parallelism)
         if config.interval_s is not None:
-            gauge = Gauge(
-                "lockgate_checkpoint_interval_seconds", "The configured interval.", LABELS, registry=registry
-            )
-            gauge.labels(*job).set(config.interval_s)
+            setting("lockgate_checkpoint_interval_seconds", "The configured interval.", config.interval_s)
         self._job = job
 
     def completed(self, checkpoint: CompletedCheckpoint) -> None:

@@ -7,6 +7,7 @@ Kubernetes, with one task per executor pod, every task gets the first.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from dataclasses import dataclass
@@ -57,10 +58,7 @@ def serve(registry: CollectorRegistry, ports: PortRange, host: str) -> MetricsSe
     """Serve `registry` at /metrics on the first free port of `ports`; None (and a
     warning: metrics are not worth failing a job for) when every one is taken."""
     for port in range(ports.first, ports.last + 1):
-        try:
-            server, thread = start_http_server(port, host, registry)
-        except OSError:
-            continue
-        return MetricsServer(server, thread)
+        with contextlib.suppress(OSError):  # taken: try the next
+            return MetricsServer(*start_http_server(port, host, registry))
     log.warning("no free port in %s on %s: these metrics are not served", ports, host)
     return None

@@ -124,12 +124,8 @@ def write_canonical(
                     )
                     offset += len(data)
                     yield data
-        index = json.dumps(
-            {
-                "states": {name: frozen.metas[name].to_json() for name in sorted(tables)},
-                "sections": sections,
-            }
-        ).encode("utf-8")
+        states = {name: frozen.metas[name].to_json() for name in sorted(tables)}
+        index = json.dumps({"states": states, "sections": sections}).encode("utf-8")
         index_sha256 = hashlib.sha256(index).hexdigest()
         yield index
         yield FOOTER.pack(offset, len(index), zlib.crc32(index), END_MAGIC)
@@ -226,10 +222,7 @@ def _read_section(stream: IO[bytes], path: str, section: Section) -> bytes:
 
 
 def restore_canonical(
-    storage: CheckpointStorage,
-    snapshot_dir: str,
-    handle: CanonicalKeyedHandle,
-    backend: KeyedStateBackend,
+    storage: CheckpointStorage, snapshot_dir: str, handle: CanonicalKeyedHandle, backend: KeyedStateBackend
 ) -> int:
     """Load the key groups `backend` owns from `handle`; returns the entries loaded."""
     own = range(

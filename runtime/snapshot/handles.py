@@ -10,14 +10,6 @@ from lockgate.runtime.snapshot.storage import FileRef
 from lockgate.runtime.state.backend import StateMeta
 
 
-def _metas_to_json(states: dict[str, StateMeta]) -> dict[str, Any]:
-    return {name: meta.to_json() for name, meta in sorted(states.items())}
-
-
-def _metas_from_json(data: dict[str, Any]) -> dict[str, StateMeta]:
-    return {name: StateMeta.from_json(meta) for name, meta in data.items()}
-
-
 @dataclass(frozen=True)
 class CanonicalKeyedHandle:
     """One file of per-(state, key group) sections with an index at its end."""
@@ -42,12 +34,8 @@ class CanonicalKeyedHandle:
     @staticmethod
     def from_json(data: dict[str, Any]) -> CanonicalKeyedHandle:
         start, stop = data["key_groups"]
-        index_sha256 = data.get("index_sha256")
-        return CanonicalKeyedHandle(
-            range(start, stop),
-            FileRef.from_json(data["file"]),
-            None if index_sha256 is None else str(index_sha256),
-        )
+        index_sha256 = None if data.get("index_sha256") is None else str(data["index_sha256"])
+        return CanonicalKeyedHandle(range(start, stop), FileRef.from_json(data["file"]), index_sha256)
 
 
 @dataclass(frozen=True)
@@ -69,7 +57,7 @@ class NativeKeyedHandle:
         return {
             "format": self.format,
             "key_groups": [self.key_groups.start, self.key_groups.stop],
-            "states": _metas_to_json(self.states),
+            "states": {name: meta.to_json() for name, meta in sorted(self.states.items())},
             "shared": {name: ref.to_json() for name, ref in sorted(self.shared.items())},
             "private": {name: ref.to_json() for name, ref in sorted(self.private.items())},
         }
@@ -79,7 +67,7 @@ class NativeKeyedHandle:
         start, stop = data["key_groups"]
         return NativeKeyedHandle(
             key_groups=range(start, stop),
-            states=_metas_from_json(data["states"]),
+            states={n: StateMeta.from_json(m) for n, m in data["states"].items()},
             shared={n: FileRef.from_json(r) for n, r in data["shared"].items()},
             private={n: FileRef.from_json(r) for n, r in data["private"].items()},
         )

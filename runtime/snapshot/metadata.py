@@ -13,11 +13,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from lockgate.runtime.snapshot.handles import (
-    KeyedStateHandle,
-    OperatorStateHandle,
-    keyed_handle_from_json,
-)
+from lockgate.runtime.snapshot.handles import KeyedStateHandle, OperatorStateHandle, keyed_handle_from_json
 from lockgate.runtime.snapshot.snapshot_key import SnapshotKey
 from lockgate.runtime.snapshot.storage import METADATA, CheckpointStorage, SnapshotCorruptError
 

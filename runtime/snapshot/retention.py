@@ -45,8 +45,7 @@ def referenced_shared_files(storage: CheckpointStorage, job_id: str, retained: I
     referenced: set[str] = set()
     for checkpoint_id in retained:
         snapshot_dir = storage.checkpoint_dir(job_id, checkpoint_id)
-        metadata = read_metadata(storage, snapshot_dir)
-        for vertex in metadata.vertices.values():
+        for vertex in read_metadata(storage, snapshot_dir).vertices.values():
             for subtask in vertex.subtasks:
                 if isinstance(subtask.keyed, NativeKeyedHandle):
                     for ref in subtask.keyed.shared.values():
@@ -61,7 +60,6 @@ def unreferenced_shared_files(
     latest_completed: int,
     in_flight: Iterable[int] = (),
 ) -> list[str]:
-    retained = list(retained)
     keep = {sst_of(posixpath.basename(p)) for p in referenced_shared_files(storage, job_id, retained)}
     untouchable = set(in_flight)
     shared = storage.shared_dir(job_id)

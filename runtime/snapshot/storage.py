@@ -16,6 +16,7 @@ wrote: nobody who can only write to the storage can substitute another.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import posixpath
 import zlib
@@ -53,10 +54,8 @@ class FileRef:
     sha256: str | None = None  # hex; None in snapshots written before it was recorded
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"path": self.path, "size": self.size, "crc32": self.crc32}
-        if self.sha256 is not None:
-            data["sha256"] = self.sha256
-        return data
+        sha256 = {} if self.sha256 is None else {"sha256": self.sha256}
+        return {"path": self.path, "size": self.size, "crc32": self.crc32, **sha256}
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> FileRef:
@@ -97,28 +96,12 @@ class Digest:
             raise SnapshotCorruptError(path, "SHA-256 mismatch: not the file this job wrote")
 
 
-class ChecksumWriter:
-    """A write stream that digests its bytes on the way."""
-
-    def __init__(self, stream: IO[bytes]) -> None:
-        self._stream = stream
-        self.digest = Digest()
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        self._stream.write(data)
-        self.digest.update(data)
-
-    def ref(self, path: str) -> FileRef:
-        return FileRef(path, self.digest.size, self.digest.crc32, self.digest.sha256)
-
-
 class CheckpointStorage:
     """One fsspec filesystem and a root path under it."""
 
-    def __init__(self, url: str, **storage_options: Any) -> None:
+    def __init__(self, url: str) -> None:
         self.url = url
-        fs, root = fsspec.core.url_to_fs(url, **storage_options)
-        self.fs: Any = fs
+        self.fs, root = fsspec.core.url_to_fs(url)
         self.root = root.rstrip("/") or "/"
 
     # -- the layout --------------------------------------------------------------
@@ -157,19 +140,16 @@ class CheckpointStorage:
     def write_file(self, path: str, chunks: Iterator[bytes] | bytes, relative_to: str) -> FileRef:
         """Write `chunks` to `path`; the returned ref is relative to `relative_to`."""
         self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        digest = Digest()
         with self.fs.open(path, "wb") as stream:
-            writer = ChecksumWriter(stream)
             for chunk in [chunks] if isinstance(chunks, bytes) else chunks:
-                writer.write(chunk)
-        return writer.ref(posixpath.relpath(path, relative_to))
+                stream.write(chunk)
+                digest.update(chunk)
+        return FileRef(posixpath.relpath(path, relative_to), digest.size, digest.crc32, digest.sha256)
 
     def upload(self, local_path: str, path: str, relative_to: str) -> FileRef:
-        def chunks() -> Iterator[bytes]:
-            with open(local_path, "rb") as source:
-                while chunk := source.read(CHUNK):
-                    yield chunk
-
-        return self.write_file(path, chunks(), relative_to)
+        with open(local_path, "rb") as source:
+            return self.write_file(path, iter(functools.partial(source.read, CHUNK), b""), relative_to)
 
     # -- reading -------------------------------------------------------------------
 
@@ -195,15 +175,12 @@ class CheckpointStorage:
     def download(self, snapshot_dir: str, ref: FileRef, local_path: str) -> None:
         """Copy a file to local disk, verifying it on the way."""
         with open(local_path, "wb") as target:
-            self._read_verified(snapshot_dir, ref, target.write)
+            self.verify_file(snapshot_dir, ref, target.write)
 
-    def verify_file(self, snapshot_dir: str, ref: FileRef) -> None:
-        """Read the whole file, a chunk at a time, and check its size and checksums."""
-        self._read_verified(snapshot_dir, ref, None)
-
-    def _read_verified(
-        self, snapshot_dir: str, ref: FileRef, consume: Callable[[bytes], object] | None
+    def verify_file(
+        self, snapshot_dir: str, ref: FileRef, consume: Callable[[bytes], object] | None = None
     ) -> None:
+        """Read the whole file, a chunk at a time (each to `consume`), and check its size and checksums."""
         path = self.resolve(snapshot_dir, ref)
         self.check_size(path, ref.size)
         digest = Digest()

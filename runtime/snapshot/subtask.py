@@ -12,15 +12,11 @@ import posixpath
 from dataclasses import dataclass
 
 from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend, RestoreError
-from lockgate.runtime.snapshot.handles import KeyedStateHandle, OperatorStateHandle
+from lockgate.runtime.snapshot.handles import OperatorStateHandle
 from lockgate.runtime.snapshot.metadata import CheckpointMetadata, SnapshotKind, SubtaskState
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.snapshot.strategy import KeyedUpload
-from lockgate.runtime.state.operator_state import (
-    OperatorStateSnapshot,
-    OperatorStateStore,
-    redistribute,
-)
+from lockgate.runtime.state.operator_state import OperatorStateSnapshot, OperatorStateStore, redistribute
 
 
 @dataclass(frozen=True)
@@ -37,10 +33,7 @@ class SnapshotTarget:
 
 class PendingSubtaskSnapshot:
     def __init__(
-        self,
-        target: SnapshotTarget,
-        keyed: KeyedUpload | None,
-        operator: OperatorStateSnapshot | None,
+        self, target: SnapshotTarget, keyed: KeyedUpload | None, operator: OperatorStateSnapshot | None
     ) -> None:
         self._target = target
         self._keyed = keyed
@@ -49,9 +42,7 @@ class PendingSubtaskSnapshot:
     def complete(self) -> SubtaskState:
         target = self._target
         storage = target.storage
-        keyed: KeyedStateHandle | None = None
-        if self._keyed is not None:
-            keyed = self._keyed.run(storage)
+        keyed = None if self._keyed is None else self._keyed.run(storage)
         operator = None
         if self._operator is not None:
             path = posixpath.join(target.snapshot_dir, target.subtask_path, "operator")
@@ -80,8 +71,7 @@ def snapshot_subtask(
         keyed.drop_expired()
         strategy = keyed.snapshot_strategy(kind)
         upload = strategy.snapshot(checkpoint_id, target.snapshot_dir, target.subtask_path)
-    op_snapshot = operator.snapshot() if operator is not None else None
-    return PendingSubtaskSnapshot(target, upload, op_snapshot)
+    return PendingSubtaskSnapshot(target, upload, None if operator is None else operator.snapshot())
 
 
 def restore_subtask(

@@ -19,13 +19,7 @@ from lockgate.runtime.state.descriptors import (
     StateKind,
     ValueStateDescriptor,
 )
-from lockgate.runtime.state.keyed import (
-    AggregatingState,
-    ListState,
-    MapState,
-    ReducingState,
-    ValueState,
-)
+from lockgate.runtime.state.keyed import AggregatingState, ListState, MapState, ReducingState, ValueState
 from lockgate.runtime.state.tables import CurrentKey, FrozenTable
 from lockgate.runtime.state.timers import TimerQueue
 from lockgate.runtime.state.ttl_cleanup import IncrementalCleanup
@@ -59,26 +53,8 @@ class StateMeta:
     def from_json(data: dict[str, Any]) -> StateMeta:
         return StateMeta(StateKind(data["kind"]), bool(data["ttl"]))
 
-    @property
-    def is_map(self) -> bool:
-        return self.kind is StateKind.MAP
-
 
 TIMERS_META = StateMeta(StateKind.TIMERS, ttl=False)
-
-
-def _check_key_groups(max_parallelism: int, key_groups: range) -> None:
-    if not 1 <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
-        raise ValueError(
-            f"max_parallelism must be between 1 and {UPPER_BOUND_MAX_PARALLELISM}, got {max_parallelism}"
-        )
-    if key_groups.step != 1 or len(key_groups) == 0:
-        raise ValueError(f"key groups must be a non-empty contiguous range, got {key_groups}")
-    if key_groups.start < 0 or key_groups.stop > max_parallelism:
-        raise ValueError(
-            f"key groups {key_groups.start}..{key_groups.stop - 1} are outside "
-            f"0..{max_parallelism - 1} (max_parallelism={max_parallelism})"
-        )
 
 
 class KeyedStateBackend(ABC):
@@ -87,7 +63,17 @@ class KeyedStateBackend(ABC):
     kind: str
 
     def __init__(self, max_parallelism: int, key_groups: range, clock: Clock | None) -> None:
-        _check_key_groups(max_parallelism, key_groups)
+        if not 1 <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+            raise ValueError(
+                f"max_parallelism must be between 1 and {UPPER_BOUND_MAX_PARALLELISM}, got {max_parallelism}"
+            )
+        if key_groups.step != 1 or len(key_groups) == 0:
+            raise ValueError(f"key groups must be a non-empty contiguous range, got {key_groups}")
+        if key_groups.start < 0 or key_groups.stop > max_parallelism:
+            raise ValueError(
+                f"key groups {key_groups.start}..{key_groups.stop - 1} are outside "
+                f"0..{max_parallelism - 1} (max_parallelism={max_parallelism})"
+            )
         self.max_parallelism = max_parallelism
         self.key_groups = key_groups
         self.clock: Clock = clock or SystemClock()

@@ -57,19 +57,14 @@ class TtlCodec:
         return (expires_at, self._serializer.loads(data[_EXPIRY_BYTES:]))
 
     def compact(self, data: bytes, now_ms: int) -> bytes | None:
-        expires_at = int.from_bytes(data[:_EXPIRY_BYTES], "big")
-        return None if expires_at <= now_ms else data
+        return None if int.from_bytes(data[:_EXPIRY_BYTES], "big") <= now_ms else data
 
     def alive(self, stored: Any, now_ms: int) -> Any:
         return None if stored[0] <= now_ms else stored
 
 
-class TtlListCodec:
-    """Stored objects are lists of `(expires_at_ms, element)`."""
-
-    def __init__(self, serializer: Serializer) -> None:
-        self.dumps = serializer.dumps
-        self.loads = serializer.loads
+class TtlListCodec(PlainCodec):
+    """Stored objects are lists of `(expires_at_ms, element)`, serialized as they are."""
 
     def compact(self, data: bytes, now_ms: int) -> bytes | None:
         elements = self.loads(data)

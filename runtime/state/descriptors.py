@@ -52,11 +52,6 @@ def _ttl_ms(ttl: float | timedelta | None, name: str) -> int | None:
     return max(1, round(seconds * 1000))
 
 
-def _check_name(name: str) -> None:
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"a state name must be a non-empty string, got {name!r}")
-
-
 @dataclass(frozen=True)
 class StateDescriptor:
     """Common fields. `ttl` is processing time since the entry was last written."""
@@ -68,7 +63,8 @@ class StateDescriptor:
     kind: ClassVar[StateKind] = StateKind.VALUE
 
     def __post_init__(self) -> None:
-        _check_name(self.name)
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"a state name must be a non-empty string, got {self.name!r}")
         _ttl_ms(self.ttl, self.name)
 
     @property

@@ -25,13 +25,6 @@ class NoCurrentKeyError(RuntimeError):
     pass
 
 
-def _no_key(name: str) -> NoCurrentKeyError:
-    return NoCurrentKeyError(
-        f"keyed state {name!r} was used with no current key: keyed state is only "
-        "available in a keyed context (after key_by, inside process)"
-    )
-
-
 class _KeyedState:
     """Shared plumbing: the table, the current key and the TTL clock."""
 
@@ -45,7 +38,10 @@ class _KeyedState:
     def _key(self) -> CurrentKey:
         current = self._current
         if current.key_group < 0:
-            raise _no_key(self.name)
+            raise NoCurrentKeyError(
+                f"keyed state {self.name!r} was used with no current key: keyed state is only "
+                "available in a keyed context (after key_by, inside process)"
+            )
         return current
 
     def _expires_at(self) -> int:
@@ -135,11 +131,7 @@ class ListState(_KeyedState):
 
 class ReducingState(_KeyedState):
     def __init__(
-        self,
-        descriptor: ReducingStateDescriptor,
-        table: ValueTable,
-        current: CurrentKey,
-        clock: Clock,
+        self, descriptor: ReducingStateDescriptor, table: ValueTable, current: CurrentKey, clock: Clock
     ) -> None:
         super().__init__(descriptor, table, current, clock)
         self._reduce = descriptor.reduce_fn
@@ -155,11 +147,7 @@ class ReducingState(_KeyedState):
 
 class AggregatingState(_KeyedState):
     def __init__(
-        self,
-        descriptor: AggregatingStateDescriptor,
-        table: ValueTable,
-        current: CurrentKey,
-        clock: Clock,
+        self, descriptor: AggregatingStateDescriptor, table: ValueTable, current: CurrentKey, clock: Clock
     ) -> None:
         super().__init__(descriptor, table, current, clock)
         self._agg = descriptor.agg_fn

@@ -12,16 +12,18 @@ is serialized in the synchronous part.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from lockgate.runtime.key_serializer import deserialize_key, serialize_key
 from lockgate.runtime.serializers import DEFAULT_SERIALIZER, Serializer
 from lockgate.runtime.varint import decode_varint, encode_varint
 
 Mode = Literal["split", "union", "broadcast"]
+_State = TypeVar("_State", "OperatorListState", "BroadcastState")
 MAGIC = b"LGOS\x01"
 
 
@@ -122,29 +124,22 @@ class OperatorStateStore:
         self._restored = OperatorStateSnapshot()
 
     def list_state(self, name: str) -> OperatorListState:
-        state = self._get(name, "split", OperatorListState)
-        assert isinstance(state, OperatorListState)
-        return state
+        return self._get(name, "split", OperatorListState)
 
     def union_list_state(self, name: str) -> OperatorListState:
-        state = self._get(name, "union", OperatorListState)
-        assert isinstance(state, OperatorListState)
-        return state
+        return self._get(name, "union", OperatorListState)
 
     def broadcast_state(self, name: str) -> BroadcastState:
-        state = self._get(name, "broadcast", BroadcastState)
-        assert isinstance(state, BroadcastState)
-        return state
+        return self._get(name, "broadcast", BroadcastState)
 
-    def _get(
-        self, name: str, mode: Mode, make: type[OperatorListState | BroadcastState]
-    ) -> OperatorListState | BroadcastState:
+    def _get(self, name: str, mode: Mode, make: type[_State]) -> _State:
         existing = self._states.get(name)
         if existing is not None:
             if existing[0] != mode:
                 raise ValueError(
                     f"operator state {name!r} is {existing[0]} state; it cannot also be {mode} state"
                 )
+            assert isinstance(existing[1], make)  # the mode says which
             return existing[1]
         restored = self._restored.states.pop(name, None)
         if restored is not None and restored[0] != mode:
@@ -172,11 +167,9 @@ class OperatorStateStore:
         for name, (mode, state) in self._states.items():
             if isinstance(state, OperatorListState):
                 states[name] = (mode, [dumps(v) for v in state.get()])
-            else:
-                items = []
-                for key, value in state._entries.items():
-                    items += [key, dumps(value)]
-                states[name] = (mode, items)
+            else:  # a map: its keys and values, alternating
+                pairs = ((key, dumps(value)) for key, value in state._entries.items())
+                states[name] = (mode, list(itertools.chain.from_iterable(pairs)))
         return OperatorStateSnapshot(states)
 
     def restore(self, snapshot: OperatorStateSnapshot) -> None:
@@ -186,9 +179,7 @@ class OperatorStateStore:
 
 
 def _split_evenly(items: list[bytes], parallelism: int, index: int) -> list[bytes]:
-    start = index * len(items) // parallelism
-    end = (index + 1) * len(items) // parallelism
-    return items[start:end]
+    return items[index * len(items) // parallelism : (index + 1) * len(items) // parallelism]
 
 
 def redistribute(old: list[OperatorStateSnapshot], parallelism: int) -> list[OperatorStateSnapshot]:

@@ -67,12 +67,9 @@ class IncrementalCleanup:
             dropped += step.dropped
             if step.wrapped:
                 self._next = (self._next + 1) % len(self._sweeps)
-        if budget is None:
-            self._adapt(examined, dropped)
+        if budget is None:  # adapt it, as the module docstring says
+            if examined >= self.budget and dropped * 2 > examined:
+                self.budget = min(MAX_BUDGET, self.budget * 2)
+            elif dropped * 4 < examined or examined * 2 < self.budget:
+                self.budget = max(DEFAULT_BUDGET, self.budget // 2)
         return dropped
-
-    def _adapt(self, examined: int, dropped: int) -> None:
-        if examined >= self.budget and dropped * 2 > examined:
-            self.budget = min(MAX_BUDGET, self.budget * 2)
-        elif dropped * 4 < examined or examined * 2 < self.budget:
-            self.budget = max(DEFAULT_BUDGET, self.budget // 2)

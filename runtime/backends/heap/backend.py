@@ -8,7 +8,7 @@ asynchronous part serializes the copies.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from lockgate.runtime.backends.heap.timer_queue import HeapTimerQueue
 from lockgate.runtime.backends.heap.ttl_sweep import KeyGroupsSweep
@@ -22,6 +22,7 @@ from lockgate.runtime.state.tables import MISSING, CurrentKey, FrozenTable, map_
 from lockgate.runtime.varint import decode_varint
 
 RawEntries = dict[int, list[tuple[bytes, bytes]]]
+_Table = TypeVar("_Table", "HeapValueTable", "HeapMapTable", HeapTimerQueue)
 
 
 def split_map_rest(rest: bytes) -> tuple[bytes, bytes]:
@@ -158,35 +159,27 @@ class HeapKeyedStateBackend(CheckpointableKeyedStateBackend):
         return self._checkpoints
 
     def _value_table(self, descriptor: StateDescriptor) -> HeapValueTable:
-        table = HeapValueTable(descriptor, self.key_groups)
-        self._adopt(descriptor.name, table)
-        return table
+        return self._adopt(descriptor.name, HeapValueTable(descriptor, self.key_groups))
 
     def _map_table(self, descriptor: StateDescriptor) -> HeapMapTable:
-        table = HeapMapTable(descriptor, self.key_groups)
-        self._adopt(descriptor.name, table)
-        return table
+        return self._adopt(descriptor.name, HeapMapTable(descriptor, self.key_groups))
 
     def _make_timer_queue(self, name: str) -> HeapTimerQueue:
-        queue = HeapTimerQueue(self.key_groups)
-        self._adopt(name, queue)
-        return queue
+        return self._adopt(name, HeapTimerQueue(self.key_groups))
 
-    def _adopt(self, name: str, table: HeapValueTable | HeapMapTable | HeapTimerQueue) -> None:
+    def _adopt(self, name: str, table: _Table) -> _Table:
+        """`table`, holding what was restored of state `name`, swept if its state has a TTL."""
         for group, entries in self._pending.pop(name, {}).items():
             table.load(group, entries)
         self._tables[name] = table
-        if isinstance(table, HeapTimerQueue):
-            return
-        if table.descriptor.ttl_ms is not None:
+        if not isinstance(table, HeapTimerQueue) and table.descriptor.ttl_ms is not None:
             is_map = isinstance(table, HeapMapTable)
             self._ttl_cleanup.add(KeyGroupsSweep(table.groups, table.codec.alive, is_map))
+        return table
 
     def freeze(self) -> dict[str, FrozenTable]:
         frozen: dict[str, FrozenTable] = {n: t.freeze() for n, t in self._tables.items()}
-        for name, groups in self._pending.items():
-            frozen[name] = _FrozenRaw(groups)
-        return frozen
+        return frozen | {name: _FrozenRaw(groups) for name, groups in self._pending.items()}
 
     def load(
         self, state: str, meta: StateMeta, key_group: int, entries: Iterable[tuple[bytes, bytes]]

@@ -42,16 +42,13 @@ class KeyGroupsSweep:
                 seen, gone = 1, self._sweep_value(rows, key, now_ms)
             examined += seen
             dropped += gone
-        # Told now, not by the next step, so that a pass ending on the budget
-        # does not cost this state its next turn.
-        wrapped = self._at_end()
+        # The end of the pass (no listed keys, and the groups still to list are empty) is
+        # told now, not by the next step, so that a pass ending on the budget does not
+        # cost this state its next turn.
+        wrapped = not self._keys and not any(self._groups[g] for g in self._order[self._position :])
         if wrapped:
             self._position = 0
         return SweepStep(examined, dropped, wrapped)
-
-    def _at_end(self) -> bool:
-        """Nothing left in this pass: no listed keys, and the groups still to list are empty."""
-        return not self._keys and not any(self._groups[g] for g in self._order[self._position :])
 
     def _sweep_value(self, rows: dict[bytes, Any], key: bytes, now_ms: int) -> int:
         kept = self._alive(rows[key], now_ms)

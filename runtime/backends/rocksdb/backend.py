@@ -19,10 +19,11 @@ from typing import Any
 import rocksdict
 from lockgate.runtime.backends.rocksdb.database import (
     column_family_options,
-    db_options,
     key_group_prefix,
     list_column_families,
+    open_database,
     prefix_successor,
+    rows_between,
 )
 from lockgate.runtime.backends.rocksdb.native_restore import restore_native
 from lockgate.runtime.backends.rocksdb.native_snapshot import NativeSnapshotStrategy
@@ -40,13 +41,6 @@ from lockgate.runtime.state.descriptors import StateDescriptor
 from lockgate.runtime.state.tables import MISSING, CurrentKey, FrozenTable
 
 _WRITE_BATCH_ROWS = 10_000
-
-
-def _write_options() -> rocksdict.WriteOptions:
-    options = rocksdict.WriteOptions()
-    # rocksdict's stubs declare a method; at run time it is a property.
-    options.disable_wal = True  # type: ignore[method-assign, assignment]
-    return options
 
 
 class RocksDBMapTable:
@@ -93,13 +87,7 @@ class _FrozenDatabase:
         self._directory = directory
         rocksdict.Checkpoint(live).create_checkpoint(str(directory))
         names = list_column_families(directory)
-        families = {name: column_family_options() for name in names}
-        self._db: Any = rocksdict.Rdict(
-            str(directory),
-            db_options(),
-            column_families=families or None,
-            access_type=rocksdict.AccessType.read_only(),
-        )
+        self._db: Any = open_database(directory, names, access_type=rocksdict.AccessType.read_only())
         self.tables = {name: _FrozenColumnFamily(self, self._db.get_column_family(name)) for name in names}
         self._open = len(self.tables)
         if not self._open:
@@ -125,16 +113,7 @@ class _FrozenColumnFamily:
         self._cf = cf
 
     def entries(self, key_group: int) -> Iterator[tuple[bytes, bytes]]:
-        prefix = key_group_prefix(key_group)
-        rows = self._cf.iter()
-        rows.seek(prefix)
-        while rows.valid():
-            row = rows.key()
-            if row[:2] != prefix:
-                break
-            yield row[2:], rows.value()
-            rows.next()
-        del rows
+        return rows_between(self._cf, key_group_prefix(key_group), key_group_prefix(key_group + 1), drop=2)
 
     def release(self) -> None:
         if self._owner is not None:
@@ -164,7 +143,9 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         self.instance_id = uuid.uuid4().hex
         self.path = Path(local_dir) / f"db-{self.instance_id}"
         self.path.mkdir(parents=True)
-        self._write_options = _write_options()
+        self._write_options = rocksdict.WriteOptions()
+        # rocksdict's stubs declare a method; at run time it is a property.
+        self._write_options.disable_wal = True  # type: ignore[method-assign, assignment]
         self._db: Any = None
         self._cfs: dict[str, rocksdict.Rdict] = {}
         # By state: read and written through a cache the backend flushes (value_table).
@@ -190,11 +171,8 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         return self._db
 
     def _open(self) -> None:
-        names = []
-        if (self.path / "CURRENT").exists():
-            names = [n for n in rocksdict.Rdict.list_cf(str(self.path), db_options()) if n != "default"]
-        families = {name: column_family_options() for name in names}
-        self._db = rocksdict.Rdict(str(self.path), db_options(), column_families=families or None)
+        names = list_column_families(self.path) if (self.path / "CURRENT").exists() else []
+        self._db = open_database(self.path, names)
         self._db.set_write_options(self._write_options)
         self._cfs = {name: self._column_family(name) for name in names}
 
@@ -209,10 +187,6 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
             self._db.create_column_family(name, column_family_options())
             cf = self._cfs[name] = self._column_family(name)
         return cf
-
-    @property
-    def column_families(self) -> dict[str, rocksdict.Rdict]:
-        return dict(self._cfs)
 
     def _value_table(self, descriptor: StateDescriptor) -> RocksDBValueTable:
         cf = self.column_family(descriptor.name)

@@ -6,7 +6,9 @@ group is one contiguous key range.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import rocksdict
 
@@ -23,9 +25,28 @@ def prefix_successor(prefix: bytes) -> bytes:
     return trimmed[:-1] + bytes((trimmed[-1] + 1,))
 
 
+def rows_between(cf: Any, start: bytes, end: bytes, *, drop: int = 0) -> Iterator[tuple[bytes, bytes]]:
+    """The rows of `cf` from key `start` up to (not including) `end`, in key order,
+    each key without its first `drop` bytes."""
+    rows = cf.iter()
+    rows.seek(start)
+    while rows.valid():
+        row = rows.key()
+        if row >= end:
+            break
+        yield row[drop:], rows.value()
+        rows.next()
+
+
 def list_column_families(path: Path) -> list[str]:
     """The state column families of the database at `path` (without "default")."""
     return [n for n in rocksdict.Rdict.list_cf(str(path), db_options()) if n != "default"]
+
+
+def open_database(path: Path, names: list[str], **options: Any) -> rocksdict.Rdict:
+    """The database at `path` with its state column families `names`."""
+    families = {name: column_family_options() for name in names}
+    return rocksdict.Rdict(str(path), db_options(), column_families=families or None, **options)
 
 
 def column_family_options() -> rocksdict.Options:

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import rocksdict
 from lockgate.runtime.backends.rocksdb.database import (
-    column_family_options,
-    db_options,
     key_group_prefix,
     list_column_families,
+    open_database,
+    rows_between,
 )
 from lockgate.runtime.snapshot.handles import NativeKeyedHandle
 from lockgate.runtime.snapshot.storage import CheckpointStorage
@@ -35,27 +35,14 @@ def _copy_key_groups(source: Path, handle: NativeKeyedHandle, backend: RocksDBKe
     """Copy the rows of the key groups `backend` owns from the RocksDB at `source`."""
     own = _overlap(handle.key_groups, backend.key_groups)
     names = list_column_families(source)
-    families = {name: column_family_options() for name in names}
-    db = rocksdict.Rdict(str(source), db_options(), column_families=families or None)
+    db = open_database(source, names)
     try:
         for name in names:
             meta = handle.states[name]
             cf = db.get_column_family(name)
-            end = key_group_prefix(own.stop)
-            group, rows = -1, list[tuple[bytes, bytes]]()
-            for row, data in cf.items(from_key=key_group_prefix(own.start)):
-                assert isinstance(row, bytes)  # raw mode
-                assert isinstance(data, bytes)
-                if row >= end:
-                    break
-                row_group = int.from_bytes(row[:2], "big")
-                if row_group != group and rows:
-                    backend.load(name, meta, group, rows)
-                    rows = []
-                group = row_group
-                rows.append((row[2:], data))
-            if rows:
-                backend.load(name, meta, group, rows)
+            rows = rows_between(cf, key_group_prefix(own.start), key_group_prefix(own.stop))
+            for group, grouped in itertools.groupby(rows, key=lambda kv: int.from_bytes(kv[0][:2], "big")):
+                backend.load(name, meta, group, [(row[2:], data) for row, data in grouped])
             del cf
     finally:
         db.close()

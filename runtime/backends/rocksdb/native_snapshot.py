@@ -93,8 +93,7 @@ class NativeUpload(KeyedUpload):
                 if known is None or posixpath.dirname(known.path) != shared_dir:
                     # Unique per upload: cleaning up an aborted checkpoint's
                     # files can never delete what a later checkpoint uploaded.
-                    unique = f"{instance}-{self._checkpoint_id}-{name}"
-                    path = posixpath.join(shared_dir, unique)
+                    path = posixpath.join(shared_dir, f"{instance}-{self._checkpoint_id}-{name}")
                     ref = storage.upload(local, path, self._target_dir)
                     known = SharedFile(path, ref.size, ref.crc32, ref.sha256)
                 uploaded[name] = known

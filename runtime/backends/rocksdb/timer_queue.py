@@ -5,18 +5,9 @@ the queue opens or after a restore), so asking what is due reads nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 import rocksdict
-from lockgate.runtime.backends.rocksdb.database import key_group_prefix, prefix_successor
-from lockgate.runtime.state.timers import (
-    POP_BATCH,
-    DueTimer,
-    decode_timestamp,
-    encode_timestamp,
-    timer_rest,
-)
+from lockgate.runtime.backends.rocksdb.database import key_group_prefix, prefix_successor, rows_between
+from lockgate.runtime.state.timers import POP_BATCH, DueTimer, decode_timestamp, encode_timestamp, timer_rest
 
 _ROW_HEAD = 2  # the key group's two bytes
 
@@ -30,34 +21,21 @@ class RocksDBTimerQueue:
     def _row(self, key_group: int, timestamp: int, key_bytes: bytes) -> bytes:
         return key_group_prefix(key_group) + timer_rest(timestamp, key_bytes)
 
-    def _group_rows(self, key_group: int, from_timestamp: int | None = None) -> Iterator[tuple[bytes, Any]]:
-        """The rows of one key group in (timestamp, key) order, from `from_timestamp`.
+    def _head_of(self, key_group: int, from_timestamp: int | None = None) -> int | None:
+        """The earliest timestamp of one key group's timers, read from `from_timestamp`.
         Fired and deleted timers leave tombstones at the front of their group, which
         a seek from the group's start would step over one by one each time: a seek
         from a timestamp no live timer precedes skips them."""
         prefix = key_group_prefix(key_group)
-        rows = self._cf.iter()
-        rows.seek(prefix if from_timestamp is None else prefix + encode_timestamp(from_timestamp))
-        while rows.valid():
-            row = rows.key()
-            if row[:_ROW_HEAD] != prefix:
-                break
-            yield row, rows.value()
-            rows.next()
-
-    def _head_of(self, key_group: int, from_timestamp: int | None = None) -> int | None:
-        for row, _ in self._group_rows(key_group, from_timestamp):
+        start = prefix if from_timestamp is None else prefix + encode_timestamp(from_timestamp)
+        for row, _ in rows_between(self._cf, start, prefix_successor(prefix)):
             return decode_timestamp(row[_ROW_HEAD:])
         return None
 
     def _load_heads(self) -> dict[int, int]:
         if self._heads is None:
-            heads = {}
-            for group in self._key_groups:
-                head = self._head_of(group)
-                if head is not None:
-                    heads[group] = head
-            self._heads = heads
+            heads = {group: self._head_of(group) for group in self._key_groups}
+            self._heads = {group: head for group, head in heads.items() if head is not None}
         return self._heads
 
     def invalidate(self) -> None:
@@ -75,15 +53,11 @@ class RocksDBTimerQueue:
         heads = self._load_heads()
         self._cf.delete(self._row(key_group, timestamp, key_bytes))
         if heads.get(key_group) == timestamp:
-            self._refresh_head(key_group, timestamp)
-
-    def _refresh_head(self, key_group: int, no_timer_before: int) -> None:
-        heads = self._load_heads()
-        head = self._head_of(key_group, no_timer_before)
-        if head is None:
-            heads.pop(key_group, None)
-        else:
-            heads[key_group] = head
+            head = self._head_of(key_group, timestamp)  # no timer of the group is earlier
+            if head is None:
+                del heads[key_group]
+            else:
+                heads[key_group] = head
 
     def earliest(self) -> int | None:
         heads = self._load_heads()

@@ -120,11 +120,10 @@ class EpochTransactions:
         """Sends `epoch` in one transaction, unless it is the last one committed."""
         if epoch.marker == self._last_marker:
             return
-        records = epoch.records
         producer = self._producer
         produce, topic = producer.produce, self._topic
         self._call(producer.begin_transaction, "begin")
-        for key, value in records:
+        for key, value in epoch.records:
             while True:
                 try:
                     produce(topic, value, key)

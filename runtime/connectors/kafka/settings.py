@@ -12,7 +12,6 @@ client is made, and raised naming the property.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
@@ -64,10 +63,9 @@ def check_text(what: str, value: Any) -> str:
     return value
 
 
-def check_choice(what: str, value: Any, choices: Iterable[Any]) -> Any:
-    options = tuple(choices)
-    if value not in options or isinstance(value, bool):
-        raise JobDefinitionError(f"{what} must be one of {', '.join(map(repr, options))}; got {value!r}")
+def check_choice(what: str, value: Any, choices: tuple[Any, ...]) -> Any:
+    if value not in choices or isinstance(value, bool):
+        raise JobDefinitionError(f"{what} must be one of {', '.join(map(repr, choices))}; got {value!r}")
     return value
 
 

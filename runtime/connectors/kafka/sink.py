@@ -111,8 +111,7 @@ class TransactionalKafkaWriter(SinkWriter):
         return [Epoch.seal(self._context.subtask, checkpoint_id, records).to_committable()]
 
     def commit(self, committables: list[Any]) -> None:
-        epochs = [Epoch.from_committable(c) for c in committables]
-        for epoch in sorted(epochs, key=lambda e: e.checkpoint):
+        for epoch in sorted((Epoch.from_committable(c) for c in committables), key=lambda e: e.checkpoint):
             self._own.commit(epoch)
 
     def recover(self, committables: list[Any]) -> None:

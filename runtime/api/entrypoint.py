@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from lockgate.runtime.api.graph import JobGraph
-from lockgate.runtime.api.job_args import note_arguments
-from lockgate.runtime.api.job_traceback import job_traceback
+from lockgate.runtime.api.job_args import JobArgumentError, MissingJobArgumentError, note_arguments
+from lockgate.runtime.api.job_traceback import implicating_job_frame, job_traceback
 from lockgate.runtime.api.stream import StreamEnvironment
 from lockgate.runtime.api.validation import JobDefinitionError
 
@@ -115,6 +115,14 @@ def graph_of(build: BuildFunction, job_name: str, args: Mapping[str, str] | None
     env = StreamEnvironment(job_name, args)
     try:
         build(env)
+    except (MissingJobArgumentError, JobArgumentError) as error:
+        # Its message says all there is to fix: one line, naming where the job asked.
+        frame = implicating_job_frame(error)
+        if frame is not None:
+            error.args = (
+                f"{error} (asked for in {frame.name}, {Path(frame.filename).name} line {frame.lineno})",
+            )
+        raise
     except Exception as error:
         note_arguments(error, env.args)
         raise JobBuildError(label, "while building its dataflow", error) from error

@@ -24,17 +24,13 @@ BROKEN = {
     "build_raises": (
         """
         def _threshold(env):
-            return int(env.args["threshold"])
+            raise ValueError("the job's own complaint")
 
 
         def build(env):
             _threshold(env)
         """,
-        [
-            "line 2, in _threshold",
-            "line 6, in build",
-            "MissingJobArgumentError: job argument 'threshold' is missing: give it with --arg threshold=VALUE",
-        ],
+        ["line 2, in _threshold", "line 6, in build", "ValueError: the job's own complaint"],
     ),
     "syntax_error": (
         """
@@ -91,6 +87,18 @@ def test_lockgate_run_shows_the_jobs_own_traceback_and_exits_2(tmp_path: Path, n
     assert not (tmp_path / ".lockgate" / "etcd").exists(), "no etcd started for a job that cannot run"
 
 
+def test_a_missing_job_argument_is_one_line_naming_it_and_where_the_job_asked(tmp_path: Path) -> None:
+    (tmp_path / "needs.py").write_text(
+        "def _threshold(env):\n    return env.args['threshold']\n\n\ndef build(env):\n    _threshold(env)\n"
+    )
+    result = _run(tmp_path, LOCKGATE, "run", "needs:build", "--arg", "limit=3")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "lockgate run: job argument 'threshold' is missing: give it with --arg threshold=VALUE (or in the "
+        "manifest's spec.job.args); given: limit (asked for in _threshold, needs.py line 2)"
+    ]
+
+
 def test_a_job_argument_of_the_wrong_kind_is_named_beside_pythons_own_error(tmp_path: Path) -> None:
     (tmp_path / "counts.py").write_text(
         "def build(env):\n    int(env.args['count'])\ndef typed(env):\n    env.args.int('count')\n"
@@ -100,7 +108,10 @@ def test_a_job_argument_of_the_wrong_kind_is_named_beside_pythons_own_error(tmp_
             "build",
             "ValueError: invalid literal for int() with base 10: 'abc'\n'abc' is the value of job argument count",
         ),
-        ("typed", "job argument count='abc' is not an integer: give it with --arg count=..."),
+        (
+            "typed",
+            "job argument count='abc' is not an integer: give it with --arg count=... (asked for in typed",
+        ),
     ]:
         result = _run(tmp_path, LOCKGATE, "run", f"counts:{function}", "--arg", "count=abc", "--arg", "x=1")
         assert result.returncode == 2, result.stderr
@@ -146,7 +157,7 @@ async def test_lockgate_run_with_an_etcd_records_the_failure_as_the_jobs_status(
     assert status is not None
     assert status.state == "failed"
     assert status.message is not None
-    assert "job argument 'threshold' is missing" in status.message
+    assert "ValueError: the job's own complaint" in status.message
     assert "line 6, in build" in status.message
 
 

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from lockgate.runtime.cli.run_lock import run_going_on
 from lockgate.runtime.coordination.etcd import EtcdConfig
 from lockgate.runtime.coordination.etcd_options import add_security, config_of
 from lockgate.runtime.coordination.keys import JobKeys
@@ -18,8 +19,11 @@ RUN_FILE = WORK_DIR / "run.json"
 
 
 def local_run() -> dict[str, Any] | None:
-    """The record of the `lockgate run` going on in this directory, if any."""
-    return json.loads(RUN_FILE.read_text()) if RUN_FILE.exists() else None
+    """The record of the `lockgate run` going on in this directory, if any (a killed
+    run's record, left behind, is not one)."""
+    if not RUN_FILE.exists() or not run_going_on(WORK_DIR):
+        return None
+    return json.loads(RUN_FILE.read_text())  # type: ignore[no-any-return]
 
 
 def add(command: argparse.ArgumentParser) -> None:

@@ -18,6 +18,7 @@ from lockgate.runtime.coordination.cancellation import run_with_bounded_shutdown
 from lockgate.runtime.coordination.etcd import EtcdConfig
 from lockgate.runtime.coordination.etcd_options import add_security, config_of
 from lockgate.runtime.coordination.etcd_server import EtcdServer
+from lockgate.runtime.coordination.leadership import LEASE_TTL_S
 from lockgate.runtime.driver import add_job_options, drive, settings_from
 from lockgate.runtime.driver import option_types as types
 from lockgate.runtime.driver.options import JobSettings, OptionError
@@ -60,7 +61,7 @@ def _etcd(arguments: argparse.Namespace) -> Iterator[tuple[EtcdConfig, Callable[
     if arguments.etcd:
         yield config_of(arguments.etcd, arguments), lambda: None
         return
-    server = EtcdServer(WORK_DIR.resolve() / "etcd")
+    server = EtcdServer(WORK_DIR.resolve() / "etcd", dies_with_parent=True)  # a SIGKILLed run takes it along
     server.launch()
     try:
         yield EtcdConfig.from_url(server.endpoint), server.wait_healthy
@@ -85,6 +86,10 @@ def _check_slots(master: str | None, parallelism: int) -> None:
 def run_command(arguments: argparse.Namespace) -> int:
     # Job modules are found from the current directory, as `python -m` would.
     sys.path.insert(0, os.getcwd())
+    if not arguments.etcd and arguments.takeover_wait is None:
+        # The embedded etcd is this directory's alone (the run lock): a coordinator it
+        # still records is a killed run's, whose lease lapses within its TTL.
+        arguments.takeover_wait = LEASE_TTL_S + 2.0
     settings = settings_from(arguments, WORK_DIR, fresh_by_default=True)
     _check_slots(arguments.master, settings.parallelism)
     if arguments.etcd_user and not arguments.etcd:

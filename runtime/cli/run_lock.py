@@ -57,3 +57,19 @@ def _holder(recorded: str) -> str:
     except PermissionError:
         pass  # alive, another user's
     return f"pid {recorded}"
+
+
+def run_going_on(work_dir: Path) -> bool:
+    """Whether a `lockgate run` holds `work_dir` now: its lock is the kernel's, so a
+    run that was killed holds none, whatever record it left behind."""
+    try:
+        descriptor = os.open(work_dir / "run.lock", os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    with open(descriptor) as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        return False

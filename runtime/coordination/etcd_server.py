@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import itertools
+import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -23,14 +28,39 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def _ended_with(parent: int) -> Callable[[], None]:
+    """What the child runs before etcd: ask the kernel for SIGTERM when its parent
+    ends (PR_SET_PDEATHSIG), and end at once if the parent already has."""
+
+    def arrange() -> None:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arrange
+
+
+PR_SET_PDEATHSIG = 1
+LINUX = sys.platform.startswith("linux")
+
+
 class EtcdServer:
     """One etcd member with its data in `data_dir`; `restart()` keeps data and ports."""
 
     def __init__(
-        self, data_dir: Path, client_port: int | None = None, tls: tuple[str, str, str] | None = None
+        self,
+        data_dir: Path,
+        client_port: int | None = None,
+        tls: tuple[str, str, str] | None = None,
+        *,
+        dies_with_parent: bool = False,
     ) -> None:
         """`tls`: (CA file, server certificate, server key); clients must then present
-        a certificate signed by that CA."""
+        a certificate signed by that CA. `dies_with_parent`: the kernel ends etcd when
+        the thread that launched it ends (Linux), so a run killed with SIGKILL leaves no
+        etcd holding its data directory; launch it from a thread that lives as long as
+        etcd should (the main thread)."""
         binary = shutil.which("etcd")
         if binary is None:
             raise EtcdServerError(
@@ -42,6 +72,7 @@ class EtcdServer:
         self.client_port = client_port or free_port()
         self.peer_port = free_port()
         self._tls = tls
+        self._dies_with_parent = dies_with_parent
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -80,6 +111,8 @@ class EtcdServer:
             # group, and etcd must outlive the run's cleanup (lease revoked, status
             # written), to be stopped by `stop()` after it.
             process_group=0,
+            # Linux only; elsewhere a killed run's etcd is left to the user, as before.
+            preexec_fn=_ended_with(os.getpid()) if self._dies_with_parent and LINUX else None,  # noqa: PLW1509 - only prctl
         )
         log.close()
 

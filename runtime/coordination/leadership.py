@@ -90,7 +90,7 @@ class Leadership:
                     f"this one with a wait (--takeover-wait) so it takes over once the other's "
                     f"lease expires, within {self.ttl_s} s of its last refresh"
                 )
-            log.info("%s is coordinated by %s; waiting up to %.0f s for it to go", job, holder, remaining)
+            log.warning("%s is coordinated by %s; waiting up to %.0f s for it to go", job, holder, remaining)
             await self._wait_for_release(remaining)
 
     async def _holder(self) -> str:

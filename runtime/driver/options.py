@@ -136,10 +136,10 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--takeover-wait",
         type=types.seconds,
-        default=0.0,
         metavar="SECONDS",
         help="when another driver still coordinates the job (a killed one's lease lingers), wait this "
-        "long for it to go instead of failing at once (default 0)",
+        "long for it to go instead of failing at once (default 0; with `lockgate run`'s embedded "
+        "etcd, the lease's TTL and a little more)",
     )
     command.add_argument(
         "--in-flight-target",
@@ -426,7 +426,7 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
         earlier_checkpoints=earlier,
         arguments=arguments,
         driver_name=arguments.driver_name,
-        takeover_wait_s=arguments.takeover_wait,
+        takeover_wait_s=arguments.takeover_wait or 0.0,
         exchange_timeout_s=arguments.exchange_timeout,
         in_flight_target_s=arguments.in_flight_target or None,  # 0: full frames
         metrics_port=arguments.metrics_port,

@@ -22,9 +22,10 @@ from lockgate.runtime.driver.termination import EXIT_INTERRUPTED
 
 from tests.etcd_auth import enable_auth
 from tests.exactness import assert_running_sums_exact, assert_word_counts_exact
+from tests.polling import wait_until
 from tests.process_tree import working_in
 from tests.runtime.engine.test_local_engine import _write_lines
-from tests.runtime.recovery.lockgate_process import finish, start, wait_for
+from tests.runtime.recovery.lockgate_process import committed_count, finish, start, wait_for
 
 LOCKGATE = str(Path(sys.executable).parent / "lockgate")
 REPO = Path(__file__).resolve().parents[3]
@@ -332,6 +333,31 @@ def test_a_second_run_in_the_same_directory_is_refused_naming_the_first(tmp_path
     assert f"another `lockgate run` (pid {first.pid}) is running in {tmp_path}" in second.stderr
     assert "Spark" not in second.stderr, "Spark was started for a run refused at once"
     assert took < 15, f"the refusal took {took:.1f} s"
+
+
+def test_a_run_killed_with_sigkill_takes_its_etcd_along_and_the_next_run_starts_at_once(
+    tmp_path: Path,
+) -> None:
+    out = f"file://{tmp_path}/out"
+    job = ["tests.jobs.configurable:running_sum", "--arg", "rate=500", "--arg", f"output={out}"]
+    first = start(tmp_path, "run", *job, "--arg", "count=unbounded", "--checkpoint-interval", "0.2")
+    wait_for(lambda: committed_count(out) > 0, "a completed checkpoint", first)
+    first.kill()
+    first.communicate(timeout=60)
+    wait_until(
+        lambda: not [p for p in working_in(tmp_path) if "--name lockgate" in p], "the killed run's etcd ended"
+    )
+
+    listed = _lockgate(tmp_path, "checkpoints", "list", "configurable")
+    assert listed.returncode == 0, listed.stderr
+    assert "no etcd given and no `lockgate run` going on here" in listed.stderr, (
+        "the record left behind is not a run"
+    )
+
+    started = time.monotonic()
+    second = _lockgate(tmp_path, "run", *job, "--arg", "count=300", "--fresh")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert time.monotonic() - started < 60, "no wait for an etcd that holds the data directory"
 
 
 def test_a_finished_run_leaves_no_process_behind(tmp_path: Path) -> None:

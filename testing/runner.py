@@ -25,6 +25,7 @@ import fsspec
 from fsspec.spec import AbstractFileSystem
 from lockgate.runtime.api.entrypoint import BuildFunction, JobBuildError, graph_of
 from lockgate.runtime.api.graph import JobGraph, Vertex
+from lockgate.runtime.api.job_args import MissingJobArgumentError
 from lockgate.runtime.api.validation import JobDefinitionError
 from lockgate.runtime.clock import Clock
 from lockgate.runtime.connectors.collect_sink import CollectSink
@@ -123,6 +124,7 @@ class _Graphs:
                 f"{', '.join(sorted(names)) or 'none'}"
             )
         self.name = declared.name
+        self.source_names = sorted(names)
         run = uuid.uuid4().hex
         self.sinks = {v.name: f"{v.name}@{run}" for v in declared.sinks}  # the run's own lists
         self.budget = None
@@ -151,12 +153,22 @@ class _Graphs:
 def _built(settings: RunSettings, name: str) -> JobGraph:
     try:
         return graph_of(settings.build, name, settings.args, settings.label)
+    except MissingJobArgumentError as missing:
+        missing.args = (
+            re.sub(
+                r"give it with --arg (\S+)=VALUE \([^)]*\)",
+                r"give it in run_job(args={'\1': ...})",
+                str(missing),
+            ),
+        )
+        raise
     except JobBuildError as error:
         raised = error.__cause__
         if raised is None:
             raise
         raised.add_note(f"(raised while {settings.label} built its dataflow)")
-        raise raised from None  # the job's own exception, as it raised it
+        raised.__suppress_context__ = True  # the job's own exception, as it raised it, with its own cause
+        raise raised  # noqa: B904 - its cause is its own
 
 
 def _job_name(label: str) -> str:
@@ -205,8 +217,15 @@ async def _run(settings: RunSettings) -> JobResult:
         outputs = {vertex: CollectSink.committed(name) for vertex, name in graphs.sinks.items()}
         return JobResult(outputs, savepoint, read)
     except TimeoutError:
+        endless = sorted(set(graphs.source_names) - set(settings.sources))
+        hint = (
+            f"; a source not given in sources= may not end ({', '.join(endless)}): give its records in "
+            "sources=, or stop with stop_after_records="
+            if endless and settings.stop_after_records is None
+            else ""
+        )
         raise TimeoutError(
-            f"run_job: {settings.label} did not end within {settings.timeout_s} s; give timeout_s= "
+            f"run_job: {settings.label} did not end within {settings.timeout_s} s{hint}; give timeout_s= "
             "if it needs longer"
         ) from None
     except JobGaveUpError as gave_up:

@@ -57,7 +57,11 @@ def module_entrypoint(entrypoint: str) -> str:
             f"entrypoint {entrypoint!r}: {file.name} cannot be imported as a module (its name is not "
             "a Python identifier); rename it, e.g. to " + re.sub(r"\W", "_", file.stem) + ".py"
         )
-    if file.stem in sys.stdlib_module_names or file.stem in sys.modules:
+    imported = sys.modules.get(file.stem)
+    same_file = imported is not None and getattr(imported, "__file__", None) is not None
+    if same_file and Path(str(imported.__file__)).resolve() != file.resolve():  # type: ignore[union-attr]
+        same_file = False
+    if file.stem in sys.stdlib_module_names or (imported is not None and not same_file):
         raise JobDefinitionError(
             f"entrypoint {entrypoint!r}: a module called {file.stem!r} is already part of Python or of "
             f"the runtime, so {file.name} would not be the one imported; rename it, e.g. to "

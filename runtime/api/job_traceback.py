@@ -71,4 +71,10 @@ def implicating_job_frame(
 
 
 def _a_library(frame: traceback.FrameSummary, job_paths: tuple[str, ...]) -> bool:
-    return frame.filename.startswith(_LIBRARIES) and not frame.filename.startswith(job_paths)
+    """The runtime's own frames are never a library's, even where it is installed
+    among the site's packages."""
+    return (
+        frame.filename.startswith(_LIBRARIES)
+        and _the_jobs(frame)
+        and not frame.filename.startswith(job_paths)
+    )

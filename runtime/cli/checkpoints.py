@@ -198,21 +198,27 @@ async def show_checkpoint(arguments: argparse.Namespace) -> int:
 
 
 def show_stored(arguments: argparse.Namespace, directories: list[str]) -> int:
-    readable = {
-        s.metadata.checkpoint_id: s for s in _stored(arguments, directories) if s.metadata is not None
-    }
+    """Checkpoint N, or the newest snapshot (by when it was taken: ids start over in a
+    new etcd's history); an N that several snapshots carry is refused, naming them."""
+    readable = [(s, s.metadata) for s in _stored(arguments, directories) if s.metadata is not None]
     wanted: int | None = arguments.checkpoint_id
     if wanted is None:
-        wanted = max(readable, default=None)
-    found = None if wanted is None else readable.get(wanted)
-    if found is None or found.metadata is None:
-        known = ", ".join(map(str, sorted(readable))) or "none"
+        found = [max(readable, key=lambda pair: pair[1].timestamp_ms)] if readable else []
+    else:
+        found = [pair for pair in readable if pair[1].checkpoint_id == wanted]
+    if not found:
+        known = ", ".join(sorted({str(m.checkpoint_id) for _, m in readable}, key=int)) or "none"
         raise ValueError(
             f"no checkpoint {wanted} of job {arguments.job_id} with readable metadata in "
             f"{', '.join(directories)} (there: {known})"
         )
-    metadata = found.metadata
-    summary = {"checkpoint_id": metadata.checkpoint_id, "kind": metadata.kind, "path": found.url}
+    if len(found) > 1:
+        raise ValueError(
+            f"{len(found)} snapshots of job {arguments.job_id} are numbered {wanted} (ids start over "
+            f"with a new etcd): {', '.join(s.url for s, _ in found)}; give one of them as --dir"
+        )
+    snapshot, metadata = found[0]
+    summary = {"checkpoint_id": metadata.checkpoint_id, "kind": metadata.kind, "path": snapshot.url}
     summary |= {"timestamp_ms": metadata.timestamp_ms, "bytes": metadata.state_bytes}
     print(json.dumps({"summary": summary, "metadata": metadata.to_json()}, indent=2))
     return 0

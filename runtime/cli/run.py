@@ -98,6 +98,7 @@ def run_command(arguments: argparse.Namespace) -> int:
     # Before etcd or Spark start; an embedded etcd is not started just to record a refusal.
     preflight(settings, config_of(arguments.etcd, arguments) if arguments.etcd else None)
     with exclusive_run(WORK_DIR):
+        RUN_FILE.unlink(missing_ok=True)  # a killed run's: this run writes its own once etcd serves
         result, totals = _run_here(settings, arguments)
     restored = f", restored from {result.restored_from}" if result.restored_from else ""
     restarts = f", {result.restarts} restart(s)" if result.restarts else ""

@@ -8,8 +8,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 
 class DirectoryInUseError(RuntimeError):
@@ -28,9 +30,7 @@ def exclusive_run(work_dir: Path) -> Iterator[None]:
     except OSError as error:
         raise DirectoryInUseError(f"cannot use {where / work_dir} for this run: {error}") from None
     with open(descriptor, "r+") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _locked(lock):
             holder = _holder(lock.read().strip())
             raise DirectoryInUseError(
                 f"another `lockgate run` ({holder}) is running in {where}, with its etcd and run "
@@ -44,6 +44,22 @@ def exclusive_run(work_dir: Path) -> Iterator[None]:
             yield
         finally:
             lock.truncate(0)  # a pid read later would name a process that is not the run
+
+
+def _locked(lock: IO[str]) -> bool:
+    """Take the lock; a moment's wait covers `run_going_on`, which holds it shared for
+    an instant to look."""
+    for attempt in range(LOCK_ATTEMPTS):
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if attempt < LOCK_ATTEMPTS - 1:
+                time.sleep(0.02)  # the look ends within microseconds; a run holds it for good
+    return False
+
+
+LOCK_ATTEMPTS = 10
 
 
 def _holder(recorded: str) -> str:

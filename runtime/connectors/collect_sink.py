@@ -40,8 +40,9 @@ class CollectedRecords:
 class CollectSink(Sink):
     _lock: ClassVar[threading.Lock] = threading.Lock()
     _committed: ClassVar[dict[str, list[Any]]] = {}
-    _committed_ids: ClassVar[set[str]] = set()  # across names and runs: a restore may commit again
-    _ids_by_name: ClassVar[dict[str, set[str]]] = {}  # which were committed under which name
+    # Per name, the transactions committed into it (or counted as committed: those a
+    # restored savepoint holds that an earlier run made visible).
+    _ids_by_name: ClassVar[dict[str, set[str]]] = {}
 
     def __init__(self, name: str) -> None:
         if not isinstance(name, str) or not name:
@@ -62,6 +63,7 @@ class CollectSink(Sink):
         """Open `name` in this process with nothing committed."""
         with cls._lock:
             cls._committed[name] = []
+            cls._ids_by_name[name] = set()
 
     @classmethod
     def forget(cls, name: str) -> None:
@@ -69,7 +71,7 @@ class CollectSink(Sink):
         later commits into it fail."""
         with cls._lock:
             cls._committed.pop(name, None)
-            cls._committed_ids -= cls._ids_by_name.pop(name, set())
+            cls._ids_by_name.pop(name, None)
 
     @classmethod
     def committed_ids(cls, name: str) -> frozenset[str]:
@@ -81,9 +83,7 @@ class CollectSink(Sink):
     def count_as_committed(cls, name: str, ids: frozenset[str]) -> None:
         """Treat `ids` as committed (under `name`, until it is forgotten)."""
         with cls._lock:
-            fresh = ids - cls._committed_ids
-            cls._committed_ids |= fresh
-            cls._ids_by_name.setdefault(name, set()).update(fresh)
+            cls._ids_by_name.setdefault(name, set()).update(ids)
 
     @classmethod
     def _commit(cls, name: str, transactions: list[CollectedRecords]) -> None:
@@ -97,8 +97,7 @@ class CollectSink(Sink):
                 )
             ids = cls._ids_by_name.setdefault(name, set())
             for transaction in transactions:
-                if transaction.id not in cls._committed_ids:
-                    cls._committed_ids.add(transaction.id)
+                if transaction.id not in ids:
                     ids.add(transaction.id)
                     committed.extend(pickle.loads(record) for record in transaction.records)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import itertools
 import os
 import shutil
@@ -30,13 +29,13 @@ def free_port() -> int:
 
 def _ended_with(parent: int) -> Callable[[], None]:
     """What the child runs before etcd: ask the kernel for SIGTERM when its parent
-    ends (PR_SET_PDEATHSIG), and end at once if the parent already has."""
+    ends (PR_SET_PDEATHSIG), and end at once if the parent already has. `prctl` is
+    looked up here, in the parent: between fork and exec the child only calls it."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
 
     def arrange() -> None:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent:
-            os.kill(os.getpid(), signal.SIGTERM)
+        if prctl(PR_SET_PDEATHSIG, signal.SIGTERM) != 0 or os.getppid() != parent:
+            os._exit(1)  # without the arrangement etcd could outlive a killed run: not started
 
     return arrange
 

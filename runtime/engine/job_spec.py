@@ -2,8 +2,9 @@
 
 The graph itself is not shipped: each task imports the entrypoint and builds it,
 as the driver did, so only this small, plain record crosses the wire. In-process
-runs (`lockgate.testing`) may give a `graph_factory` instead, which each task calls:
-every subtask still gets its own instances of the job's functions.
+runs (`lockgate.testing`) may give a `graph_factory` instead, which the job master
+and each in-process task call: every subtask still gets its own instances of the
+job's functions.
 """
 
 from __future__ import annotations

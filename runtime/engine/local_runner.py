@@ -85,12 +85,14 @@ def run_local(
     cancelled: threading.Event | None = None,
     exchange: Literal["memory", "tcp"] = "memory",
     liveness: Liveness | None = None,
+    task_graph: Callable[[int], JobGraph] | None = None,
 ) -> None:
     """Run the job to its end; re-raises the first task failure. `trigger_revision`:
     the coordinator's, so tasks see every trigger it published. Setting `cancelled`
     tears the job down: the run then ends with `JobCancelledError`. `exchange="tcp"`
     connects the tasks through authenticated TCP channels, as on Spark, which
-    fail on `liveness` (default: `Liveness()`)."""
+    fail on `liveness` (default: `Liveness()`). `task_graph`: each task's own
+    graph (built for it, as a Spark task builds its own), else `graph` shared."""
     cancelled = cancelled or threading.Event()
     controls = [control(config.index) for config in configs]
     if exchange == "tcp":
@@ -102,7 +104,14 @@ def run_local(
         wiring = local_wiring(graph, len(configs), channel_capacity, cancelled)
     try:
         tasks = [
-            Task(graph, c, controls[c.index], wiring=wiring[c.index], restore=restore, cancelled=cancelled)
+            Task(
+                graph if task_graph is None else task_graph(c.index),
+                c,
+                controls[c.index],
+                wiring=wiring[c.index],
+                restore=restore,
+                cancelled=cancelled,
+            )
             for c in configs
         ]
     except BaseException:

@@ -61,24 +61,19 @@ def make_operator(vertex: Vertex, out: Output, context: ChainContext) -> Output:
     return factory(vertex, out, context)
 
 
-# Each subtask gets its own instance of the job's function, as each Spark task
-# imports the job itself: a callable object's attributes are never shared between
-# subtasks, in-process runs included (a plain function is its own copy).
-
-
 @register("map")
 def _map(vertex: Vertex, out: Output, context: ChainContext) -> Output:
-    return MapOperator(copy.deepcopy(vertex.operator), out)
+    return MapOperator(vertex.operator, out)
 
 
 @register("flat_map")
 def _flat_map(vertex: Vertex, out: Output, context: ChainContext) -> Output:
-    return FlatMapOperator(copy.deepcopy(vertex.operator), out)
+    return FlatMapOperator(vertex.operator, out)
 
 
 @register("filter")
 def _filter(vertex: Vertex, out: Output, context: ChainContext) -> Output:
-    return FilterOperator(copy.deepcopy(vertex.operator), out)
+    return FilterOperator(vertex.operator, out)
 
 
 def _keyed(vertex: Vertex, function: KeyedProcessFunction, out: Output, context: ChainContext) -> Output:
@@ -93,7 +88,7 @@ def _keyed(vertex: Vertex, function: KeyedProcessFunction, out: Output, context:
 
 @register("process")
 def _process(vertex: Vertex, out: Output, context: ChainContext) -> Output:
-    # open() stores state handles on the instance.
+    # Each subtask gets its own instance: open() stores state handles on it.
     return _keyed(vertex, copy.deepcopy(vertex.operator), out, context)
 
 

@@ -86,6 +86,7 @@ async def _stopped(tasks: asyncio.Future[None], wait_s: float | None) -> None:
         async with asyncio.timeout(wait_s):
             await asyncio.gather(asyncio.shield(tasks), return_exceptions=True)
     except TimeoutError:
+        tasks.cancel()  # nobody reads its outcome: the thread's late one is dropped
         log.error(
             "the job's tasks did not stop within %.0f s of their cancellation (a task in the job's code "
             "that does not return?); their thread is left behind",

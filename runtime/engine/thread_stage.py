@@ -34,6 +34,9 @@ class ThreadStage:
             cancelled=cancelled,
             exchange="tcp",
             liveness=spec.liveness(),
+            # Each task builds its own graph, as a Spark task imports the job itself:
+            # a function object's attributes are never shared between subtasks.
+            task_graph=lambda _index: spec.graph(),
         )
 
     @property

@@ -8,9 +8,14 @@ import os
 import re
 import shutil
 import subprocess
+from importlib.metadata import version
 from pathlib import Path
 
-MINIMUM_JAVA = 17  # Spark 4's
+
+def minimum_java() -> int:
+    """What the installed pyspark's Spark runs on: Java 17 for Spark 4, 8 before."""
+    spark_major = int(version("pyspark").split(".")[0])
+    return 17 if spark_major >= 4 else 8
 
 
 class JavaError(RuntimeError):
@@ -24,7 +29,8 @@ def spark_java() -> Path | None:
     return Path(found).resolve() if found and Path(found).exists() else None
 
 
-def check_java(minimum: int = MINIMUM_JAVA) -> Path:
+def check_java(minimum: int | None = None) -> Path:
+    minimum = minimum or minimum_java()
     java = spark_java()
     hint = f"install Java {minimum} or newer (Debian: apt install openjdk-{minimum}-jre-headless)"
     if java is None:

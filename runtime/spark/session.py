@@ -130,6 +130,9 @@ def command_session(
         else {"spark.ui.enabled": "true", "spark.ui.port": str(ui_port)}
     )
     conf = {**ui, **(quick_start_jvm(options) if local else {})}
+    level = os.environ.get("LOCKGATE_LOG_LEVEL")
+    if level:  # executors that do not inherit this process's environment (a cluster's)
+        conf["spark.executorEnv.LOCKGATE_LOG_LEVEL"] = level
     try:
         spark = spark_session(master, app_name, conf)
     except PySparkRuntimeError as error:

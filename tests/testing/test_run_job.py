@@ -4,6 +4,7 @@ another parallelism, time under the test's control, errors that name the culprit
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
 import pickle
 import threading
@@ -108,9 +109,24 @@ def test_a_savepoint_resumes_twice_from_the_same_place() -> None:
 
 @pytest.mark.parametrize("build", ["tests.testing.jobs:running_sum", f"{jobs.__file__}:running_sum"])
 def test_the_job_may_be_named_as_module_function_or_file_function(build: str) -> None:
-    result = run_job(build, parallelism=2, sources={"numbers": NUMBERS}, args={"count": "3"})
+    for _ in range(2):  # the file's module, imported by the first run, is the same file the second time
+        result = run_job(build, parallelism=2, sources={"numbers": NUMBERS}, args={"count": "3"})
+        _assert_running_sums(result.outputs["out"], NUMBERS)
 
-    _assert_running_sums(result.outputs["out"], NUMBERS)
+
+def test_a_savepoint_restored_by_two_runs_at_once_repeats_nothing_in_either() -> None:
+    first = run_job(jobs.running_sum, sources={"numbers": NUMBERS}, stop_after_records=50)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        rests = list(
+            pool.map(
+                lambda p: run_job(
+                    jobs.running_sum, parallelism=p, sources={"numbers": NUMBERS}, restore=first.savepoint
+                ),
+                (1, 2),
+            )
+        )
+    for rest in rests:
+        _assert_running_sums(first.outputs["out"] + rest.outputs["out"], NUMBERS)
 
 
 def test_args_reach_the_job() -> None:
@@ -146,7 +162,10 @@ def test_a_run_that_does_not_end_in_time_says_so_and_leaves_nothing_running() ->
         env.source(GeneratorSource(None), name="forever").sink(CollectSink("never-read"), name="out")
 
     threads = set(threading.enumerate())
-    with pytest.raises(TimeoutError, match=r"did not end within 0.5 s; give timeout_s="):
+    with pytest.raises(
+        TimeoutError,
+        match=r"did not end within 0.5 s; a source not given in sources= may not end \(forever\)",
+    ):
         run_job(endless, timeout_s=0.5)
     assert set(threading.enumerate()) <= threads
 
@@ -307,12 +326,12 @@ def test_a_savepoint_pickled_and_restored_elsewhere_repeats_nothing(tmp_path: Pa
     first = run_job(jobs.running_sum, sources={"numbers": NUMBERS}, stop_after_records=10)
     kept = tmp_path / "savepoint.pickle"
     kept.write_bytes(pickle.dumps(first.savepoint))
-    ids_before = len(CollectSink._committed_ids)
+    names_before = len(CollectSink._ids_by_name)
 
     rest = run_job(jobs.running_sum, sources={"numbers": NUMBERS}, restore=pickle.loads(kept.read_bytes()))
 
     _assert_running_sums(first.outputs["out"] + rest.outputs["out"], NUMBERS)
-    assert len(CollectSink._committed_ids) == ids_before, "a run forgets its transactions when it ends"
+    assert len(CollectSink._ids_by_name) == names_before, "a run forgets its transactions when it ends"
 
 
 def test_a_stop_leaves_no_thread_behind() -> None:
@@ -328,11 +347,22 @@ def test_an_exception_of_the_build_is_raised_as_itself() -> None:
     def raises(env: StreamEnvironment) -> None:
         raise ValueError("the job's own complaint")
 
-    with pytest.raises(KeyError, match="job argument 'output' is missing"):
+    def raises_from(env: StreamEnvironment) -> None:
+        try:
+            {}["limit"]
+        except KeyError as missing:
+            raise ValueError("no limit") from missing
+
+    with pytest.raises(
+        KeyError, match=r"job argument 'output' is missing: give it in run_job\(args=\{'output': ...\}\)"
+    ):
         run_job(wants_an_argument)
     with pytest.raises(ValueError, match="the job's own complaint") as raised:
         run_job(raises)
     assert "built its dataflow" in raised.value.__notes__[0]
+    with pytest.raises(ValueError, match="no limit") as caused:
+        run_job(raises_from)
+    assert isinstance(caused.value.__cause__, KeyError), "the job's own cause is kept"
 
 
 def _renamed(env: StreamEnvironment) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -196,6 +197,14 @@ async def test_checkpoints_are_listed_and_shown_from_storage_alone_once_etcd_is_
     assert code == 1
     assert f"no checkpoint 1 of job {job.keys.job} with readable metadata" in err
     assert "(there: 2, 3)" in err
+
+    # Ids start over with a new etcd: a second snapshot numbered 3 is not picked silently.
+    copy = f"{job.savepoint_dir.removeprefix('file://')}/savepoint-again"
+    shutil.copytree(job.storage.checkpoint_dir(job.keys.job, 3), copy)
+    code, _, err = await lockgate_in(tmp_path, "checkpoints", "show", job.keys.job, "3", *where)
+    assert code == 1
+    assert f"2 snapshots of job {job.keys.job} are numbered 3" in err
+    assert "savepoint-again" in err
 
 
 async def test_a_finished_local_runs_checkpoints_are_listed_from_its_directory(

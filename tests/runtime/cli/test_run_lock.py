@@ -4,12 +4,14 @@ directory goes. Each is refused in one line naming what to do, nothing overwritt
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
-from lockgate.runtime.cli.run_lock import DirectoryInUseError, exclusive_run
+from lockgate.runtime.cli.run_lock import DirectoryInUseError, exclusive_run, run_going_on
 
 
 def test_a_held_directory_is_refused_naming_the_holder_and_the_directory_not_its_target(
@@ -63,3 +65,23 @@ def test_what_stands_where_the_lock_goes_is_refused_in_one_line_and_left_alone(
     ):
         pass
     assert victim.read_text() == "precious"
+
+
+def test_a_look_at_whether_a_run_goes_on_does_not_turn_a_starting_run_away(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`lockgate checkpoints` looks (a shared lock, held for an instant) while a run
+    takes the lock: the run waits out the look instead of refusing."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".lockgate").mkdir()
+    (tmp_path / ".lockgate" / "run.lock").touch()
+    looking = open(tmp_path / ".lockgate" / "run.lock")  # noqa: SIM115 - released by the timer
+    fcntl.flock(looking, fcntl.LOCK_SH)
+    look_ends = threading.Timer(0.05, looking.close)  # a look ending while the run starts
+    look_ends.start()
+    try:
+        with exclusive_run(Path(".lockgate")):
+            assert run_going_on(Path(".lockgate"))
+    finally:
+        look_ends.join()
+    assert not run_going_on(Path(".lockgate")), "a run that has ended holds nothing"

@@ -72,3 +72,15 @@ def test_a_job_installed_among_the_sites_packages_is_still_blamed_as_the_job(mon
     error = _raised(_the_jobs_code)
     assert carried(error) is None, "a library's error with no job's frame above it is not the job's"
     assert carried(error, job_code_paths("tests.runtime.engine.test_job_failure:build")) is not None
+
+
+def test_the_runtime_installed_among_the_sites_packages_is_still_the_runtime(monkeypatch) -> None:
+    """As in the image and a pip install: the runtime's files lie under site-packages,
+    and an error it raises on its own under the job's frame is still not the job's."""
+    runtime = str(Path(job_traceback.__file__).resolve().parents[1]) + "/"
+    monkeypatch.setattr(job_traceback, "_LIBRARIES", (runtime, *job_traceback._LIBRARIES))
+    cancelled = threading.Event()
+    cancelled.set()
+    full = LocalChannel(1, cancelled=cancelled)
+    full.send([1])
+    assert carried(_raised(lambda: _emits(lambda: full.send([2])))) is None

@@ -7,10 +7,11 @@ import os
 import stat
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from lockgate.runtime.spark.java import JavaError, check_java
+from lockgate.runtime.spark.java import JavaError, check_java, minimum_java
 
 LOCKGATE = str(Path(sys.executable).parent / "lockgate")
 
@@ -73,3 +74,11 @@ def test_lockgate_run_with_an_old_java_stops_before_anything_starts(tmp_path: Pa
         "or newer (Debian: apt install openjdk-17-jre-headless), or point JAVA_HOME at it"
     ]
     assert not (tmp_path / ".lockgate" / "etcd").exists(), "nothing was started"
+
+
+def test_the_minimum_is_what_the_installed_spark_runs_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert minimum_java() == (17 if int(version("pyspark").split(".")[0]) >= 4 else 8)
+    monkeypatch.setenv("JAVA_HOME", str(_jdk(tmp_path / "jdk", "11.0.2")))
+    assert check_java(minimum=8).name == "java", "a Spark 3 runs on Java 11"

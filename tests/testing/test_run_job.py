@@ -5,8 +5,11 @@ another parallelism, time under the test's control, errors that name the culprit
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import math
 import pickle
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -322,16 +325,35 @@ def test_each_subtask_has_its_own_instance_of_the_jobs_function() -> None:
         assert counts == list(range(1, 21)), "each counted only its own subtask's records"
 
 
-def test_a_savepoint_pickled_and_restored_elsewhere_repeats_nothing(tmp_path: Path) -> None:
+def test_a_savepoint_pickled_and_restored_in_another_process_repeats_nothing(tmp_path: Path) -> None:
+    """A savepoint kept in a file (a test of whether an old savepoint still restores)
+    is restored by a process that never saw the run that took it."""
     first = run_job(jobs.running_sum, sources={"numbers": NUMBERS}, stop_after_records=10)
     kept = tmp_path / "savepoint.pickle"
     kept.write_bytes(pickle.dumps(first.savepoint))
+    restoring = (
+        "import json, pickle, sys; from lockgate.testing import run_job; from tests.testing import jobs; "
+        "from tests.testing.test_run_job import NUMBERS; "
+        f"rest = run_job(jobs.running_sum, sources={{'numbers': NUMBERS}}, restore=pickle.load(open({str(kept)!r}, 'rb'))); "
+        "print(json.dumps(rest.outputs['out']))"
+    )
+    elsewhere = subprocess.run(
+        [sys.executable, "-c", restoring],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert elsewhere.returncode == 0, elsewhere.stderr[-3000:]
+    _assert_running_sums(first.outputs["out"] + json.loads(elsewhere.stdout.splitlines()[-1]), NUMBERS)
+
+
+def test_a_run_forgets_the_transactions_it_committed_when_it_ends() -> None:
     names_before = len(CollectSink._ids_by_name)
-
-    rest = run_job(jobs.running_sum, sources={"numbers": NUMBERS}, restore=pickle.loads(kept.read_bytes()))
-
-    _assert_running_sums(first.outputs["out"] + rest.outputs["out"], NUMBERS)
-    assert len(CollectSink._ids_by_name) == names_before, "a run forgets its transactions when it ends"
+    first = run_job(jobs.running_sum, sources={"numbers": NUMBERS}, stop_after_records=10)
+    run_job(jobs.running_sum, sources={"numbers": NUMBERS}, restore=first.savepoint)
+    assert len(CollectSink._ids_by_name) == names_before, "no memory grows with every run"
 
 
 def test_a_stop_leaves_no_thread_behind() -> None:
@@ -392,8 +414,9 @@ def test_a_restore_the_job_does_not_fit_is_refused_in_run_jobs_words() -> None:
         run_job(jobs.running_sum, sources={"numbers": NUMBERS}, restore=first.savepoint, max_parallelism=64)
 
 
-def test_a_build_function_of_any_name_runs() -> None:
-    def baue_dätenfluss(env: StreamEnvironment) -> None:  # noqa: PLC2401 - a name a job id cannot take
-        jobs.running_sum(env)
+def baue_dätenfluss(env: StreamEnvironment) -> None:  # noqa: PLC2401 - a name a job id cannot take
+    jobs.running_sum(env)
 
+
+def test_a_build_function_of_any_name_runs() -> None:
     assert len(run_job(baue_dätenfluss, sources={"numbers": NUMBERS}).outputs["out"]) == len(NUMBERS)

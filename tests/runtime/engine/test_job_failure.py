@@ -77,7 +77,7 @@ def test_a_job_installed_among_the_sites_packages_is_still_blamed_as_the_job(mon
 def test_the_runtime_installed_among_the_sites_packages_is_still_the_runtime(monkeypatch) -> None:
     """As in the image and a pip install: the runtime's files lie under site-packages,
     and an error it raises on its own under the job's frame is still not the job's."""
-    runtime = str(Path(job_traceback.__file__).resolve().parents[1]) + "/"
+    runtime = str(Path(job_traceback.__file__).parents[1]) + "/"  # as the frames name it
     monkeypatch.setattr(job_traceback, "_LIBRARIES", (runtime, *job_traceback._LIBRARIES))
     cancelled = threading.Event()
     cancelled.set()

@@ -15,15 +15,7 @@ from lockgate.runtime import (
     ValueStateDescriptor,
 )
 
-
-class RunningSum(KeyedProcessFunction):
-    def open(self, ctx: RuntimeContext) -> None:
-        self.total = ctx.state(ValueStateDescriptor("total", default=0))
-
-    def process(self, value: Any, ctx: Context) -> Iterator[dict[str, Any]]:
-        total = self.total.value() + value["n"]
-        self.total.update(total)
-        yield {"key": ctx.current_key, "n": value["n"], "sum": total}
+from tests.jobs.functions import RunningSum
 
 
 def running_sum(env: StreamEnvironment) -> None:

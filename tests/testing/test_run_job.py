@@ -26,6 +26,7 @@ from lockgate.runtime.api.validation import JobDefinitionError
 from lockgate.runtime.engine.restore_check import MaxParallelismMismatchError, NonRestoredStateError
 from lockgate.testing import ManualClock, Savepoint, run_job
 
+from tests.jobs.functions import RunningSum
 from tests.testing import jobs
 
 KEYS = 5
@@ -391,7 +392,7 @@ def _renamed(env: StreamEnvironment) -> None:
     (
         env.source(GeneratorSource(0), name="numbers")
         .key_by(lambda record: record["key"])
-        .process(jobs.RunningSum(), name="total")
+        .process(RunningSum(), name="total")
         .sink(CollectSink("x"), name="out")
     )
 

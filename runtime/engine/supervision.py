@@ -19,6 +19,9 @@ from lockgate.runtime.coordination.coordinator import CheckpointCoordinator
 
 log = logging.getLogger(__name__)
 
+SETTLE_S = 10.0
+"""How long a coordinator may take, after its tasks ended, to finish with their last checkpoint."""
+
 
 async def run_beside_coordinator(
     coordinator: CheckpointCoordinator,
@@ -41,6 +44,12 @@ async def run_beside_coordinator(
             await _stopped(tasks, stop_wait_s)
             raise coordination.exception()  # type: ignore[misc]
         await tasks  # a task failure propagates from here
+        if not coordination.done():
+            # The tasks end as soon as the last checkpoint's completion reaches them,
+            # which can be before the coordinator has finished with it: answering a
+            # stop-with-savepoint's request, recording a bounded job's end. Cancelled
+            # now, it would leave the requester unanswered and the stop unrecorded.
+            await asyncio.wait({coordination}, timeout=SETTLE_S)
         return coordinator.stopped_with
     finally:
         coordination.cancel()

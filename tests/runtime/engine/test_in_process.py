@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lockgate.runtime import read_committed
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.in_memory_store import InMemoryStore
 from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.kv_store import Put
+from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
 from lockgate.runtime.engine.job_master import EarlierRunError, JobMaster
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.restart import restart_strategy
@@ -21,6 +25,7 @@ from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 from tests.exactness import assert_running_sums_exact
+from tests.polling import eventually_true
 
 COUNT, KEYS = 6_000, 17
 
@@ -124,3 +129,63 @@ async def test_a_job_whose_sources_know_they_are_finite_ends_without_being_told_
         restart_strategy("none")
     )
     assert len(read_committed(words)) == 80
+
+
+class AnswersAfterTheTasksEnd(InMemoryStore):
+    """Holds the write of a savepoint's "completed" answer until the launch's tasks
+    have ended, then makes it take a second (a slow etcd): the order a loaded machine
+    can give them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tasks_ended = threading.Event()
+
+    async def transaction(self, compare: Any, success: Any, failure: Any = ()) -> bool:
+        if any(
+            isinstance(op, Put) and b"/savepoints/results/" in op.key and b'"completed"' in op.value
+            for op in success
+        ):
+            await asyncio.to_thread(self.tasks_ended.wait, 30)
+            await asyncio.sleep(1.0)  # the injected latency of this one write
+        return await super().transaction(compare, success, failure)
+
+
+class TellingStage(ThreadStage):
+    def __init__(self, ended: threading.Event) -> None:
+        super().__init__()
+        self._ended = ended
+
+    def run(self, spec: JobSpec) -> None:
+        try:
+            super().run(spec)
+        finally:
+            self._ended.set()
+
+
+async def test_a_stop_whose_answer_the_coordinator_writes_after_the_tasks_ended_is_answered(
+    tmp_path: Path,
+) -> None:
+    store = AnswersAfterTheTasksEnd()
+    args = {"count": "unbounded", "keys": "7", "rate": "2000", "output": f"file://{tmp_path}/out"}
+    spec = dataclasses.replace(
+        _spec(tmp_path, "tests.jobs.configurable:running_sum", store, args), bounded=False
+    )
+    master = JobMaster(
+        spec,
+        TellingStage(store.tasks_ended),
+        CheckpointStorage(f"file://{tmp_path}/checkpoints"),
+        CheckpointConfig(interval_s=0.05, timeout_s=30),
+        savepoint_dir=f"file://{tmp_path}/savepoints",
+    )
+    run = asyncio.create_task(master.run(restart_strategy("none")))
+
+    async def checkpointed() -> bool:
+        return await store.get(spec.keys.latest) is not None
+
+    await eventually_true(checkpointed, "a checkpoint completed", 60)
+    request = await request_savepoint(store, spec.keys, stop=True, expires_in_s=60)
+    answer = await await_savepoint(store, spec.keys, request, 20)
+    stopped = await asyncio.wait_for(run, 30)
+
+    assert answer.status == "completed"
+    assert stopped.savepoint == answer.path, "the run says it stopped with that savepoint"

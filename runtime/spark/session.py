@@ -95,6 +95,10 @@ def stop_with_jvm(spark: SparkSession, timeout_s: float = 60.0) -> int | None:
 TASK_FAILURE_REPORTERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager")
 """Spark's loggers that report a failed task with its whole Python and Java stack."""
 
+STOPPING_REPORTERS = ("org.apache.spark.scheduler.TaskSchedulerImpl",)
+"""Spark's logger that, while the session stops, reports the kills of the tasks the
+stop ends with a Java stack (a kill arriving after its result thread pool stopped)."""
+
 
 class SparkStartError(RuntimeError):
     """Spark's driver JVM did not start; what the JVM said is on stderr above."""
@@ -152,18 +156,24 @@ def command_session(
         cache, dumping = None, False
     spark.sparkContext.setLogLevel("ERROR")
     if not task_failures_logged:
-        log4j = spark.sparkContext._jvm.org.apache.logging.log4j  # type: ignore[union-attr]
-        for reporter in TASK_FAILURE_REPORTERS:
-            log4j.core.config.Configurator.setLevel(reporter, log4j.Level.OFF)
+        _silence(spark, TASK_FAILURE_REPORTERS)
     try:
         yield spark
     finally:
+        if not task_failures_logged:
+            _silence(spark, STOPPING_REPORTERS)
         on_stop()
         if cache is not None and dumping:
             print(f"saving Spark's JVM classes in {cache.archive} for faster starts (once)", file=sys.stderr)
             cache.publish(stop_with_jvm(spark))
         else:
             stop_with_jvm(spark)
+
+
+def _silence(spark: SparkSession, loggers: tuple[str, ...]) -> None:
+    log4j = spark.sparkContext._jvm.org.apache.logging.log4j  # type: ignore[union-attr]
+    for logger in loggers:
+        log4j.core.config.Configurator.setLevel(logger, log4j.Level.OFF)
 
 
 def local_class_cache() -> tuple[ClassCache | None, str, bool]:

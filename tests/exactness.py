@@ -27,7 +27,10 @@ def assert_running_sums_exact(
     """Every n committed once — those in `written_twice` exactly twice (a fallback
     past a checkpoint that had committed them) — and every key's final sum right."""
     times = Counter(r["n"] for r in output)
-    assert set(times) == set(range(count)), f"lost: {sorted(set(range(count)) - set(times))[:10]}"
+    lost = sorted(set(range(count)) - set(times))
+    assert not lost, (
+        f"lost {len(lost)}, n {lost[0]}..{lost[-1]}: {lost[:10]}; {_where_lost(output, lost, keys)}"
+    )
     twice = {n for n, k in times.items() if k == 2}
     more = {n for n, k in times.items() if k > 2}
     assert (twice, more) == (set(written_twice), set()), (
@@ -36,6 +39,23 @@ def assert_running_sums_exact(
     )
     expected = {k: sum(range(k, count, keys)) for k in range(keys)}
     assert final_sums(output) == expected, "a key's state was lost or counted twice"
+
+
+def _where_lost(output: list[dict[str, Any]], lost: list[int], keys: int) -> str:
+    """Whether the operator counted the lost records: a key's running sum counts
+    every n it saw, so its largest sum less the n's in the output is what it
+    counted that the output lacks (each seen n counted once)."""
+    seen_by_key: dict[int, set[int]] = {}
+    for record in output:
+        seen_by_key.setdefault(record["key"], set()).add(record["n"])
+    finals = final_sums(output)
+    unseen_counted = sum(finals[key] - sum(seen) for key, seen in seen_by_key.items())
+    lost_keys = sorted({n % keys for n in lost})
+    return (
+        f"the lost n's sum to {sum(lost)} over keys {lost_keys}; the running sums counted n's "
+        f"summing to {unseen_counted} that the output lacks (all of them: lost after the operator, "
+        "in the sink, the broker or the reader; none: the operator never saw them)"
+    )
 
 
 def assert_word_counts_exact(output: Iterable[dict[str, Any]], words: Iterable[str]) -> None:

@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import threading
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,25 @@ def produce_numbers(kafka: KafkaBroker, topic: str, first: int, count: int) -> N
 
 def committed_sums(kafka: KafkaBroker, topic: str) -> list[dict[str, Any]]:
     return [json.loads(value) for _, _, _, value in kafka.read(topic)]
+
+
+def assert_kafka_sums_exact(kafka: KafkaBroker, topic: str, count: int, run_output: str) -> None:
+    """The committed output is exact; if not, the failure also says which of the
+    lost records the topic holds uncommitted, and what the last run printed."""
+    committed = committed_sums(kafka, topic)
+    try:
+        assert_running_sums_exact(committed, count, KEYS)
+    except AssertionError as failure:
+        lost = set(range(count)) - {record["n"] for record in committed}
+        uncommitted = [json.loads(value)["n"] for _, _, _, value in kafka.read(topic, "read_uncommitted")]
+        written = sorted(lost & set(uncommitted))
+        failure.add_note(
+            f"of the {len(lost)} lost, {len(written)} are in {topic} read uncommitted ({written[:10]}); "
+            f"read uncommitted holds {len(uncommitted)} records, read committed {len(committed)}; "
+            f"lost by input partition: {Counter(n % PARTITIONS for n in lost)}; "
+            f"the last run printed: {run_output[-2000:]}"
+        )
+        raise
 
 
 def job(kafka: KafkaBroker, topics: tuple[str, str], parallelism: int, *flags: str) -> list[str]:
@@ -111,7 +131,7 @@ def test_killed_stopped_and_resumed_at_another_parallelism_kafka_output_is_exact
     )
     assert last.returncode == 0, last.stderr[-4000:]
     assert f"restored from {path}" in last.stdout
-    assert_running_sums_exact(committed_sums(kafka, topics[1]), streamed + later, KEYS)
+    assert_kafka_sums_exact(kafka, topics[1], streamed + later, last.stdout + last.stderr)
 
 
 @pytest.mark.parametrize("phase", PHASES)
@@ -127,4 +147,4 @@ def test_a_task_dying_at_each_phase_of_the_transaction_loses_and_duplicates_noth
     assert result.returncode == 0, result.stderr[-4000:]
     assert flag.exists(), f"no task died {phase}"
     assert "1 restart(s)" in result.stdout
-    assert_running_sums_exact(committed_sums(kafka, topics[1]), count, KEYS)
+    assert_kafka_sums_exact(kafka, topics[1], count, result.stdout + result.stderr)

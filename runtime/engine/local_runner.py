@@ -6,6 +6,7 @@ unit tests and small local runs without starting Spark.
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import threading
 from collections.abc import Callable
@@ -13,13 +14,7 @@ from typing import Literal
 
 from lockgate.runtime.api.graph import JobGraph
 from lockgate.runtime.coordination.restore_point import RestorePoint
-from lockgate.runtime.engine.channels import (
-    DEFAULT_CHANNEL_CAPACITY,
-    InputChannel,
-    JobCancelledError,
-    LocalChannel,
-    OutputChannel,
-)
+from lockgate.runtime.engine.channels import DEFAULT_CHANNEL_CAPACITY, JobCancelledError, LocalChannel
 from lockgate.runtime.engine.control import CheckpointControl
 from lockgate.runtime.engine.liveness import Liveness
 from lockgate.runtime.engine.network import ExchangeServer
@@ -30,19 +25,12 @@ from lockgate.runtime.engine.tcp_wiring import tcp_wiring
 def local_wiring(
     graph: JobGraph, parallelism: int, capacity: int, cancelled: threading.Event
 ) -> list[Wiring]:
-    keyed = [v.name for v in graph.vertices if v.keyed]
-    wiring = [
-        Wiring({v: [] for v in keyed}, {v: [] for v in keyed}, {v: threading.Event() for v in keyed})
-        for _ in range(parallelism)
-    ]
-    for vertex in keyed:
-        for source in range(parallelism):
-            for target in range(parallelism):
-                channel = LocalChannel(capacity, wiring[target].wakeups[vertex], cancelled)
-                outputs: list[OutputChannel] = wiring[source].outputs[vertex]
-                inputs: list[InputChannel] = wiring[target].inputs[vertex]
-                outputs.append(channel)
-                inputs.append(channel)
+    wiring = [Wiring.empty(graph) for _ in range(parallelism)]
+    for source, target in itertools.product(wiring, repeat=2):
+        for vertex, wakeup in target.wakeups.items():
+            channel = LocalChannel(capacity, wakeup, cancelled)
+            source.outputs[vertex].append(channel)
+            target.inputs[vertex].append(channel)
     return wiring
 
 

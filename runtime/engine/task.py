@@ -87,6 +87,12 @@ class Wiring:
     connect: Callable[[], None] = _nothing
     closers: list[Callable[[], None]] = field(default_factory=list)
 
+    @classmethod
+    def empty(cls, graph: JobGraph) -> Wiring:
+        """No channels yet: an empty list and a wakeup for each keyed vertex of `graph`."""
+        keyed = [v.name for v in graph.vertices if v.keyed]
+        return cls({v: [] for v in keyed}, {v: [] for v in keyed}, {v: threading.Event() for v in keyed})
+
 
 class Task:
     def __init__(

@@ -30,7 +30,6 @@ from lockgate.runtime.engine.operators import Counted, FanOut, KeyedExchange, Ou
 from lockgate.runtime.engine.source_watermarks import SourceWatermarks
 from lockgate.runtime.engine.vertex_state import (
     CommittingVertexState,
-    KeyedVertexState,
     SourceVertexState,
     StateConfig,
     TaskVertexState,
@@ -135,57 +134,53 @@ class Task:
         self.chains = [self._chain(chain) for chain in graph.chains()]
 
     def _chain(self, chain: list[Vertex]) -> ChainRunner:
-        head, sinks = chain[0], list[SinkOperator]()
+        head = chain[0]
         if head.kind != "source":
-            return ChainRunner(self, chain, self._output_of(head, sinks), sinks)
-        output = self.records_out[head.name] = Counted(self._downstream(head, sinks))
-        return ChainRunner(self, chain, output, sinks)
+            return ChainRunner(self, chain, self._output_of(head))
+        output = self.records_out[head.name] = Counted(self._downstream(head))
+        return ChainRunner(self, chain, output)
 
-    def _downstream(self, vertex: Vertex, sinks: list[SinkOperator]) -> Output:
+    def _downstream(self, vertex: Vertex) -> Output:
         outputs: list[Output] = []
         for after in self.graph.downstream(vertex.name):
             if after.keyed:
                 assert after.input is not None
                 assert after.input.key_fn is not None
-                channels = self.wiring.outputs[after.name]
-                m = self.config.state.max_parallelism
-                outputs.append(
-                    KeyedExchange(
-                        after.input.key_fn,
-                        channels,
-                        m,
-                        self.config.batch_size,
-                        self.config.in_flight_target_s,
-                    )
+                config, channels = self.config, self.wiring.outputs[after.name]
+                exchange = KeyedExchange(
+                    after.input.key_fn,
+                    channels,
+                    config.state.max_parallelism,
+                    config.batch_size,
+                    config.in_flight_target_s,
                 )
+                outputs.append(exchange)
             else:
-                outputs.append(self._output_of(after, sinks))
+                outputs.append(self._output_of(after))
         return outputs[0] if len(outputs) == 1 else FanOut(outputs)
 
-    def _output_of(self, vertex: Vertex, sinks: list[SinkOperator]) -> Output:
+    def _output_of(self, vertex: Vertex) -> Output:
         """The operator for `vertex`, wired to everything after it, its records counted."""
-        counted = Counted(self._operator(vertex, sinks))
+        counted = Counted(self._operator(vertex))
         self.records_in[vertex.name] = counted
         return counted
 
-    def _operator(self, vertex: Vertex, sinks: list[SinkOperator]) -> Output:
+    def _operator(self, vertex: Vertex) -> Output:
         if vertex.kind == "sink":
             writer = vertex.operator.create_writer(self.subtask_context(vertex.name))
             writer.recover(self.committing(vertex.name).restored_committables())
             self.committers[vertex.name] = writer
             sink = SinkOperator(vertex.name, writer, self.snapshot)
-            sinks.append(sink)
             self._sinks[vertex.name] = sink
             return sink
-        out = self.records_out[vertex.name] = Counted(self._downstream(vertex, sinks))
+        out = self.records_out[vertex.name] = Counted(self._downstream(vertex))
         return make_operator(vertex, out, self._chain_context)
 
     def _late_records(self, vertex: str) -> LateRecords:
         return self.late_records_dropped.setdefault(vertex, LateRecords())
 
     def _keyed_backend(self, vertex: str) -> CheckpointableKeyedStateBackend | None:
-        state = self.states[vertex]
-        return state.backend if isinstance(state, KeyedVertexState) else None
+        return self.states[vertex].keyed
 
     def committing(self, vertex: str) -> CommittingVertexState:
         """The state of a vertex that commits what it writes outside the job."""
@@ -301,11 +296,10 @@ class Task:
 class ChainRunner:
     """The loop of one chain: read its source or input gate, push, handle barriers."""
 
-    def __init__(self, task: Task, chain: list[Vertex], output: Output, sinks: list[SinkOperator]) -> None:
+    def __init__(self, task: Task, chain: list[Vertex], output: Output) -> None:
         self.task = task
         self.head = head = chain[0]
         self.output = output
-        self.sinks = sinks
         self.name = f"{head.name}-{task.config.index}"
         self.vertices = [v.name for v in chain]
         self.failure: BaseException | None = None

@@ -24,7 +24,7 @@ import struct
 import time
 from dataclasses import dataclass
 
-from lockgate.runtime.engine.frame_seal import MAC_BYTES, Opener, Sealer
+from lockgate.runtime.engine.frame_seal import MAC_BYTES
 
 MAGIC = b"LGX2"
 NONCE_BYTES = 32
@@ -92,18 +92,6 @@ class Session:
     channel: ChannelId
     records_key: bytes  # connecting side -> acceptor: frames of records
     credits_key: bytes  # acceptor -> connecting side: credit grants
-
-    def records_sealer(self) -> Sealer:
-        return Sealer(self.records_key)
-
-    def credits_sealer(self) -> Sealer:
-        return Sealer(self.credits_key)
-
-    def records_opener(self, name: str) -> Opener:
-        return Opener(self.records_key, name)
-
-    def credits_opener(self, name: str) -> Opener:
-        return Opener(self.credits_key, name)
 
 
 def _mac(secret: bytes, role: bytes, nonces: bytes, channel: bytes) -> bytes:

@@ -28,7 +28,7 @@ import time
 
 from lockgate.runtime.engine.channels import ChannelClosedError, ChannelSilentError, TaskCancelledError
 from lockgate.runtime.engine.events import Element, EndOfStream
-from lockgate.runtime.engine.frame_seal import MAC_BYTES, FrameAuthenticationError, Opener
+from lockgate.runtime.engine.frame_seal import MAC_BYTES, FrameAuthenticationError, Opener, Sealer
 from lockgate.runtime.engine.handshake import (
     HANDSHAKE_DEADLINE_S,
     AuthenticationError,
@@ -84,8 +84,8 @@ class RemoteInputChannel:
         if self.attached.is_set():
             raise ConnectionError(f"channel {self.channel} is already connected")
         name = f"channel {self.channel} from {peer[0]}:{peer[1]}"
-        self._opener = session.records_opener(name)
-        self._link = Link(sock, self._liveness, name, HEARTBEAT, session.credits_sealer())
+        self._opener = Opener(session.records_key, name)
+        self._link = Link(sock, self._liveness, name, HEARTBEAT, Sealer(session.credits_key))
         self._link.send(_U32.pack(self.capacity))
         self.attached.set()
         threading.Thread(target=self._read, name=f"recv-{self.channel.vertex}", daemon=True).start()
@@ -130,16 +130,13 @@ class RemoteInputChannel:
             cause = f": {self._error}" if self._error else ""
             raise ChannelClosedError(f"{self.channel} closed before the end of its stream{cause}")
         element: Element = pickle.loads(payload)
-        self._return_credit()
-        if isinstance(element, EndOfStream):
-            self._ended = True
-        return element
-
-    def _return_credit(self) -> None:
         assert self._link is not None
         # The sender may be gone; what it sent is still read to its end.
         with contextlib.suppress(OSError):
             self._link.send(ONE_CREDIT)
+        if isinstance(element, EndOfStream):
+            self._ended = True
+        return element
 
     def close(self) -> None:
         if self._link is not None:
@@ -193,8 +190,8 @@ class RemoteOutputChannel:
                 raise
         host, port = self.address
         name = f"channel {self.channel} to {host}:{port}"
-        self._opener = session.credits_opener(name)
-        self._link = Link(sock, self._liveness, name, HEARTBEAT, session.records_sealer())
+        self._opener = Opener(session.credits_key, name)
+        self._link = Link(sock, self._liveness, name, HEARTBEAT, Sealer(session.records_key))
         grant = self._read_grant()
         if grant is None:
             self._link.close()

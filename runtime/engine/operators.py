@@ -104,21 +104,21 @@ class Counted(_Forwarding):
         self.out.push(records, timestamps)
 
 
-class MapOperator(_Forwarding):
+class _Function(_Forwarding):
+    """A stateless operator of the job's function `fn` (map, flat_map, filter)."""
+
     def __init__(self, fn: Callable[[Any], Any], out: Output) -> None:
         self._fn = fn
         self.out = out
 
+
+class MapOperator(_Function):
     def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
         fn = self._fn
         self.out.push([fn(r) for r in records], timestamps)
 
 
-class FlatMapOperator(_Forwarding):
-    def __init__(self, fn: Callable[[Any], Any], out: Output) -> None:
-        self._fn = fn
-        self.out = out
-
+class FlatMapOperator(_Function):
     def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
         fn = self._fn
         if timestamps is None:
@@ -133,11 +133,7 @@ class FlatMapOperator(_Forwarding):
         self.out.push(items, stamps)
 
 
-class FilterOperator(_Forwarding):
-    def __init__(self, fn: Callable[[Any], Any], out: Output) -> None:
-        self._fn = fn
-        self.out = out
-
+class FilterOperator(_Function):
     def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
         fn = self._fn
         if timestamps is None:
@@ -155,8 +151,8 @@ class _KeyContext:
         self, backend: KeyedStateBackend, subtask: int, parallelism: int, timers: OperatorTimers
     ) -> None:
         self._backend = backend
-        self._subtask = subtask
-        self._parallelism = parallelism
+        self.subtask_index = subtask
+        self.parallelism = parallelism
         self.timers = timers
         self.timestamp: int | None = None
         self.time_domain: TimeDomain | None = None
@@ -164,14 +160,6 @@ class _KeyContext:
     @property
     def current_key(self) -> Any:
         return self._backend.current.key
-
-    @property
-    def subtask_index(self) -> int:
-        return self._subtask
-
-    @property
-    def parallelism(self) -> int:
-        return self._parallelism
 
     def state(self, descriptor: Any) -> Any:
         return self._backend.state(descriptor)

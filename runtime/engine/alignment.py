@@ -104,8 +104,6 @@ class InputGate:
         """What the gate passes on after a channel's event time changed, if anything.
         When the last active channel turns idle, the highest watermark any channel
         reached goes first (nothing holds it back any more), then idleness."""
-        if self._pending:
-            return self._pending.pop(0)
         live = [i for i in range(len(self._channels)) if i not in self._ended]
         active = [i for i in live if i not in self._idle]
         if live and not active:

@@ -45,11 +45,6 @@ def unclaimed_state(metadata: CheckpointMetadata, graph: JobGraph) -> list[str]:
     ]
 
 
-def _stateful_vertices(graph: JobGraph) -> str:
-    stateful = [f"{v.name!r} ({v.kind})" for v in graph.vertices if v.kind in STATEFUL_KINDS]
-    return ", ".join(stateful)
-
-
 def check_restorable(
     url: str,
     metadata: CheckpointMetadata,
@@ -75,9 +70,10 @@ def check_restorable(
             ", ".join(unclaimed),
         )
         return
+    stateful = ", ".join(f"{v.name!r} ({v.kind})" for v in graph.vertices if v.kind in STATEFUL_KINDS)
     raise NonRestoredStateError(
         f"{url} holds state no vertex of this job claims: {', '.join(unclaimed)}. The job's "
-        f"stateful vertices are {_stateful_vertices(graph)}. A vertex keeps its state under its name: "
+        f"stateful vertices are {stateful}. A vertex keeps its state under its name: "
         "give a renamed vertex its old name back to restore its state (a renamed source would "
         "otherwise read its input again from the beginning), or pass --allow-non-restored-state "
         "(spec.job.allowNonRestoredState: true) to drop the unclaimed state."

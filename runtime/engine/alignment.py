@@ -65,8 +65,7 @@ class InputGate:
     def _blocked(self, index: int) -> bool:
         if self._mode != "exactly-once" or not self._aligning:
             return False
-        oldest = self._aligning[min(self._aligning)]
-        return index in oldest.arrived
+        return index in self._aligning[min(self._aligning)].arrived
 
     def poll(self) -> list[object] | TimestampedBatch | Barrier | Watermark | Idle | None:
         """A batch of records, a barrier whose alignment just completed, a risen
@@ -86,8 +85,7 @@ class InputGate:
                 self._passed_idle = False
                 return element
             if isinstance(element, Barrier):
-                alignment = self._aligning.setdefault(element.checkpoint_id, _Alignment(element))
-                alignment.arrived.add(index)
+                self._aligning.setdefault(element.checkpoint_id, _Alignment(element)).arrived.add(index)
                 continue
             if isinstance(element, EndOfStream):
                 self._ended.add(index)

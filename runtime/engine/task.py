@@ -205,13 +205,12 @@ class Task:
 
     def snapshot(self, vertex: str, barrier: Barrier, drained: bool = False) -> None:
         """Synchronous part on the chain's thread; upload and acknowledgement off it."""
-        state = self.states[vertex]
         trigger = barrier.trigger
         committer = self.committers.get(vertex)
         if committer is not None:
             n = trigger.checkpoint_id
             self.committing(vertex).record_committables(n, committer.pre_commit(n))
-        pending = state.snapshot(trigger)
+        pending = self.states[vertex].snapshot(trigger)
         self._uploads.submit(self._upload, vertex, trigger, pending, drained)
 
     def _upload(self, vertex: str, trigger: Trigger, pending: PendingSubtaskSnapshot, drained: bool) -> None:
@@ -358,7 +357,6 @@ class ChainRunner:
         its input is drained: it reads no more and says so in its acknowledgements;
         the first checkpoint at which every source was drained is the job's final
         one, and its completion ends the sources."""
-        config = self.task.config
         state = self.task.source_state(self.head.name)
         context = self.task.subtask_context(self.head.name)
         reader = self.head.operator.open_reader(context, state.restored_offsets())
@@ -382,7 +380,7 @@ class ChainRunner:
                 self.records_read += len(records)
             elif not ended and not drained:
                 self.output.flush()
-                if (config.bounded or self.head.operator.bounded) and reader.reached_end():
+                if (self.task.config.bounded or self.head.operator.bounded) and reader.reached_end():
                     held_back = reader.end_of_input()
                     if held_back:
                         self.records_read += len(held_back)

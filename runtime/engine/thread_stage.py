@@ -39,11 +39,9 @@ class ThreadStage:
             task_graph=lambda _index: spec.graph(),
         )
 
-    @property
-    def stop_wait_s(self) -> float:
-        """Threads cannot be killed: one in the job's code that does not return is
-        left behind after this long, rather than holding the run forever."""
-        return 5.0
+    # Threads cannot be killed: one in the job's code that does not return is
+    # left behind after this long, rather than holding the run forever.
+    stop_wait_s = 5.0
 
     def cancel(self) -> None:
         if self._cancelled is not None:

@@ -71,7 +71,8 @@ class TaskVertexState:
         return snapshot_subtask(target, trigger.checkpoint_id, trigger.kind, self.keyed, self.operator)
 
     def close(self) -> None:
-        pass
+        if self.keyed is not None:
+            self.keyed.close()
 
 
 class KeyedVertexState(TaskVertexState):
@@ -81,18 +82,13 @@ class KeyedVertexState(TaskVertexState):
     def __init__(self, vertex: Vertex, index: int, parallelism: int, config: StateConfig) -> None:
         super().__init__(vertex, index, parallelism)
         groups = key_group_range(config.max_parallelism, parallelism, index)
-        self.backend: CheckpointableKeyedStateBackend
         if config.backend == "rocksdb":
             directory = config.local_dir / vertex.name / str(index)
-            self.backend = RocksDBKeyedStateBackend(
+            self.keyed = RocksDBKeyedStateBackend(
                 config.max_parallelism, groups, directory, incremental=config.incremental, clock=config.clock
             )
         else:
-            self.backend = HeapKeyedStateBackend(config.max_parallelism, groups, config.clock)
-        self.keyed = self.backend
-
-    def close(self) -> None:
-        self.backend.close()
+            self.keyed = HeapKeyedStateBackend(config.max_parallelism, groups, config.clock)
 
 
 class CommittingVertexState(TaskVertexState):

@@ -34,34 +34,6 @@ def local_wiring(
     return wiring
 
 
-def loopback_tcp_wiring(
-    graph: JobGraph,
-    parallelism: int,
-    capacity: int,
-    cancelled: threading.Event,
-    *,
-    launch: int,
-    liveness: Liveness,
-) -> list[Wiring]:
-    secret = secrets.token_bytes(32)
-    servers = [ExchangeServer(secret, liveness=liveness) for _ in range(parallelism)]
-    addresses = [server.address for server in servers]
-    return [
-        tcp_wiring(
-            graph,
-            server,
-            addresses,
-            job=graph.name,
-            launch=launch,
-            index=index,
-            secret=secret,
-            capacity=capacity,
-            cancelled=cancelled,
-        )
-        for index, server in enumerate(servers)
-    ]
-
-
 def run_local(
     graph: JobGraph,
     configs: list[TaskConfig],
@@ -84,10 +56,23 @@ def run_local(
     cancelled = cancelled or threading.Event()
     controls = [control(config.index) for config in configs]
     if exchange == "tcp":
-        launch = controls[0].launch
-        wiring = loopback_tcp_wiring(
-            graph, len(configs), channel_capacity, cancelled, launch=launch, liveness=liveness or Liveness()
-        )
+        secret = secrets.token_bytes(32)
+        servers = [ExchangeServer(secret, liveness=liveness or Liveness()) for _ in configs]
+        addresses = [server.address for server in servers]
+        wiring = [
+            tcp_wiring(
+                graph,
+                server,
+                addresses,
+                job=graph.name,
+                launch=controls[0].launch,
+                index=index,
+                secret=secret,
+                capacity=channel_capacity,
+                cancelled=cancelled,
+            )
+            for index, server in enumerate(servers)
+        ]
     else:
         wiring = local_wiring(graph, len(configs), channel_capacity, cancelled)
     try:

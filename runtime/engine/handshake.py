@@ -65,16 +65,15 @@ class ChannelId:
         return ChannelId(str(job), int(launch), str(vertex), int(source), int(target))
 
 
-def read_exactly(sock: socket.socket, size: int, deadline: float | None = None) -> bytes | None:
-    """`size` bytes, or None if the peer closed the connection first; with a
-    `deadline` (time.monotonic()), raises HandshakeTimeoutError past it."""
+def read_exactly(sock: socket.socket, size: int, deadline: float) -> bytes | None:
+    """`size` bytes, or None if the peer closed the connection first; raises
+    HandshakeTimeoutError past `deadline` (time.monotonic())."""
     chunks = bytearray()
     while len(chunks) < size:
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise HandshakeTimeoutError("the handshake did not finish within its deadline")
-            sock.settimeout(remaining)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise HandshakeTimeoutError("the handshake did not finish within its deadline")
+        sock.settimeout(remaining)
         try:
             chunk = sock.recv(size - len(chunks))
         except TimeoutError:

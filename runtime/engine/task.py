@@ -58,20 +58,12 @@ class TaskConfig:
     in_flight_target_s: float | None = DEFAULT_IN_FLIGHT_TARGET_S
 
 
-def _nothing() -> None:
-    pass
-
-
 def _monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
 AlignmentListener = Callable[[str, float], None]
 """Told (vertex, seconds) each time a keyed vertex aligned a checkpoint's barriers."""
-
-
-def _ignore_alignment(vertex: str, seconds: float) -> None:
-    pass
 
 
 @dataclass
@@ -83,7 +75,7 @@ class Wiring:
     inputs: dict[str, list[InputChannel]]
     outputs: dict[str, list[OutputChannel]]
     wakeups: dict[str, threading.Event]
-    connect: Callable[[], None] = _nothing
+    connect: Callable[[], None] = lambda: None
     closers: list[Callable[[], None]] = field(default_factory=list)
 
     @classmethod
@@ -125,7 +117,7 @@ class Task:
         self.records_in: dict[str, Counted] = {}
         self.records_out: dict[str, Counted] = {}
         self.state_bytes: dict[str, int] = {}
-        self.alignment_listener: AlignmentListener = _ignore_alignment
+        self.alignment_listener: AlignmentListener = lambda vertex, seconds: None
         # Per window vertex, the records it dropped as late.
         self.late_records_dropped: dict[str, LateRecords] = {}
         self._chain_context = ChainContext(

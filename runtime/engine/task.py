@@ -180,11 +180,6 @@ class Task:
         assert isinstance(state, CommittingVertexState), f"{vertex} commits nothing"
         return state
 
-    def source_state(self, vertex: str) -> SourceVertexState:
-        state = self.states[vertex]
-        assert isinstance(state, SourceVertexState), f"{vertex} is no source"
-        return state
-
     def subtask_context(self, vertex: str) -> SubtaskContext:
         keys = self.control.keys
         job = JobIdentity(keys.namespace, keys.job)
@@ -349,7 +344,8 @@ class ChainRunner:
         its input is drained: it reads no more and says so in its acknowledgements;
         the first checkpoint at which every source was drained is the job's final
         one, and its completion ends the sources."""
-        state = self.task.source_state(self.head.name)
+        state = self.task.states[self.head.name]
+        assert isinstance(state, SourceVertexState), f"{self.head.name} is no source"
         context = self.task.subtask_context(self.head.name)
         reader = self.head.operator.open_reader(context, state.restored_offsets())
         reader.recover(state.restored_committables())

@@ -48,10 +48,6 @@ def _bounds(window: TimeWindow) -> bytes:
     return _BOUNDS.pack(window.start, window.end)
 
 
-def _window_of(bounds: bytes) -> TimeWindow:
-    return TimeWindow(*_BOUNDS.unpack(bounds))
-
-
 def _element(window: TimeWindow, n: int) -> bytes:
     return _ELEMENT.pack(window.start, window.end, n)
 
@@ -122,7 +118,7 @@ class WindowProcess(KeyedProcessFunction):
 
     def _open_windows(self) -> list[tuple[TimeWindow, Any]]:
         """The key's open windows with what each holds (accumulator, or element count)."""
-        return [(_window_of(bounds), held) for bounds, held in self._windows.items()]
+        return [(TimeWindow(*_BOUNDS.unpack(bounds)), held) for bounds, held in self._windows.items()]
 
     def _merged(self, window: TimeWindow) -> TimeWindow:
         """The cover of `window` and every open window it touches (nothing changes)."""

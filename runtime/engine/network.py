@@ -171,6 +171,7 @@ class RemoteOutputChannel:
         """Connect and authenticate; retries until `timeout_s` while the acceptor is
         not listening yet or turns the connection away unheard (it admits a bounded
         number of handshakes at a time)."""
+        host, port = self.address
         deadline = time.monotonic() + timeout_s
         while True:
             sock = None
@@ -178,17 +179,14 @@ class RemoteOutputChannel:
                 sock = socket.create_connection(self.address, timeout=timeout_s)
                 session = connect(sock, self._secret, self.channel, min(HANDSHAKE_DEADLINE_S, timeout_s))
                 break
-            except (ConnectionRefusedError, ConnectionResetError, TurnedAwayError) as error:
+            except BaseException as error:
                 if sock is not None:
                     sock.close()
+                if not isinstance(error, (ConnectionRefusedError, ConnectionResetError, TurnedAwayError)):
+                    raise
                 if time.monotonic() > deadline:
-                    raise AuthenticationError(f"{self.address[0]}:{self.address[1]}: {error}") from error
-                time.sleep(WAIT_S)
-            except BaseException:
-                if sock is not None:
-                    sock.close()
-                raise
-        host, port = self.address
+                    raise AuthenticationError(f"{host}:{port}: {error}") from error
+            time.sleep(WAIT_S)
         name = f"channel {self.channel} to {host}:{port}"
         self._opener = Opener(session.credits_key, name)
         self._link = Link(sock, self._liveness, name, HEARTBEAT, Sealer(session.records_key))

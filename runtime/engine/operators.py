@@ -289,7 +289,6 @@ class SinkOperator:
         self.name = name
         self.writer = writer
         self._snapshot = snapshot
-        self.ended = False
         self.written = 0
 
     def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
@@ -305,7 +304,7 @@ class SinkOperator:
         pass
 
     def end(self) -> None:
-        self.ended = True
+        pass
 
     def flush(self) -> None:
         pass

@@ -292,9 +292,7 @@ class ChainRunner:
         self.records_read = 0
         self.backlog: Backlog | None = None  # a source's, refreshed every BACKLOG_INTERVAL_S
         self._completions = task.control.subscribe_completions()
-        self._triggers: queue.Queue[Trigger] | None = None
-        if head.kind == "source":
-            self._triggers = task.control.subscribe_triggers()
+        self._triggers = task.control.subscribe_triggers() if head.kind == "source" else None
 
     def run_guarded(self) -> None:
         try:

@@ -18,7 +18,7 @@ from lockgate.runtime.engine.local_runner import run_local
 
 class ThreadStage:
     def __init__(self) -> None:
-        self._cancelled: threading.Event | None = None
+        self._cancelled = threading.Event()  # each run replaces it with its own
 
     def run(self, spec: JobSpec) -> None:
         cancelled = self._cancelled = threading.Event()
@@ -44,5 +44,4 @@ class ThreadStage:
     stop_wait_s = 5.0
 
     def cancel(self) -> None:
-        if self._cancelled is not None:
-            self._cancelled.set()
+        self._cancelled.set()

@@ -79,6 +79,4 @@ class OperatorTimers:
         if queue is None:
             return []
         earliest = queue.earliest()
-        if earliest is None or earliest > up_to:
-            return []
-        return queue.pop_due(up_to)
+        return [] if earliest is None or earliest > up_to else queue.pop_due(up_to)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from lockgate.runtime.api.functions import KeyedProcessFunction
 from lockgate.runtime.api.graph import Vertex
@@ -61,19 +62,14 @@ def make_operator(vertex: Vertex, out: Output, context: ChainContext) -> Output:
     return factory(vertex, out, context)
 
 
-@register("map")
-def _map(vertex: Vertex, out: Output, context: ChainContext) -> Output:
-    return MapOperator(vertex.operator, out)
+def _stateless(operator: Callable[[Callable[[Any], Any], Output], Output]) -> OperatorFactory:
+    """A map, flat_map or filter: the vertex's function, applied by `operator`, keeps no state."""
+    return lambda vertex, out, context: operator(vertex.operator, out)
 
 
-@register("flat_map")
-def _flat_map(vertex: Vertex, out: Output, context: ChainContext) -> Output:
-    return FlatMapOperator(vertex.operator, out)
-
-
-@register("filter")
-def _filter(vertex: Vertex, out: Output, context: ChainContext) -> Output:
-    return FilterOperator(vertex.operator, out)
+register("map")(_stateless(MapOperator))
+register("flat_map")(_stateless(FlatMapOperator))
+register("filter")(_stateless(FilterOperator))
 
 
 def _keyed(vertex: Vertex, function: KeyedProcessFunction, out: Output, context: ChainContext) -> Output:

@@ -72,8 +72,7 @@ class InputGate:
         watermark or idleness, or None when nothing can be read now. `finished`
         tells when every channel has ended."""
         while True:
-            ready = self._complete_alignments()
-            if ready is not None:
+            if (ready := self._complete_alignments()) is not None:
                 return ready
             if self._pending:
                 return self._pending.pop(0)
@@ -94,8 +93,7 @@ class InputGate:
                 self._idle.discard(index)
             else:
                 self._idle.add(index)
-            mark = self._event_time()
-            if mark is not None:
+            if (mark := self._event_time()) is not None:
                 return mark
 
     def _event_time(self) -> Watermark | Idle | None:
@@ -130,8 +128,7 @@ class InputGate:
             index = (self._next + step) % count
             if index in self._ended or self._blocked(index):
                 continue
-            element = self._channels[index].poll()
-            if element is not None:
+            if (element := self._channels[index].poll()) is not None:
                 self._next = (index + 1) % count
                 return element, index
         return None, -1

@@ -198,8 +198,7 @@ class ProcessOperator:
         if timestamps is None:
             for key, value in records:
                 set_key(key)
-                produced = process(value, ctx)
-                if produced is not None:
+                if (produced := process(value, ctx)) is not None:
                     results.extend(produced)
         else:
             stamps = []
@@ -207,8 +206,7 @@ class ProcessOperator:
                 for (key, value), timestamp in zip(records, timestamps, strict=True):
                     set_key(key)
                     ctx.timestamp = timestamp
-                    produced = process(value, ctx)
-                    if produced is not None:
+                    if (produced := process(value, ctx)) is not None:
                         before = len(results)
                         results.extend(produced)
                         stamps.extend([timestamp] * (len(results) - before))
@@ -232,8 +230,7 @@ class ProcessOperator:
             for timestamp, key_group, key_bytes in due:
                 current.set(deserialize_key(key_bytes), key_bytes, key_group)
                 ctx.timestamp = timestamp
-                produced = on_timer(timestamp, ctx)
-                if produced is not None:
+                if (produced := on_timer(timestamp, ctx)) is not None:
                     before = len(results)
                     results.extend(produced)
                     if stamps is not None:
@@ -247,10 +244,8 @@ class ProcessOperator:
         sets for now again fires at the next chance, not in a loop here. What they
         yield carries no event time (as in Flink)."""
         due = self.timers.due("processing_time", self.timers.current_processing_time())
-        if due:
-            results = self._fire(due, "processing_time")
-            if results:
-                self.out.push(results)
+        if due and (results := self._fire(due, "processing_time")):
+            self.out.push(results)
 
     def advance_watermark(self, watermark: int) -> None:
         """Event time reached `watermark`: fire every event-time timer at or before it;
@@ -260,8 +255,7 @@ class ProcessOperator:
         self.timers.watermark = watermark
         while due := self.timers.due("event_time", watermark):
             stamps: list[int | None] = []
-            results = self._fire(due, "event_time", stamps)
-            if results:
+            if results := self._fire(due, "event_time", stamps):
                 self.out.push(results, stamps)
 
     def event_time(self, mark: EventTime) -> None:
@@ -355,8 +349,7 @@ class KeyedExchange:
                 self._send(target)
 
     def _send(self, target: int) -> None:
-        batch = self._buffers[target]
-        if batch:
+        if batch := self._buffers[target]:
             stamps = self._stamps[target]
             self._buffers[target] = []
             self._stamps[target] = None

@@ -193,8 +193,7 @@ class Task:
     def snapshot(self, vertex: str, barrier: Barrier, drained: bool = False) -> None:
         """Synchronous part on the chain's thread; upload and acknowledgement off it."""
         trigger = barrier.trigger
-        committer = self.committers.get(vertex)
-        if committer is not None:
+        if (committer := self.committers.get(vertex)) is not None:
             n = trigger.checkpoint_id
             self.committing(vertex).record_committables(n, committer.pre_commit(n))
         pending = self.states[vertex].snapshot(trigger)
@@ -221,13 +220,11 @@ class Task:
 
     def on_completed(self, chain: ChainRunner, completed: CompletedCheckpoint) -> None:
         for vertex in chain.vertices:
-            committer = self.committers.get(vertex)
-            if committer is not None:
+            if (committer := self.committers.get(vertex)) is not None:
                 committer.commit(self.committing(vertex).take_committable(completed.checkpoint_id))
         if completed.kind == "checkpoint":
             for vertex in chain.vertices:
-                keyed = self._keyed_backend(vertex)
-                if keyed is not None:
+                if (keyed := self._keyed_backend(vertex)) is not None:
                     keyed.notify_checkpoint_complete(completed.checkpoint_id)
 
     # -- running ---------------------------------------------------------------------
@@ -367,8 +364,7 @@ class ChainRunner:
             elif not ended and not drained:
                 self.output.flush()
                 if (self.task.config.bounded or self.head.operator.bounded) and reader.reached_end():
-                    held_back = reader.end_of_input()
-                    if held_back:
+                    if held_back := reader.end_of_input():
                         self.records_read += len(held_back)
                         stamps = None if watermarks is None else watermarks.timestamps("", held_back)
                         self.output.push(held_back, stamps)

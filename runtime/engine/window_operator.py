@@ -133,8 +133,7 @@ class WindowProcess(KeyedProcessFunction):
             if window == target or not _touches(window, target):
                 continue
             self._drop_timers(window, ctx)
-            aggregate = self._spec.aggregate
-            if aggregate is not None:
+            if (aggregate := self._spec.aggregate) is not None:
                 current = self._windows.get(_bounds(target), _ABSENT)
                 merged = held if current is _ABSENT else aggregate.merge(current, held)
                 self._windows.put(_bounds(target), merged)
@@ -155,8 +154,7 @@ class WindowProcess(KeyedProcessFunction):
         """Add `value` to `window`: whether that opened the window, and what the
         window holds now. One read and one write of the window's entry."""
         bounds = _bounds(window)
-        aggregate = self._spec.aggregate
-        if aggregate is not None:
+        if (aggregate := self._spec.aggregate) is not None:
             accumulator = self._windows.get(bounds, _ABSENT)
             opened = accumulator is _ABSENT
             held = aggregate.add(value, aggregate.create_accumulator() if opened else accumulator)
@@ -215,8 +213,7 @@ class WindowProcess(KeyedProcessFunction):
         found = []
         for end in sorted({timestamp + 1, timestamp + 1 - lateness}):
             window = TimeWindow(end - size, end)
-            held = self._windows.get(_bounds(window), _ABSENT)
-            if held is not _ABSENT:
+            if (held := self._windows.get(_bounds(window), _ABSENT)) is not _ABSENT:
                 found.append((window, held))
         return found
 

@@ -109,14 +109,12 @@ def accept(sock: socket.socket, secret: bytes, deadline_s: float = HANDSHAKE_DEA
     deadline = time.monotonic() + deadline_s
     nonce = os.urandom(NONCE_BYTES)
     sock.sendall(MAGIC + nonce)
-    header = read_exactly(sock, 2, deadline)
-    if header is None:
+    if (header := read_exactly(sock, 2, deadline)) is None:
         raise AuthenticationError("the peer closed the connection during the handshake")
     (length,) = struct.unpack(">H", header)
     if length > MAX_CHANNEL_ID_BYTES:
         raise AuthenticationError(f"channel id of {length} bytes is longer than {MAX_CHANNEL_ID_BYTES}")
-    answer = read_exactly(sock, length + NONCE_BYTES + MAC_BYTES, deadline)
-    if answer is None:
+    if (answer := read_exactly(sock, length + NONCE_BYTES + MAC_BYTES, deadline)) is None:
         raise AuthenticationError("the peer closed the connection during the handshake")
     channel, peer_nonce, mac = answer[:length], answer[length:-MAC_BYTES], answer[-MAC_BYTES:]
     nonces = nonce + peer_nonce
@@ -133,8 +131,7 @@ def connect(
 ) -> Session:
     """Connecting side: answer the acceptor's challenge for `channel`, then check its proof."""
     deadline = time.monotonic() + deadline_s
-    greeting = read_exactly(sock, len(MAGIC) + NONCE_BYTES, deadline)
-    if greeting is None:
+    if (greeting := read_exactly(sock, len(MAGIC) + NONCE_BYTES, deadline)) is None:
         raise TurnedAwayError(f"{_peer(sock)} closed the connection before its handshake")
     if not greeting.startswith(MAGIC):
         raise ConnectionError(f"{_peer(sock)} is not a Lockgate exchange endpoint of this version")
@@ -142,8 +139,7 @@ def connect(
     nonces = greeting[len(MAGIC) :] + nonce
     encoded = channel.encode()
     sock.sendall(struct.pack(">H", len(encoded)) + encoded + nonce + _mac(secret, b"C", nonces, encoded))
-    proof = read_exactly(sock, MAC_BYTES, deadline)
-    if proof is None:
+    if (proof := read_exactly(sock, MAC_BYTES, deadline)) is None:
         raise AuthenticationError(
             f"{_peer(sock)} refused channel {channel}: do both sides hold the same job secret?"
         )

@@ -98,8 +98,7 @@ class RemoteInputChannel:
                 (length,) = _U32.unpack(header)
                 if length > MAX_FRAME_BYTES:
                     raise ChannelClosedError(f"frame of {length} bytes on {self.channel}")
-                sealed = self._link.read_exactly(length + MAC_BYTES)
-                if sealed is None:
+                if (sealed := self._link.read_exactly(length + MAC_BYTES)) is None:
                     break
                 payload, mac = sealed[:length], sealed[length:]
                 self._opener.check(mac, header, payload)
@@ -190,8 +189,7 @@ class RemoteOutputChannel:
         name = f"channel {self.channel} to {host}:{port}"
         self._opener = Opener(session.credits_key, name)
         self._link = Link(sock, self._liveness, name, HEARTBEAT, Sealer(session.records_key))
-        grant = self._read_grant()
-        if grant is None:
+        if (grant := self._read_grant()) is None:
             self._link.close()
             raise AuthenticationError(f"{host}:{port} closed channel {self.channel} before granting credit")
         self._credits = self.capacity = grant
@@ -201,8 +199,7 @@ class RemoteOutputChannel:
         """The next grant of credits (0: a heartbeat), its MAC checked; None at the end."""
         assert self._link is not None
         assert self._opener is not None
-        sealed = self._link.read_exactly(_U32.size + MAC_BYTES)
-        if sealed is None:
+        if (sealed := self._link.read_exactly(_U32.size + MAC_BYTES)) is None:
             return None
         grant, mac = sealed[: _U32.size], sealed[_U32.size :]
         self._opener.check(mac, grant)
@@ -322,8 +319,7 @@ class ExchangeServer:
     def _handshake(self, sock: socket.socket, peer: tuple[str, int]) -> None:
         try:
             session = accept(sock, self._secret, self._handshake_deadline_s)
-            remote = self._inputs.get(session.channel)
-            if remote is None:
+            if (remote := self._inputs.get(session.channel)) is None:
                 raise AuthenticationError(f"no such channel here: {session.channel}")
             remote.attach(sock, peer, session)
         except (OSError, ValueError) as error:

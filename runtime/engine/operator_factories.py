@@ -53,8 +53,7 @@ def register(kind: str) -> Callable[[OperatorFactory], OperatorFactory]:
 
 def make_operator(vertex: Vertex, out: Output, context: ChainContext) -> Output:
     """The operator of `vertex`, pushing what it produces to `out`."""
-    factory = _FACTORIES.get(vertex.kind)
-    if factory is None:
+    if (factory := _FACTORIES.get(vertex.kind)) is None:
         raise ValueError(
             f"vertex {vertex.name!r} is of kind {vertex.kind!r}, which no operator runs "
             f"(known: {', '.join(sorted(_FACTORIES))})"
@@ -73,8 +72,7 @@ register("filter")(_stateless(FilterOperator))
 
 
 def _keyed(vertex: Vertex, function: KeyedProcessFunction, out: Output, context: ChainContext) -> Output:
-    backend = context.keyed_backend(vertex.name)
-    if backend is None:
+    if (backend := context.keyed_backend(vertex.name)) is None:
         raise ValueError(f"vertex {vertex.name!r} processes keyed records but has no keyed state")
     subtask = (context.subtask, context.parallelism)
     return ProcessOperator(

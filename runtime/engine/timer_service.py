@@ -42,8 +42,7 @@ class OperatorTimers:
             raise TimerRegistrationError(
                 f"{self._vertex}: timers belong to a key; set them in process() or on_timer(), not in open()"
             )
-        queue = self._queues.get(domain)
-        if queue is None:
+        if (queue := self._queues.get(domain)) is None:
             queue = self._queues[domain] = self._backend.timer_queue(QUEUES[domain])
         change = queue.add if register else queue.remove
         try:
@@ -75,8 +74,7 @@ class OperatorTimers:
 
     def due(self, domain: TimeDomain, up_to: int) -> list[DueTimer]:
         """The next batch of timers of `domain` at or before `up_to`, removed."""
-        queue = self._queues.get(domain)
-        if queue is None:
+        if (queue := self._queues.get(domain)) is None:
             return []
         earliest = queue.earliest()
         return [] if earliest is None or earliest > up_to else queue.pop_due(up_to)

@@ -65,16 +65,14 @@ class InputGate:
     def _blocked(self, index: int) -> bool:
         if self._mode != "exactly-once" or not self._aligning:
             return False
-        oldest = self._aligning[min(self._aligning)]
-        return index in oldest.arrived
+        return index in self._aligning[min(self._aligning)].arrived
 
     def poll(self) -> list[object] | TimestampedBatch | Barrier | Watermark | Idle | None:
         """A batch of records, a barrier whose alignment just completed, a risen
         watermark or idleness, or None when nothing can be read now. `finished`
         tells when every channel has ended."""
         while True:
-            ready = self._complete_alignments()
-            if ready is not None:
+            if (ready := self._complete_alignments()) is not None:
                 return ready
             if self._pending:
                 return self._pending.pop(0)
@@ -86,8 +84,7 @@ class InputGate:
                 self._passed_idle = False
                 return element
             if isinstance(element, Barrier):
-                alignment = self._aligning.setdefault(element.checkpoint_id, _Alignment(element))
-                alignment.arrived.add(index)
+                self._aligning.setdefault(element.checkpoint_id, _Alignment(element)).arrived.add(index)
                 continue
             if isinstance(element, EndOfStream):
                 self._ended.add(index)
@@ -96,16 +93,13 @@ class InputGate:
                 self._idle.discard(index)
             else:
                 self._idle.add(index)
-            mark = self._event_time()
-            if mark is not None:
+            if (mark := self._event_time()) is not None:
                 return mark
 
     def _event_time(self) -> Watermark | Idle | None:
         """What the gate passes on after a channel's event time changed, if anything.
         When the last active channel turns idle, the highest watermark any channel
         reached goes first (nothing holds it back any more), then idleness."""
-        if self._pending:
-            return self._pending.pop(0)
         live = [i for i in range(len(self._channels)) if i not in self._ended]
         active = [i for i in live if i not in self._idle]
         if live and not active:
@@ -134,8 +128,7 @@ class InputGate:
             index = (self._next + step) % count
             if index in self._ended or self._blocked(index):
                 continue
-            element = self._channels[index].poll()
-            if element is not None:
+            if (element := self._channels[index].poll()) is not None:
                 self._next = (index + 1) % count
                 return element, index
         return None, -1

@@ -17,10 +17,10 @@ import asyncio
 import json
 import queue
 import threading
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from lockgate.runtime.coordination.cancellation import within
 from lockgate.runtime.coordination.control_plane import ControlPlane, open_control_plane
@@ -42,6 +42,15 @@ class TaskProgress:
 # The tasks of a barrier stage start together; one that has not published its
 # address by then never will (its executor is gone), and Spark fails the stage.
 GATHER_TIMEOUT_S = 300.0
+
+
+_Update = TypeVar("_Update")
+
+
+async def _pump(updates: AsyncIterator[_Update], subscribers: list[queue.Queue[_Update]]) -> None:
+    async for update in updates:
+        for subscriber in subscribers:
+            subscriber.put(update)
 
 
 class AddressExchangeTimeoutError(TimeoutError):
@@ -85,11 +94,12 @@ class CheckpointControl:
         (the coordinator's `trigger_revision`; default: from now)."""
         participant = self._participant("-")
         revision = from_revision or self._call(participant.start_revision())
-        self._watches = [
-            asyncio.run_coroutine_threadsafe(self._pump_triggers(participant, revision), self._loop),
-            asyncio.run_coroutine_threadsafe(self._pump_completions(participant, revision), self._loop),
-            asyncio.run_coroutine_threadsafe(self._watch_coordinator(), self._loop),
-        ]
+        watches = (
+            _pump(participant.triggers(revision), self._triggers),
+            _pump(participant.completions(revision), self._completions),
+            self._watch_coordinator(),
+        )
+        self._watches = [asyncio.run_coroutine_threadsafe(watch, self._loop) for watch in watches]
 
     def _participant(self, vertex: str) -> CheckpointParticipant:
         return CheckpointParticipant(
@@ -99,8 +109,7 @@ class CheckpointControl:
     async def _watch_coordinator(self) -> None:
         key = self.keys.coordinator
         rows, revision = await self._store.get_prefix_at(key)
-        current = dict(rows).get(key)
-        if self._depose_unless_ours(current):
+        if self._depose_unless_ours(dict(rows).get(key)):
             return
         async for event in self._store.watch_prefix(key, revision + 1):
             if event.key == key and self._depose_unless_ours(None if event.deleted else event.value):
@@ -119,16 +128,6 @@ class CheckpointControl:
         """Raise if this task's launch was deposed."""
         if self.deposed is not None:
             raise LaunchDeposedError(f"task {self._subtask} stops: {self.deposed}")
-
-    async def _pump_triggers(self, participant: CheckpointParticipant, revision: int) -> None:
-        async for trigger in participant.triggers(revision):
-            for subscriber in self._triggers:
-                subscriber.put(trigger)
-
-    async def _pump_completions(self, participant: CheckpointParticipant, revision: int) -> None:
-        async for completed in participant.completions(revision):
-            for subscriber in self._completions:
-                subscriber.put(completed)
 
     def gather_addresses(
         self, address: str, parallelism: int, *, timeout_s: float = GATHER_TIMEOUT_S

@@ -24,7 +24,7 @@ import struct
 import time
 from dataclasses import dataclass
 
-from lockgate.runtime.engine.frame_seal import MAC_BYTES, Opener, Sealer
+from lockgate.runtime.engine.frame_seal import MAC_BYTES
 
 MAGIC = b"LGX2"
 NONCE_BYTES = 32
@@ -65,16 +65,15 @@ class ChannelId:
         return ChannelId(str(job), int(launch), str(vertex), int(source), int(target))
 
 
-def read_exactly(sock: socket.socket, size: int, deadline: float | None = None) -> bytes | None:
-    """`size` bytes, or None if the peer closed the connection first; with a
-    `deadline` (time.monotonic()), raises HandshakeTimeoutError past it."""
+def read_exactly(sock: socket.socket, size: int, deadline: float) -> bytes | None:
+    """`size` bytes, or None if the peer closed the connection first; raises
+    HandshakeTimeoutError past `deadline` (time.monotonic())."""
     chunks = bytearray()
     while len(chunks) < size:
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise HandshakeTimeoutError("the handshake did not finish within its deadline")
-            sock.settimeout(remaining)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise HandshakeTimeoutError("the handshake did not finish within its deadline")
+        sock.settimeout(remaining)
         try:
             chunk = sock.recv(size - len(chunks))
         except TimeoutError:
@@ -93,18 +92,6 @@ class Session:
     records_key: bytes  # connecting side -> acceptor: frames of records
     credits_key: bytes  # acceptor -> connecting side: credit grants
 
-    def records_sealer(self) -> Sealer:
-        return Sealer(self.records_key)
-
-    def credits_sealer(self) -> Sealer:
-        return Sealer(self.credits_key)
-
-    def records_opener(self, name: str) -> Opener:
-        return Opener(self.records_key, name)
-
-    def credits_opener(self, name: str) -> Opener:
-        return Opener(self.credits_key, name)
-
 
 def _mac(secret: bytes, role: bytes, nonces: bytes, channel: bytes) -> bytes:
     return hmac.new(secret, role + nonces + channel, hashlib.sha256).digest()
@@ -122,14 +109,12 @@ def accept(sock: socket.socket, secret: bytes, deadline_s: float = HANDSHAKE_DEA
     deadline = time.monotonic() + deadline_s
     nonce = os.urandom(NONCE_BYTES)
     sock.sendall(MAGIC + nonce)
-    header = read_exactly(sock, 2, deadline)
-    if header is None:
+    if (header := read_exactly(sock, 2, deadline)) is None:
         raise AuthenticationError("the peer closed the connection during the handshake")
     (length,) = struct.unpack(">H", header)
     if length > MAX_CHANNEL_ID_BYTES:
         raise AuthenticationError(f"channel id of {length} bytes is longer than {MAX_CHANNEL_ID_BYTES}")
-    answer = read_exactly(sock, length + NONCE_BYTES + MAC_BYTES, deadline)
-    if answer is None:
+    if (answer := read_exactly(sock, length + NONCE_BYTES + MAC_BYTES, deadline)) is None:
         raise AuthenticationError("the peer closed the connection during the handshake")
     channel, peer_nonce, mac = answer[:length], answer[length:-MAC_BYTES], answer[-MAC_BYTES:]
     nonces = nonce + peer_nonce
@@ -146,8 +131,7 @@ def connect(
 ) -> Session:
     """Connecting side: answer the acceptor's challenge for `channel`, then check its proof."""
     deadline = time.monotonic() + deadline_s
-    greeting = read_exactly(sock, len(MAGIC) + NONCE_BYTES, deadline)
-    if greeting is None:
+    if (greeting := read_exactly(sock, len(MAGIC) + NONCE_BYTES, deadline)) is None:
         raise TurnedAwayError(f"{_peer(sock)} closed the connection before its handshake")
     if not greeting.startswith(MAGIC):
         raise ConnectionError(f"{_peer(sock)} is not a Lockgate exchange endpoint of this version")
@@ -155,8 +139,7 @@ def connect(
     nonces = greeting[len(MAGIC) :] + nonce
     encoded = channel.encode()
     sock.sendall(struct.pack(">H", len(encoded)) + encoded + nonce + _mac(secret, b"C", nonces, encoded))
-    proof = read_exactly(sock, MAC_BYTES, deadline)
-    if proof is None:
+    if (proof := read_exactly(sock, MAC_BYTES, deadline)) is None:
         raise AuthenticationError(
             f"{_peer(sock)} refused channel {channel}: do both sides hold the same job secret?"
         )

@@ -40,8 +40,7 @@ def job_code_paths(entrypoint: str) -> tuple[str, ...]:
     """Where the job's top-level package (or module) lies, once imported: its code
     counts as the job's even when it is installed among the site's packages."""
     module = sys.modules.get(entrypoint.partition(":")[0].split(".")[0])
-    origin = getattr(module, "__file__", None)
-    if origin is None:
+    if (origin := getattr(module, "__file__", None)) is None:
         return ()
     path = Path(origin)
     return (f"{path.parent}/",) if path.name == "__init__.py" else (str(path),)
@@ -49,8 +48,7 @@ def job_code_paths(entrypoint: str) -> tuple[str, ...]:
 
 def carried(error: BaseException, job_paths: tuple[str, ...] = ()) -> CarriedJobFailureError | None:
     """`error` as a task on Spark raises it, if the job's code is to blame for it."""
-    frame = implicating_job_frame(error, job_paths)
-    if frame is None:
+    if (frame := implicating_job_frame(error, job_paths)) is None:
         return None
     where = f"in {frame.name} ({Path(frame.filename).name}, line {frame.lineno})"
     summary = f"{type(error).__name__}: {error} {where}"
@@ -60,8 +58,7 @@ def carried(error: BaseException, job_paths: tuple[str, ...] = ()) -> CarriedJob
 
 def found_in(text: str) -> JobCodeError | None:
     """The job's failure a task carried, from the text of the error that reached the driver."""
-    match = _CARRIED.search(text)
-    if match is None:
+    if (match := _CARRIED.search(text)) is None:
         return None
     try:
         payload = json.loads(match[1])

@@ -219,9 +219,8 @@ class JobMaster:
                 launch = self.spec.for_launch(
                     coordinator.launch, restore, coordinator.trigger_revision, secret
                 )
-                stage = self._stage
                 return await run_beside_coordinator(
-                    coordinator, lambda: stage.run(launch), stage.cancel, stage.stop_wait_s
+                    coordinator, lambda: self._stage.run(launch), self._stage.cancel, self._stage.stop_wait_s
                 )
             finally:
                 await coordinator.close()

@@ -154,13 +154,13 @@ class Link:
         self.next_tick = now + self.liveness.heartbeat_s
         silent = now - self._heard
         if silent > self.liveness.timeout_s:
-            self._fail(
-                ChannelSilentError(
-                    f"{self.name}: nothing heard for {silent:.1f} s (liveness timeout "
-                    f"{self.liveness.timeout_s:g} s): the peer task is stalled or the network "
-                    "between the tasks is partitioned"
-                )
+            self._failure = ChannelSilentError(
+                f"{self.name}: nothing heard for {silent:.1f} s (liveness timeout "
+                f"{self.liveness.timeout_s:g} s): the peer task is stalled or the network "
+                "between the tasks is partitioned"
             )
+            _TICKER.remove(self)
+            self._shutdown()  # wakes the reader, and a writer stuck on a full socket
             return
         # A writer holding the lock is sending already (or stuck on a full socket,
         # and then the peer would not read a heartbeat either).
@@ -180,11 +180,6 @@ class Link:
         except OSError:
             return  # the connection failed: its reader says how
         self._unsent = data[sent:]
-
-    def _fail(self, failure: ChannelSilentError) -> None:
-        self._failure = failure
-        _TICKER.remove(self)
-        self._shutdown()  # wakes the reader, and a writer stuck on a full socket
 
     def ended(self) -> None:
         """The reader saw the connection end: nothing left to keep alive."""

@@ -6,6 +6,7 @@ unit tests and small local runs without starting Spark.
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import threading
 from collections.abc import Callable
@@ -13,13 +14,7 @@ from typing import Literal
 
 from lockgate.runtime.api.graph import JobGraph
 from lockgate.runtime.coordination.restore_point import RestorePoint
-from lockgate.runtime.engine.channels import (
-    DEFAULT_CHANNEL_CAPACITY,
-    InputChannel,
-    JobCancelledError,
-    LocalChannel,
-    OutputChannel,
-)
+from lockgate.runtime.engine.channels import DEFAULT_CHANNEL_CAPACITY, JobCancelledError, LocalChannel
 from lockgate.runtime.engine.control import CheckpointControl
 from lockgate.runtime.engine.liveness import Liveness
 from lockgate.runtime.engine.network import ExchangeServer
@@ -30,48 +25,13 @@ from lockgate.runtime.engine.tcp_wiring import tcp_wiring
 def local_wiring(
     graph: JobGraph, parallelism: int, capacity: int, cancelled: threading.Event
 ) -> list[Wiring]:
-    keyed = [v.name for v in graph.vertices if v.keyed]
-    wiring = [
-        Wiring({v: [] for v in keyed}, {v: [] for v in keyed}, {v: threading.Event() for v in keyed})
-        for _ in range(parallelism)
-    ]
-    for vertex in keyed:
-        for source in range(parallelism):
-            for target in range(parallelism):
-                channel = LocalChannel(capacity, wiring[target].wakeups[vertex], cancelled)
-                outputs: list[OutputChannel] = wiring[source].outputs[vertex]
-                inputs: list[InputChannel] = wiring[target].inputs[vertex]
-                outputs.append(channel)
-                inputs.append(channel)
+    wiring = [Wiring.empty(graph) for _ in range(parallelism)]
+    for source, target in itertools.product(wiring, repeat=2):
+        for vertex, wakeup in target.wakeups.items():
+            channel = LocalChannel(capacity, wakeup, cancelled)
+            source.outputs[vertex].append(channel)
+            target.inputs[vertex].append(channel)
     return wiring
-
-
-def loopback_tcp_wiring(
-    graph: JobGraph,
-    parallelism: int,
-    capacity: int,
-    cancelled: threading.Event,
-    *,
-    launch: int,
-    liveness: Liveness,
-) -> list[Wiring]:
-    secret = secrets.token_bytes(32)
-    servers = [ExchangeServer(secret, liveness=liveness) for _ in range(parallelism)]
-    addresses = [server.address for server in servers]
-    return [
-        tcp_wiring(
-            graph,
-            server,
-            addresses,
-            job=graph.name,
-            launch=launch,
-            index=index,
-            secret=secret,
-            capacity=capacity,
-            cancelled=cancelled,
-        )
-        for index, server in enumerate(servers)
-    ]
 
 
 def run_local(
@@ -96,10 +56,23 @@ def run_local(
     cancelled = cancelled or threading.Event()
     controls = [control(config.index) for config in configs]
     if exchange == "tcp":
-        launch = controls[0].launch
-        wiring = loopback_tcp_wiring(
-            graph, len(configs), channel_capacity, cancelled, launch=launch, liveness=liveness or Liveness()
-        )
+        secret = secrets.token_bytes(32)
+        servers = [ExchangeServer(secret, liveness=liveness or Liveness()) for _ in configs]
+        addresses = [server.address for server in servers]
+        wiring = [
+            tcp_wiring(
+                graph,
+                server,
+                addresses,
+                job=graph.name,
+                launch=controls[0].launch,
+                index=index,
+                secret=secret,
+                capacity=channel_capacity,
+                cancelled=cancelled,
+            )
+            for index, server in enumerate(servers)
+        ]
     else:
         wiring = local_wiring(graph, len(configs), channel_capacity, cancelled)
     try:

@@ -28,7 +28,7 @@ import time
 
 from lockgate.runtime.engine.channels import ChannelClosedError, ChannelSilentError, TaskCancelledError
 from lockgate.runtime.engine.events import Element, EndOfStream
-from lockgate.runtime.engine.frame_seal import MAC_BYTES, FrameAuthenticationError, Opener
+from lockgate.runtime.engine.frame_seal import MAC_BYTES, FrameAuthenticationError, Opener, Sealer
 from lockgate.runtime.engine.handshake import (
     HANDSHAKE_DEADLINE_S,
     AuthenticationError,
@@ -84,8 +84,8 @@ class RemoteInputChannel:
         if self.attached.is_set():
             raise ConnectionError(f"channel {self.channel} is already connected")
         name = f"channel {self.channel} from {peer[0]}:{peer[1]}"
-        self._opener = session.records_opener(name)
-        self._link = Link(sock, self._liveness, name, HEARTBEAT, session.credits_sealer())
+        self._opener = Opener(session.records_key, name)
+        self._link = Link(sock, self._liveness, name, HEARTBEAT, Sealer(session.credits_key))
         self._link.send(_U32.pack(self.capacity))
         self.attached.set()
         threading.Thread(target=self._read, name=f"recv-{self.channel.vertex}", daemon=True).start()
@@ -98,8 +98,7 @@ class RemoteInputChannel:
                 (length,) = _U32.unpack(header)
                 if length > MAX_FRAME_BYTES:
                     raise ChannelClosedError(f"frame of {length} bytes on {self.channel}")
-                sealed = self._link.read_exactly(length + MAC_BYTES)
-                if sealed is None:
+                if (sealed := self._link.read_exactly(length + MAC_BYTES)) is None:
                     break
                 payload, mac = sealed[:length], sealed[length:]
                 self._opener.check(mac, header, payload)
@@ -130,16 +129,13 @@ class RemoteInputChannel:
             cause = f": {self._error}" if self._error else ""
             raise ChannelClosedError(f"{self.channel} closed before the end of its stream{cause}")
         element: Element = pickle.loads(payload)
-        self._return_credit()
-        if isinstance(element, EndOfStream):
-            self._ended = True
-        return element
-
-    def _return_credit(self) -> None:
         assert self._link is not None
         # The sender may be gone; what it sent is still read to its end.
         with contextlib.suppress(OSError):
             self._link.send(ONE_CREDIT)
+        if isinstance(element, EndOfStream):
+            self._ended = True
+        return element
 
     def close(self) -> None:
         if self._link is not None:
@@ -174,6 +170,7 @@ class RemoteOutputChannel:
         """Connect and authenticate; retries until `timeout_s` while the acceptor is
         not listening yet or turns the connection away unheard (it admits a bounded
         number of handshakes at a time)."""
+        host, port = self.address
         deadline = time.monotonic() + timeout_s
         while True:
             sock = None
@@ -181,22 +178,18 @@ class RemoteOutputChannel:
                 sock = socket.create_connection(self.address, timeout=timeout_s)
                 session = connect(sock, self._secret, self.channel, min(HANDSHAKE_DEADLINE_S, timeout_s))
                 break
-            except (ConnectionRefusedError, ConnectionResetError, TurnedAwayError) as error:
+            except BaseException as error:
                 if sock is not None:
                     sock.close()
+                if not isinstance(error, (ConnectionRefusedError, ConnectionResetError, TurnedAwayError)):
+                    raise
                 if time.monotonic() > deadline:
-                    raise AuthenticationError(f"{self.address[0]}:{self.address[1]}: {error}") from error
-                time.sleep(WAIT_S)
-            except BaseException:
-                if sock is not None:
-                    sock.close()
-                raise
-        host, port = self.address
+                    raise AuthenticationError(f"{host}:{port}: {error}") from error
+            time.sleep(WAIT_S)
         name = f"channel {self.channel} to {host}:{port}"
-        self._opener = session.credits_opener(name)
-        self._link = Link(sock, self._liveness, name, HEARTBEAT, session.records_sealer())
-        grant = self._read_grant()
-        if grant is None:
+        self._opener = Opener(session.credits_key, name)
+        self._link = Link(sock, self._liveness, name, HEARTBEAT, Sealer(session.records_key))
+        if (grant := self._read_grant()) is None:
             self._link.close()
             raise AuthenticationError(f"{host}:{port} closed channel {self.channel} before granting credit")
         self._credits = self.capacity = grant
@@ -206,8 +199,7 @@ class RemoteOutputChannel:
         """The next grant of credits (0: a heartbeat), its MAC checked; None at the end."""
         assert self._link is not None
         assert self._opener is not None
-        sealed = self._link.read_exactly(_U32.size + MAC_BYTES)
-        if sealed is None:
+        if (sealed := self._link.read_exactly(_U32.size + MAC_BYTES)) is None:
             return None
         grant, mac = sealed[: _U32.size], sealed[_U32.size :]
         self._opener.check(mac, grant)
@@ -327,8 +319,7 @@ class ExchangeServer:
     def _handshake(self, sock: socket.socket, peer: tuple[str, int]) -> None:
         try:
             session = accept(sock, self._secret, self._handshake_deadline_s)
-            remote = self._inputs.get(session.channel)
-            if remote is None:
+            if (remote := self._inputs.get(session.channel)) is None:
                 raise AuthenticationError(f"no such channel here: {session.channel}")
             remote.attach(sock, peer, session)
         except (OSError, ValueError) as error:

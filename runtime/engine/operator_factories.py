@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from lockgate.runtime.api.functions import KeyedProcessFunction
 from lockgate.runtime.api.graph import Vertex
@@ -52,8 +53,7 @@ def register(kind: str) -> Callable[[OperatorFactory], OperatorFactory]:
 
 def make_operator(vertex: Vertex, out: Output, context: ChainContext) -> Output:
     """The operator of `vertex`, pushing what it produces to `out`."""
-    factory = _FACTORIES.get(vertex.kind)
-    if factory is None:
+    if (factory := _FACTORIES.get(vertex.kind)) is None:
         raise ValueError(
             f"vertex {vertex.name!r} is of kind {vertex.kind!r}, which no operator runs "
             f"(known: {', '.join(sorted(_FACTORIES))})"
@@ -61,24 +61,18 @@ def make_operator(vertex: Vertex, out: Output, context: ChainContext) -> Output:
     return factory(vertex, out, context)
 
 
-@register("map")
-def _map(vertex: Vertex, out: Output, context: ChainContext) -> Output:
-    return MapOperator(vertex.operator, out)
+def _stateless(operator: Callable[[Callable[[Any], Any], Output], Output]) -> OperatorFactory:
+    """A map, flat_map or filter: the vertex's function, applied by `operator`, keeps no state."""
+    return lambda vertex, out, context: operator(vertex.operator, out)
 
 
-@register("flat_map")
-def _flat_map(vertex: Vertex, out: Output, context: ChainContext) -> Output:
-    return FlatMapOperator(vertex.operator, out)
-
-
-@register("filter")
-def _filter(vertex: Vertex, out: Output, context: ChainContext) -> Output:
-    return FilterOperator(vertex.operator, out)
+register("map")(_stateless(MapOperator))
+register("flat_map")(_stateless(FlatMapOperator))
+register("filter")(_stateless(FilterOperator))
 
 
 def _keyed(vertex: Vertex, function: KeyedProcessFunction, out: Output, context: ChainContext) -> Output:
-    backend = context.keyed_backend(vertex.name)
-    if backend is None:
+    if (backend := context.keyed_backend(vertex.name)) is None:
         raise ValueError(f"vertex {vertex.name!r} processes keyed records but has no keyed state")
     subtask = (context.subtask, context.parallelism)
     return ProcessOperator(

@@ -104,21 +104,21 @@ class Counted(_Forwarding):
         self.out.push(records, timestamps)
 
 
-class MapOperator(_Forwarding):
+class _Function(_Forwarding):
+    """A stateless operator of the job's function `fn` (map, flat_map, filter)."""
+
     def __init__(self, fn: Callable[[Any], Any], out: Output) -> None:
         self._fn = fn
         self.out = out
 
+
+class MapOperator(_Function):
     def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
         fn = self._fn
         self.out.push([fn(r) for r in records], timestamps)
 
 
-class FlatMapOperator(_Forwarding):
-    def __init__(self, fn: Callable[[Any], Any], out: Output) -> None:
-        self._fn = fn
-        self.out = out
-
+class FlatMapOperator(_Function):
     def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
         fn = self._fn
         if timestamps is None:
@@ -133,11 +133,7 @@ class FlatMapOperator(_Forwarding):
         self.out.push(items, stamps)
 
 
-class FilterOperator(_Forwarding):
-    def __init__(self, fn: Callable[[Any], Any], out: Output) -> None:
-        self._fn = fn
-        self.out = out
-
+class FilterOperator(_Function):
     def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
         fn = self._fn
         if timestamps is None:
@@ -155,8 +151,8 @@ class _KeyContext:
         self, backend: KeyedStateBackend, subtask: int, parallelism: int, timers: OperatorTimers
     ) -> None:
         self._backend = backend
-        self._subtask = subtask
-        self._parallelism = parallelism
+        self.subtask_index = subtask
+        self.parallelism = parallelism
         self.timers = timers
         self.timestamp: int | None = None
         self.time_domain: TimeDomain | None = None
@@ -164,14 +160,6 @@ class _KeyContext:
     @property
     def current_key(self) -> Any:
         return self._backend.current.key
-
-    @property
-    def subtask_index(self) -> int:
-        return self._subtask
-
-    @property
-    def parallelism(self) -> int:
-        return self._parallelism
 
     def state(self, descriptor: Any) -> Any:
         return self._backend.state(descriptor)
@@ -210,8 +198,7 @@ class ProcessOperator:
         if timestamps is None:
             for key, value in records:
                 set_key(key)
-                produced = process(value, ctx)
-                if produced is not None:
+                if (produced := process(value, ctx)) is not None:
                     results.extend(produced)
         else:
             stamps = []
@@ -219,8 +206,7 @@ class ProcessOperator:
                 for (key, value), timestamp in zip(records, timestamps, strict=True):
                     set_key(key)
                     ctx.timestamp = timestamp
-                    produced = process(value, ctx)
-                    if produced is not None:
+                    if (produced := process(value, ctx)) is not None:
                         before = len(results)
                         results.extend(produced)
                         stamps.extend([timestamp] * (len(results) - before))
@@ -244,8 +230,7 @@ class ProcessOperator:
             for timestamp, key_group, key_bytes in due:
                 current.set(deserialize_key(key_bytes), key_bytes, key_group)
                 ctx.timestamp = timestamp
-                produced = on_timer(timestamp, ctx)
-                if produced is not None:
+                if (produced := on_timer(timestamp, ctx)) is not None:
                     before = len(results)
                     results.extend(produced)
                     if stamps is not None:
@@ -259,10 +244,8 @@ class ProcessOperator:
         sets for now again fires at the next chance, not in a loop here. What they
         yield carries no event time (as in Flink)."""
         due = self.timers.due("processing_time", self.timers.current_processing_time())
-        if due:
-            results = self._fire(due, "processing_time")
-            if results:
-                self.out.push(results)
+        if due and (results := self._fire(due, "processing_time")):
+            self.out.push(results)
 
     def advance_watermark(self, watermark: int) -> None:
         """Event time reached `watermark`: fire every event-time timer at or before it;
@@ -272,8 +255,7 @@ class ProcessOperator:
         self.timers.watermark = watermark
         while due := self.timers.due("event_time", watermark):
             stamps: list[int | None] = []
-            results = self._fire(due, "event_time", stamps)
-            if results:
+            if results := self._fire(due, "event_time", stamps):
                 self.out.push(results, stamps)
 
     def event_time(self, mark: EventTime) -> None:
@@ -301,7 +283,6 @@ class SinkOperator:
         self.name = name
         self.writer = writer
         self._snapshot = snapshot
-        self.ended = False
         self.written = 0
 
     def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
@@ -317,7 +298,7 @@ class SinkOperator:
         pass
 
     def end(self) -> None:
-        self.ended = True
+        pass
 
     def flush(self) -> None:
         pass
@@ -368,8 +349,7 @@ class KeyedExchange:
                 self._send(target)
 
     def _send(self, target: int) -> None:
-        batch = self._buffers[target]
-        if batch:
+        if batch := self._buffers[target]:
             stamps = self._stamps[target]
             self._buffers[target] = []
             self._stamps[target] = None

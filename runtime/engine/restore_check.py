@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 
 from lockgate.runtime.api.graph import KEYED_KINDS, STATEFUL_KINDS, JobGraph
-from lockgate.runtime.snapshot.metadata import CheckpointMetadata, VertexState
+from lockgate.runtime.snapshot.metadata import CheckpointMetadata
 
 log = logging.getLogger(__name__)
 
@@ -30,24 +30,16 @@ class NonRestoredStateError(ValueError):
     """The snapshot holds state no vertex of the job claims; the message names it."""
 
 
-def _kinds_of_state(state: VertexState) -> list[str]:
-    return [kind for kind in CLAIMS if any(getattr(subtask, kind) is not None for subtask in state.subtasks)]
-
-
 def unclaimed_state(metadata: CheckpointMetadata, graph: JobGraph) -> list[str]:
     """Each state of the snapshot no vertex of `graph` claims, as `'name' (kind state)`."""
     kinds = {vertex.name: vertex.kind for vertex in graph.vertices}
     return [
         f"{name!r} ({kind} state)"
         for name, state in sorted(metadata.vertices.items())
-        for kind in _kinds_of_state(state)
-        if kinds.get(name) not in CLAIMS[kind]
+        for kind, claimants in CLAIMS.items()
+        if kinds.get(name) not in claimants
+        and any(getattr(subtask, kind) is not None for subtask in state.subtasks)
     ]
-
-
-def _stateful_vertices(graph: JobGraph) -> str:
-    stateful = [f"{v.name!r} ({v.kind})" for v in graph.vertices if v.kind in STATEFUL_KINDS]
-    return ", ".join(stateful)
 
 
 def check_restorable(
@@ -75,9 +67,10 @@ def check_restorable(
             ", ".join(unclaimed),
         )
         return
+    stateful = ", ".join(f"{v.name!r} ({v.kind})" for v in graph.vertices if v.kind in STATEFUL_KINDS)
     raise NonRestoredStateError(
         f"{url} holds state no vertex of this job claims: {', '.join(unclaimed)}. The job's "
-        f"stateful vertices are {_stateful_vertices(graph)}. A vertex keeps its state under its name: "
+        f"stateful vertices are {stateful}. A vertex keeps its state under its name: "
         "give a renamed vertex its old name back to restore its state (a renamed source would "
         "otherwise read its input again from the beginning), or pass --allow-non-restored-state "
         "(spec.job.allowNonRestoredState: true) to drop the unclaimed state."

@@ -57,9 +57,7 @@ class SourceWatermarks:
         return stamps
 
     def _holds_back(self, partition: str, now: int) -> bool:
-        if self._idleness is None:
-            return True
-        return now - self._active_at.get(partition, self._started) < self._idleness
+        return self._idleness is None or now - self._active_at.get(partition, self._started) < self._idleness
 
     def next_marks(self, partitions: Iterable[str]) -> list[EventTime]:
         """What to send downstream now: a higher watermark, or — once every partition

@@ -30,7 +30,6 @@ from lockgate.runtime.engine.operators import Counted, FanOut, KeyedExchange, Ou
 from lockgate.runtime.engine.source_watermarks import SourceWatermarks
 from lockgate.runtime.engine.vertex_state import (
     CommittingVertexState,
-    KeyedVertexState,
     SourceVertexState,
     StateConfig,
     TaskVertexState,
@@ -59,20 +58,12 @@ class TaskConfig:
     in_flight_target_s: float | None = DEFAULT_IN_FLIGHT_TARGET_S
 
 
-def _nothing() -> None:
-    pass
-
-
 def _monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
 AlignmentListener = Callable[[str, float], None]
 """Told (vertex, seconds) each time a keyed vertex aligned a checkpoint's barriers."""
-
-
-def _ignore_alignment(vertex: str, seconds: float) -> None:
-    pass
 
 
 @dataclass
@@ -84,8 +75,14 @@ class Wiring:
     inputs: dict[str, list[InputChannel]]
     outputs: dict[str, list[OutputChannel]]
     wakeups: dict[str, threading.Event]
-    connect: Callable[[], None] = _nothing
+    connect: Callable[[], None] = lambda: None
     closers: list[Callable[[], None]] = field(default_factory=list)
+
+    @classmethod
+    def empty(cls, graph: JobGraph) -> Wiring:
+        """No channels yet: an empty list and a wakeup for each keyed vertex of `graph`."""
+        keyed = [v.name for v in graph.vertices if v.keyed]
+        return cls({v: [] for v in keyed}, {v: [] for v in keyed}, {v: threading.Event() for v in keyed})
 
 
 class Task:
@@ -120,7 +117,7 @@ class Task:
         self.records_in: dict[str, Counted] = {}
         self.records_out: dict[str, Counted] = {}
         self.state_bytes: dict[str, int] = {}
-        self.alignment_listener: AlignmentListener = _ignore_alignment
+        self.alignment_listener: AlignmentListener = lambda vertex, seconds: None
         # Per window vertex, the records it dropped as late.
         self.late_records_dropped: dict[str, LateRecords] = {}
         self._chain_context = ChainContext(
@@ -129,67 +126,58 @@ class Task:
         self.chains = [self._chain(chain) for chain in graph.chains()]
 
     def _chain(self, chain: list[Vertex]) -> ChainRunner:
-        head, sinks = chain[0], list[SinkOperator]()
+        head = chain[0]
         if head.kind != "source":
-            return ChainRunner(self, chain, self._output_of(head, sinks), sinks)
-        output = self.records_out[head.name] = Counted(self._downstream(head, sinks))
-        return ChainRunner(self, chain, output, sinks)
+            return ChainRunner(self, chain, self._output_of(head))
+        output = self.records_out[head.name] = Counted(self._downstream(head))
+        return ChainRunner(self, chain, output)
 
-    def _downstream(self, vertex: Vertex, sinks: list[SinkOperator]) -> Output:
+    def _downstream(self, vertex: Vertex) -> Output:
         outputs: list[Output] = []
         for after in self.graph.downstream(vertex.name):
             if after.keyed:
                 assert after.input is not None
                 assert after.input.key_fn is not None
-                channels = self.wiring.outputs[after.name]
-                m = self.config.state.max_parallelism
-                outputs.append(
-                    KeyedExchange(
-                        after.input.key_fn,
-                        channels,
-                        m,
-                        self.config.batch_size,
-                        self.config.in_flight_target_s,
-                    )
+                config, channels = self.config, self.wiring.outputs[after.name]
+                exchange = KeyedExchange(
+                    after.input.key_fn,
+                    channels,
+                    config.state.max_parallelism,
+                    config.batch_size,
+                    config.in_flight_target_s,
                 )
+                outputs.append(exchange)
             else:
-                outputs.append(self._output_of(after, sinks))
+                outputs.append(self._output_of(after))
         return outputs[0] if len(outputs) == 1 else FanOut(outputs)
 
-    def _output_of(self, vertex: Vertex, sinks: list[SinkOperator]) -> Output:
+    def _output_of(self, vertex: Vertex) -> Output:
         """The operator for `vertex`, wired to everything after it, its records counted."""
-        counted = Counted(self._operator(vertex, sinks))
+        counted = Counted(self._operator(vertex))
         self.records_in[vertex.name] = counted
         return counted
 
-    def _operator(self, vertex: Vertex, sinks: list[SinkOperator]) -> Output:
+    def _operator(self, vertex: Vertex) -> Output:
         if vertex.kind == "sink":
             writer = vertex.operator.create_writer(self.subtask_context(vertex.name))
             writer.recover(self.committing(vertex.name).restored_committables())
             self.committers[vertex.name] = writer
             sink = SinkOperator(vertex.name, writer, self.snapshot)
-            sinks.append(sink)
             self._sinks[vertex.name] = sink
             return sink
-        out = self.records_out[vertex.name] = Counted(self._downstream(vertex, sinks))
+        out = self.records_out[vertex.name] = Counted(self._downstream(vertex))
         return make_operator(vertex, out, self._chain_context)
 
     def _late_records(self, vertex: str) -> LateRecords:
         return self.late_records_dropped.setdefault(vertex, LateRecords())
 
     def _keyed_backend(self, vertex: str) -> CheckpointableKeyedStateBackend | None:
-        state = self.states[vertex]
-        return state.backend if isinstance(state, KeyedVertexState) else None
+        return self.states[vertex].keyed
 
     def committing(self, vertex: str) -> CommittingVertexState:
         """The state of a vertex that commits what it writes outside the job."""
         state = self.states[vertex]
         assert isinstance(state, CommittingVertexState), f"{vertex} commits nothing"
-        return state
-
-    def source_state(self, vertex: str) -> SourceVertexState:
-        state = self.states[vertex]
-        assert isinstance(state, SourceVertexState), f"{vertex} is no source"
         return state
 
     def subtask_context(self, vertex: str) -> SubtaskContext:
@@ -204,13 +192,11 @@ class Task:
 
     def snapshot(self, vertex: str, barrier: Barrier, drained: bool = False) -> None:
         """Synchronous part on the chain's thread; upload and acknowledgement off it."""
-        state = self.states[vertex]
         trigger = barrier.trigger
-        committer = self.committers.get(vertex)
-        if committer is not None:
+        if (committer := self.committers.get(vertex)) is not None:
             n = trigger.checkpoint_id
             self.committing(vertex).record_committables(n, committer.pre_commit(n))
-        pending = state.snapshot(trigger)
+        pending = self.states[vertex].snapshot(trigger)
         self._uploads.submit(self._upload, vertex, trigger, pending, drained)
 
     def _upload(self, vertex: str, trigger: Trigger, pending: PendingSubtaskSnapshot, drained: bool) -> None:
@@ -234,13 +220,11 @@ class Task:
 
     def on_completed(self, chain: ChainRunner, completed: CompletedCheckpoint) -> None:
         for vertex in chain.vertices:
-            committer = self.committers.get(vertex)
-            if committer is not None:
+            if (committer := self.committers.get(vertex)) is not None:
                 committer.commit(self.committing(vertex).take_committable(completed.checkpoint_id))
         if completed.kind == "checkpoint":
             for vertex in chain.vertices:
-                keyed = self._keyed_backend(vertex)
-                if keyed is not None:
+                if (keyed := self._keyed_backend(vertex)) is not None:
                     keyed.notify_checkpoint_complete(completed.checkpoint_id)
 
     # -- running ---------------------------------------------------------------------
@@ -295,20 +279,17 @@ class Task:
 class ChainRunner:
     """The loop of one chain: read its source or input gate, push, handle barriers."""
 
-    def __init__(self, task: Task, chain: list[Vertex], output: Output, sinks: list[SinkOperator]) -> None:
+    def __init__(self, task: Task, chain: list[Vertex], output: Output) -> None:
         self.task = task
         self.head = head = chain[0]
         self.output = output
-        self.sinks = sinks
         self.name = f"{head.name}-{task.config.index}"
         self.vertices = [v.name for v in chain]
         self.failure: BaseException | None = None
         self.records_read = 0
         self.backlog: Backlog | None = None  # a source's, refreshed every BACKLOG_INTERVAL_S
         self._completions = task.control.subscribe_completions()
-        self._triggers: queue.Queue[Trigger] | None = None
-        if head.kind == "source":
-            self._triggers = task.control.subscribe_triggers()
+        self._triggers = task.control.subscribe_triggers() if head.kind == "source" else None
 
     def run_guarded(self) -> None:
         try:
@@ -358,8 +339,8 @@ class ChainRunner:
         its input is drained: it reads no more and says so in its acknowledgements;
         the first checkpoint at which every source was drained is the job's final
         one, and its completion ends the sources."""
-        config = self.task.config
-        state = self.task.source_state(self.head.name)
+        state = self.task.states[self.head.name]
+        assert isinstance(state, SourceVertexState), f"{self.head.name} is no source"
         context = self.task.subtask_context(self.head.name)
         reader = self.head.operator.open_reader(context, state.restored_offsets())
         reader.recover(state.restored_committables())
@@ -382,9 +363,8 @@ class ChainRunner:
                 self.records_read += len(records)
             elif not ended and not drained:
                 self.output.flush()
-                if (config.bounded or self.head.operator.bounded) and reader.reached_end():
-                    held_back = reader.end_of_input()
-                    if held_back:
+                if (self.task.config.bounded or self.head.operator.bounded) and reader.reached_end():
+                    if held_back := reader.end_of_input():
                         self.records_read += len(held_back)
                         stamps = None if watermarks is None else watermarks.timestamps("", held_back)
                         self.output.push(held_back, stamps)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from lockgate.runtime.api.graph import JobGraph
-from lockgate.runtime.engine.channels import InputChannel, LocalChannel, OutputChannel
+from lockgate.runtime.engine.channels import LocalChannel
 from lockgate.runtime.engine.handshake import ChannelId
 from lockgate.runtime.engine.network import ExchangeServer, RemoteOutputChannel
 from lockgate.runtime.engine.task import Wiring
@@ -27,14 +27,11 @@ def tcp_wiring(
     """Channels of subtask `index`; `addresses[i]` is task i's exchange server.
     Every channel keeps `server.liveness`. Starts `server`; the caller then
     `connect()`s the wiring."""
-    keyed = [v.name for v in graph.vertices if v.keyed]
-    wiring = Wiring({v: [] for v in keyed}, {v: [] for v in keyed}, {v: threading.Event() for v in keyed})
+    wiring = Wiring.empty(graph)
     remotes: list[RemoteOutputChannel] = []
-    for vertex in keyed:
-        wakeup = wiring.wakeups[vertex]
+    for vertex, wakeup in wiring.wakeups.items():
         own = LocalChannel(capacity, wakeup, cancelled)
-        inputs: list[InputChannel] = wiring.inputs[vertex]
-        outputs: list[OutputChannel] = wiring.outputs[vertex]
+        inputs, outputs = wiring.inputs[vertex], wiring.outputs[vertex]
         for peer, address in enumerate(addresses):
             if peer == index:
                 inputs.append(own)

@@ -18,7 +18,7 @@ from lockgate.runtime.engine.local_runner import run_local
 
 class ThreadStage:
     def __init__(self) -> None:
-        self._cancelled: threading.Event | None = None
+        self._cancelled = threading.Event()  # each run replaces it with its own
 
     def run(self, spec: JobSpec) -> None:
         cancelled = self._cancelled = threading.Event()
@@ -39,12 +39,9 @@ class ThreadStage:
             task_graph=lambda _index: spec.graph(),
         )
 
-    @property
-    def stop_wait_s(self) -> float:
-        """Threads cannot be killed: one in the job's code that does not return is
-        left behind after this long, rather than holding the run forever."""
-        return 5.0
+    # Threads cannot be killed: one in the job's code that does not return is
+    # left behind after this long, rather than holding the run forever.
+    stop_wait_s = 5.0
 
     def cancel(self) -> None:
-        if self._cancelled is not None:
-            self._cancelled.set()
+        self._cancelled.set()

@@ -31,12 +31,6 @@ class OperatorTimers:
         }
         self.watermark = NO_WATERMARK
 
-    def _queue(self, domain: TimeDomain) -> TimerQueue:
-        queue = self._queues.get(domain)
-        if queue is None:
-            queue = self._queues[domain] = self._backend.timer_queue(QUEUES[domain])
-        return queue
-
     def _change(self, domain: TimeDomain, timestamp: Any, register: bool) -> None:
         if isinstance(timestamp, bool) or not isinstance(timestamp, int):
             raise TimerRegistrationError(
@@ -48,7 +42,8 @@ class OperatorTimers:
             raise TimerRegistrationError(
                 f"{self._vertex}: timers belong to a key; set them in process() or on_timer(), not in open()"
             )
-        queue = self._queue(domain)
+        if (queue := self._queues.get(domain)) is None:
+            queue = self._queues[domain] = self._backend.timer_queue(QUEUES[domain])
         change = queue.add if register else queue.remove
         try:
             change(current.key_group, timestamp, current.key_bytes)
@@ -79,10 +74,7 @@ class OperatorTimers:
 
     def due(self, domain: TimeDomain, up_to: int) -> list[DueTimer]:
         """The next batch of timers of `domain` at or before `up_to`, removed."""
-        queue = self._queues.get(domain)
-        if queue is None:
+        if (queue := self._queues.get(domain)) is None:
             return []
         earliest = queue.earliest()
-        if earliest is None or earliest > up_to:
-            return []
-        return queue.pop_due(up_to)
+        return [] if earliest is None or earliest > up_to else queue.pop_due(up_to)

@@ -71,7 +71,8 @@ class TaskVertexState:
         return snapshot_subtask(target, trigger.checkpoint_id, trigger.kind, self.keyed, self.operator)
 
     def close(self) -> None:
-        pass
+        if self.keyed is not None:
+            self.keyed.close()
 
 
 class KeyedVertexState(TaskVertexState):
@@ -81,18 +82,13 @@ class KeyedVertexState(TaskVertexState):
     def __init__(self, vertex: Vertex, index: int, parallelism: int, config: StateConfig) -> None:
         super().__init__(vertex, index, parallelism)
         groups = key_group_range(config.max_parallelism, parallelism, index)
-        self.backend: CheckpointableKeyedStateBackend
         if config.backend == "rocksdb":
             directory = config.local_dir / vertex.name / str(index)
-            self.backend = RocksDBKeyedStateBackend(
+            self.keyed = RocksDBKeyedStateBackend(
                 config.max_parallelism, groups, directory, incremental=config.incremental, clock=config.clock
             )
         else:
-            self.backend = HeapKeyedStateBackend(config.max_parallelism, groups, config.clock)
-        self.keyed = self.backend
-
-    def close(self) -> None:
-        self.backend.close()
+            self.keyed = HeapKeyedStateBackend(config.max_parallelism, groups, config.clock)
 
 
 class CommittingVertexState(TaskVertexState):
@@ -101,8 +97,7 @@ class CommittingVertexState(TaskVertexState):
 
     def __init__(self, vertex: Vertex, index: int, parallelism: int) -> None:
         super().__init__(vertex, index, parallelism)
-        self.store = OperatorStateStore()
-        self.operator = self.store
+        self.operator: OperatorStateStore = OperatorStateStore()
         self._uncommitted: dict[int, list[Any]] = {}
 
     @property
@@ -110,12 +105,12 @@ class CommittingVertexState(TaskVertexState):
         return bool(self._uncommitted)
 
     def restored_committables(self) -> list[Any]:
-        return [c for _, c in self.store.union_list_state("committables").get()]
+        return [c for _, c in self.operator.union_list_state("committables").get()]
 
     def record_committables(self, checkpoint_id: int, committables: list[Any]) -> None:
         if committables:
             self._uncommitted[checkpoint_id] = committables
-        self.store.union_list_state("committables").update(
+        self.operator.union_list_state("committables").update(
             [[n, c] for n, batch in sorted(self._uncommitted.items()) for c in batch]
         )
 
@@ -130,10 +125,10 @@ class SourceVertexState(CommittingVertexState):
     committables of what its reader writes on the side (dead letters)."""
 
     def restored_offsets(self) -> dict[str, Any]:
-        return {name: offset for name, offset in self.store.union_list_state("offsets").get()}
+        return {name: offset for name, offset in self.operator.union_list_state("offsets").get()}
 
     def record_offsets(self, offsets: dict[str, Any]) -> None:
-        self.store.union_list_state("offsets").update([[n, o] for n, o in offsets.items()])
+        self.operator.union_list_state("offsets").update([[n, o] for n, o in offsets.items()])
 
 
 def vertex_state(vertex: Vertex, index: int, parallelism: int, config: StateConfig) -> TaskVertexState:

@@ -48,10 +48,6 @@ def _bounds(window: TimeWindow) -> bytes:
     return _BOUNDS.pack(window.start, window.end)
 
 
-def _window_of(bounds: bytes) -> TimeWindow:
-    return TimeWindow(*_BOUNDS.unpack(bounds))
-
-
 def _element(window: TimeWindow, n: int) -> bytes:
     return _ELEMENT.pack(window.start, window.end, n)
 
@@ -122,7 +118,7 @@ class WindowProcess(KeyedProcessFunction):
 
     def _open_windows(self) -> list[tuple[TimeWindow, Any]]:
         """The key's open windows with what each holds (accumulator, or element count)."""
-        return [(_window_of(bounds), held) for bounds, held in self._windows.items()]
+        return [(TimeWindow(*_BOUNDS.unpack(bounds)), held) for bounds, held in self._windows.items()]
 
     def _merged(self, window: TimeWindow) -> TimeWindow:
         """The cover of `window` and every open window it touches (nothing changes)."""
@@ -137,8 +133,7 @@ class WindowProcess(KeyedProcessFunction):
             if window == target or not _touches(window, target):
                 continue
             self._drop_timers(window, ctx)
-            aggregate = self._spec.aggregate
-            if aggregate is not None:
+            if (aggregate := self._spec.aggregate) is not None:
                 current = self._windows.get(_bounds(target), _ABSENT)
                 merged = held if current is _ABSENT else aggregate.merge(current, held)
                 self._windows.put(_bounds(target), merged)
@@ -159,8 +154,7 @@ class WindowProcess(KeyedProcessFunction):
         """Add `value` to `window`: whether that opened the window, and what the
         window holds now. One read and one write of the window's entry."""
         bounds = _bounds(window)
-        aggregate = self._spec.aggregate
-        if aggregate is not None:
+        if (aggregate := self._spec.aggregate) is not None:
             accumulator = self._windows.get(bounds, _ABSENT)
             opened = accumulator is _ABSENT
             held = aggregate.add(value, aggregate.create_accumulator() if opened else accumulator)
@@ -219,8 +213,7 @@ class WindowProcess(KeyedProcessFunction):
         found = []
         for end in sorted({timestamp + 1, timestamp + 1 - lateness}):
             window = TimeWindow(end - size, end)
-            held = self._windows.get(_bounds(window), _ABSENT)
-            if held is not _ABSENT:
+            if (held := self._windows.get(_bounds(window), _ABSENT)) is not _ABSENT:
                 found.append((window, held))
         return found
 

@@ -88,10 +88,6 @@ def _stored(arguments: argparse.Namespace, directories: list[str]) -> list[Store
     )
 
 
-async def _completed(arguments: argparse.Namespace) -> list[CompletedCheckpoint]:
-    return (await _completed_and_unusable(arguments))[0]
-
-
 async def _completed_and_unusable(
     arguments: argparse.Namespace,
 ) -> tuple[list[CompletedCheckpoint], dict[int, UnusableCheckpoint]]:
@@ -185,7 +181,7 @@ def _print_table(rows: Sequence[tuple[str, ...]]) -> None:
 
 
 async def show_checkpoint(arguments: argparse.Namespace) -> int:
-    completed = {c.checkpoint_id: c for c in await _completed(arguments)}
+    completed = {c.checkpoint_id: c for c in (await _completed_and_unusable(arguments))[0]}
     wanted = arguments.checkpoint_id if arguments.checkpoint_id is not None else max(completed, default=None)
     if wanted not in completed:
         known = ", ".join(map(str, sorted(completed))) or "none"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lockgate.runtime.api.entrypoint import module_entrypoint
+from lockgate.runtime.api.entrypoint import default_job_name, module_entrypoint
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.restore_point import Trust
@@ -371,11 +371,6 @@ def _trust(arguments: argparse.Namespace, work: Path, keys: JobKeys) -> Trust:
     except SnapshotKeyError as error:
         raise OptionError(f"argument --snapshot-key-file: {error}") from None
     return Trust(key, arguments.from_savepoint if arguments.import_unsigned_savepoint else None)
-
-
-def default_job_name(entrypoint: str) -> str:
-    """The job's name when nothing names it: its module's (as `StreamEnvironment` has it)."""
-    return entrypoint.partition(":")[0].rsplit(".", 1)[-1]
 
 
 def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_default: bool) -> JobSettings:

@@ -94,7 +94,7 @@ async def _drive(
             None
             if progress is None
             else asyncio.create_task(
-                show_progress(etcd, settings.keys, store, progress, restored=lambda: master.restored_from)
+                show_progress(etcd, settings.keys, store, progress, lambda: master.restored_from)
             )
         )
         try:

@@ -31,10 +31,6 @@ def register(commands: Any) -> None:
     show = actions.add_parser("show", help="one checkpoint, with its metadata")
     for command in (listing, show):
         etcd_options.add(command)
-        if command is show:
-            command.add_argument(
-                "checkpoint_id", metavar="N", nargs="?", type=int, help="default: the latest"
-            )
         command.add_argument(
             "--dir",
             action="append",
@@ -44,6 +40,7 @@ def register(commands: Any) -> None:
             "(repeatable). Default when no etcd is given and no `lockgate run` goes on here: "
             ".lockgate/checkpoints and .lockgate/savepoints",
         )
+    show.add_argument("checkpoint_id", metavar="N", nargs="?", type=int, help="default: the latest")
     listing.set_defaults(handler=_from_where(list_checkpoints, list_stored))
     show.set_defaults(handler=_from_where(show_checkpoint, show_stored))
 

@@ -44,9 +44,7 @@ def spark_session(
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
-    for key, value in {**LOCKGATE_CONF, **(conf or {})}.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+    return builder.config(map={**LOCKGATE_CONF, **(conf or {})}).getOrCreate()
 
 
 # A local driver's JVM only schedules: records flow between the Python workers, never

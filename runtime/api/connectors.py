@@ -108,12 +108,10 @@ class SinkWriter(Committer, ABC):
     def write(self, record: Any) -> None: ...
 
     @abstractmethod
-    def pre_commit(self, checkpoint_id: int) -> list[Any]:
-        """Seal the open transaction at a barrier; its committables go into the checkpoint."""
+    def pre_commit(self, checkpoint_id: int) -> list[Any]: ...
 
     @abstractmethod
-    def commit(self, committables: list[Any]) -> None:
-        """Make pre-committed transactions visible; idempotent."""
+    def commit(self, committables: list[Any]) -> None: ...
 
     @abstractmethod
     def recover(self, committables: list[Any]) -> None:

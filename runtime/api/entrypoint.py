@@ -58,9 +58,8 @@ def module_entrypoint(entrypoint: str) -> str:
             "a Python identifier); rename it, e.g. to " + re.sub(r"\W", "_", file.stem) + ".py"
         )
     imported = sys.modules.get(file.stem)
-    same_file = imported is not None and getattr(imported, "__file__", None) is not None
-    if same_file and Path(str(imported.__file__)).resolve() != file.resolve():  # type: ignore[union-attr]
-        same_file = False
+    imported_file = getattr(imported, "__file__", None)
+    same_file = imported_file is not None and Path(str(imported_file)).resolve() == file.resolve()
     if file.stem in sys.stdlib_module_names or (imported is not None and not same_file):
         raise JobDefinitionError(
             f"entrypoint {entrypoint!r}: a module called {file.stem!r} is already part of Python or of "
@@ -109,8 +108,12 @@ def build_graph(
     entrypoint: str, job_name: str | None = None, args: Mapping[str, str] | None = None
 ) -> JobGraph:
     """Import the entrypoint, run `build(env)` and return the validated graph."""
-    name = job_name or entrypoint.partition(":")[0].rsplit(".", 1)[-1]
-    return graph_of(load_build(entrypoint), name, args, entrypoint)
+    return graph_of(load_build(entrypoint), job_name or default_job_name(entrypoint), args, entrypoint)
+
+
+def default_job_name(entrypoint: str) -> str:
+    """The job's name when nothing names it: its module's (as `StreamEnvironment` has it)."""
+    return entrypoint.partition(":")[0].rsplit(".", 1)[-1]
 
 
 def graph_of(build: BuildFunction, job_name: str, args: Mapping[str, str] | None, label: str) -> JobGraph:

@@ -32,6 +32,12 @@ from lockgate.runtime.api.windows import (
 from lockgate.runtime.state.descriptors import AggregateFunction
 
 
+def _expect(value: object, expected: type, needs: str) -> None:
+    """Refuse a `value` that is no `expected`: the message is `needs` and the type it got."""
+    if not isinstance(value, expected):
+        raise JobDefinitionError(f"{needs}, got {type(value).__qualname__}")
+
+
 class StreamEnvironment:
     """Collects the vertices of one job as `build(env)` declares them."""
 
@@ -58,18 +64,14 @@ class StreamEnvironment:
         self, source: Source, name: str | None = None, watermarks: WatermarkStrategy | None = None
     ) -> DataStream:
         """`watermarks`: the source's records carry event time (timers, windows)."""
-        if not isinstance(source, Source):
-            raise JobDefinitionError(
-                f"env.source() needs a Source (LogSource, GeneratorSource, ...), "
-                f"got {type(source).__qualname__}"
-            )
+        _expect(source, Source, "env.source() needs a Source (LogSource, GeneratorSource, ...)")
         vertex_name = self._name(name, "source")
         if watermarks is not None:
-            if not isinstance(watermarks, WatermarkStrategy):
-                raise JobDefinitionError(
-                    f"source {vertex_name!r}: watermarks= takes a WatermarkStrategy, "
-                    f"got {type(watermarks).__qualname__}"
-                )
+            _expect(
+                watermarks,
+                WatermarkStrategy,
+                f"source {vertex_name!r}: watermarks= takes a WatermarkStrategy",
+            )
             if watermarks.timestamp_assigner is None:
                 raise JobDefinitionError(
                     f"source {vertex_name!r}: its records carry no timestamp of their own; give the "
@@ -92,13 +94,9 @@ class DataStream:
         self._upstream = upstream
         self._key_fn = key_fn
 
-    def _edge(self) -> Edge:
-        if self._key_fn is None:
-            return Edge(self._upstream, "forward")
-        return Edge(self._upstream, "key", self._key_fn)
-
     def _then(self, kind: VertexKind, operator: Any, name: str | None) -> DataStream:
-        vertex = Vertex(self._env._name(name, kind), kind, operator, self._edge())
+        edge = Edge(self._upstream, "forward" if self._key_fn is None else "key", self._key_fn)
+        vertex = Vertex(self._env._name(name, kind), kind, operator, edge)
         return self._env._add(vertex)
 
     def map(self, fn: Callable[[Any], Any], name: str | None = None) -> DataStream:
@@ -127,10 +125,7 @@ class DataStream:
         )
 
     def sink(self, sink: Sink, name: str | None = None) -> None:
-        if not isinstance(sink, Sink):
-            raise JobDefinitionError(
-                f".sink() needs a Sink (FileSink, CollectSink, ...), got {type(sink).__qualname__}"
-            )
+        _expect(sink, Sink, ".sink() needs a Sink (FileSink, CollectSink, ...)")
         self._then("sink", sink, name)
 
 
@@ -145,11 +140,11 @@ class KeyedStream(DataStream):
 
     def window(self, assigner: WindowAssigner) -> WindowedStream:
         """Group each key's records into the windows `assigner` gives them."""
-        if not isinstance(assigner, WindowAssigner):
-            raise JobDefinitionError(
-                f".window() needs a window assigner (TumblingEventTimeWindows.of(...), ...), "
-                f"got {type(assigner).__qualname__}"
-            )
+        _expect(
+            assigner,
+            WindowAssigner,
+            ".window() needs a window assigner (TumblingEventTimeWindows.of(...), ...)",
+        )
         return WindowedStream(self, WindowSpec(assigner))
 
 
@@ -172,10 +167,7 @@ class WindowedStream:
         return self._keyed._then("window", spec, name)
 
     def process(self, function: ProcessWindowFunction, name: str | None = None) -> DataStream:
-        if not isinstance(function, ProcessWindowFunction):
-            raise JobDefinitionError(
-                f"window .process() needs a ProcessWindowFunction instance, got {type(function).__qualname__}"
-            )
+        _expect(function, ProcessWindowFunction, "window .process() needs a ProcessWindowFunction instance")
         return self._vertex(replace(self._spec, function=function), name, type(function).__qualname__)
 
     def aggregate(
@@ -184,10 +176,7 @@ class WindowedStream:
         window_function: WindowResultFunction | None = None,
         name: str | None = None,
     ) -> DataStream:
-        if not isinstance(function, AggregateFunction):
-            raise JobDefinitionError(
-                f".aggregate() needs an AggregateFunction instance, got {type(function).__qualname__}"
-            )
+        _expect(function, AggregateFunction, ".aggregate() needs an AggregateFunction instance")
         spec = replace(self._spec, aggregate=function, window_function=window_function)
         return self._vertex(spec, name, type(function).__qualname__)
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from lockgate.runtime.api.validation import JobDefinitionError, milliseconds
+from lockgate.runtime.api.validation import check_callable, milliseconds
 
 TimestampAssigner = Callable[[Any], int]
 
@@ -46,10 +46,7 @@ class WatermarkStrategy:
 
     def with_timestamp_assigner(self, assigner: TimestampAssigner) -> WatermarkStrategy:
         """`assigner(record)`: the record's event time, in milliseconds since the epoch."""
-        if not callable(assigner):
-            raise JobDefinitionError(
-                f".with_timestamp_assigner() needs a function, got {type(assigner).__qualname__} {assigner!r}"
-            )
+        check_callable("with_timestamp_assigner", assigner)
         return replace(self, timestamp_assigner=assigner)
 
     def with_idleness(self, timeout: timedelta) -> WatermarkStrategy:

@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from lockgate.runtime.api.functions import Context, RuntimeContext
 from lockgate.runtime.api.validation import JobDefinitionError, milliseconds
@@ -71,11 +71,11 @@ class TumblingEventTimeWindows(WindowAssigner):
     size_ms: int
     offset_ms: int = 0
 
-    @staticmethod
-    def of(size: timedelta, offset: timedelta = timedelta(0)) -> TumblingEventTimeWindows:
-        return TumblingEventTimeWindows(
-            milliseconds(size, "TumblingEventTimeWindows.of size"),
-            milliseconds(offset, "TumblingEventTimeWindows.of offset", positive=False),
+    @classmethod
+    def of(cls, size: timedelta, offset: timedelta = timedelta(0)) -> Self:
+        return cls(
+            milliseconds(size, f"{cls.__name__}.of size"),
+            milliseconds(offset, f"{cls.__name__}.of offset", positive=False),
         )
 
     def fixed_size(self) -> int | None:
@@ -134,13 +134,6 @@ class TumblingProcessingTimeWindows(TumblingEventTimeWindows):
     moment it is processed, which fires on the runtime's clock."""
 
     time_domain: ClassVar[TimeDomainName] = "processing_time"
-
-    @staticmethod
-    def of(size: timedelta, offset: timedelta = timedelta(0)) -> TumblingProcessingTimeWindows:
-        return TumblingProcessingTimeWindows(
-            milliseconds(size, "TumblingProcessingTimeWindows.of size"),
-            milliseconds(offset, "TumblingProcessingTimeWindows.of offset", positive=False),
-        )
 
 
 class ProcessWindowFunction:

@@ -28,9 +28,22 @@ from lockgate.runtime.spark.session import SparkStartError
 EXIT_REFUSED = 2
 """What the user gave cannot run (as argparse exits on a bad flag)."""
 
-
-class CommandError(RuntimeError):
-    """A failure to report as one line, without a traceback."""
+FAILED: tuple[type[Exception], ...] = (
+    DirectoryInUseError,
+    EtcdUnavailableError,
+    EtcdConfigError,
+    CoordinatorConflictError,
+    JobFailedError,
+    EarlierRunError,
+    JobGaveUpError,
+    NoUsableCheckpointError,
+    EtcdServerError,
+    SparkStartError,
+    JavaError,
+    JobCodeError,
+    ValueError,
+)
+"""A failure to report as one line, without a traceback (unless --debug): exit 1."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -73,29 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, asyncio.CancelledError):
         print(f"lockgate {arguments.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except REFUSED_INPUT as error:
+    except (*REFUSED_INPUT, *FAILED) as error:
         if arguments.debug:
             traceback.print_exc()
         print(f"lockgate {arguments.command}: {error}", file=sys.stderr)
-        return EXIT_REFUSED
-    except (
-        CommandError,
-        DirectoryInUseError,
-        EtcdUnavailableError,
-        EtcdConfigError,
-        CoordinatorConflictError,
-        JobFailedError,
-        EarlierRunError,
-        JobGaveUpError,
-        NoUsableCheckpointError,
-        EtcdServerError,
-        SparkStartError,
-        JavaError,
-        JobCodeError,
-        ValueError,
-    ) as error:
-        if arguments.debug:
-            traceback.print_exc()
-        print(f"lockgate {arguments.command}: {error}", file=sys.stderr)
-        return 1
+        return EXIT_REFUSED if isinstance(error, REFUSED_INPUT) else 1
     return status

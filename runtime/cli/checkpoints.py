@@ -31,10 +31,6 @@ def register(commands: Any) -> None:
     show = actions.add_parser("show", help="one checkpoint, with its metadata")
     for command in (listing, show):
         etcd_options.add(command)
-        if command is show:
-            command.add_argument(
-                "checkpoint_id", metavar="N", nargs="?", type=int, help="default: the latest"
-            )
         command.add_argument(
             "--dir",
             action="append",
@@ -44,6 +40,7 @@ def register(commands: Any) -> None:
             "(repeatable). Default when no etcd is given and no `lockgate run` goes on here: "
             ".lockgate/checkpoints and .lockgate/savepoints",
         )
+    show.add_argument("checkpoint_id", metavar="N", nargs="?", type=int, help="default: the latest")
     listing.set_defaults(handler=_from_where(list_checkpoints, list_stored))
     show.set_defaults(handler=_from_where(show_checkpoint, show_stored))
 
@@ -86,10 +83,6 @@ def _stored(arguments: argparse.Namespace, directories: list[str]) -> list[Store
         (s for url in directories for s in stored_snapshots(url, arguments.job_id)),
         key=lambda s: (s.checkpoint_id is None, s.checkpoint_id or 0, s.url),
     )
-
-
-async def _completed(arguments: argparse.Namespace) -> list[CompletedCheckpoint]:
-    return (await _completed_and_unusable(arguments))[0]
 
 
 async def _completed_and_unusable(
@@ -185,7 +178,7 @@ def _print_table(rows: Sequence[tuple[str, ...]]) -> None:
 
 
 async def show_checkpoint(arguments: argparse.Namespace) -> int:
-    completed = {c.checkpoint_id: c for c in await _completed(arguments)}
+    completed = {c.checkpoint_id: c for c in (await _completed_and_unusable(arguments))[0]}
     wanted = arguments.checkpoint_id if arguments.checkpoint_id is not None else max(completed, default=None)
     if wanted not in completed:
         known = ", ".join(map(str, sorted(completed))) or "none"

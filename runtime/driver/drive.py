@@ -4,6 +4,7 @@ job's final status in etcd (for the operator and the CLI)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 from typing import TextIO
 
@@ -51,10 +52,9 @@ async def drive(
     if settings.trust.key is not None:
         settings.trust.key.persist()  # a local job's first run: its key, before it signs anything
     storage = CheckpointStorage(settings.checkpoint_dir)
-    spec = job_spec(settings, etcd_config)
     metrics = JobMetrics(settings.keys, settings.checkpoint, settings.parallelism)
     master = JobMaster(
-        spec,
+        job_spec(settings, etcd_config),
         stage,
         storage,
         settings.checkpoint,
@@ -64,39 +64,28 @@ async def drive(
         allow_non_restored_state=settings.allow_non_restored_state,
         trust=settings.trust,
     )
-    server = None
-    if settings.metrics_port is not None:
-        ports = PortRange(settings.metrics_port, settings.metrics_port)
-        server = serve(metrics.registry, ports, settings.metrics_bind)
-        if server is not None and progress is not None:
-            print(
-                f"metrics: http://{_reachable(settings.metrics_bind)}:{server.port}/metrics",
-                file=progress,
-                flush=True,
-            )
-    try:
-        return await _drive(settings, etcd_config, master, progress)
-    finally:
-        if server is not None:
-            server.close()
-
-
-async def _drive(
-    settings: JobSettings, etcd_config: EtcdConfig, master: JobMaster, progress: TextIO | None
-) -> tuple[RunResult, Totals]:
-    storage = CheckpointStorage(settings.checkpoint_dir)
-    async with Etcd(etcd_config) as etcd:
+    async with contextlib.AsyncExitStack() as stack:
+        if settings.metrics_port is not None:
+            ports = PortRange(settings.metrics_port, settings.metrics_port)
+            server = serve(metrics.registry, ports, settings.metrics_bind)
+            if server is not None:
+                stack.callback(server.close)  # after etcd's connection closes, as it was opened before
+                if progress is not None:
+                    print(
+                        f"metrics: http://{_reachable(settings.metrics_bind)}:{server.port}/metrics",
+                        file=progress,
+                        flush=True,
+                    )
+        etcd = await stack.enter_async_context(Etcd(etcd_config))
         store = CompletedCheckpointStore(etcd, settings.keys, storage, settings.checkpoint.retained)
         status = StatusHeartbeat(
             etcd, settings.keys, settings.parallelism, lambda: master.restarts, driver=settings.driver_name
         )
-        display = (
-            None
-            if progress is None
-            else asyncio.create_task(
-                show_progress(etcd, settings.keys, store, progress, restored=lambda: master.restored_from)
+        display: asyncio.Task[None] | None = None
+        if progress is not None:
+            display = asyncio.create_task(
+                show_progress(etcd, settings.keys, store, progress, lambda: master.restored_from)
             )
-        )
         try:
             result = await master.run(
                 settings.restart_strategy(),

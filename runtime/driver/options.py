@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lockgate.runtime.api.entrypoint import module_entrypoint
+from lockgate.runtime.api.entrypoint import default_job_name, module_entrypoint
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.restore_point import Trust
@@ -56,26 +56,19 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--parallelism", "-p", type=types.integer(1, MAX_PARALLELISM), help="subtasks per vertex (default 2)"
     )
-    command.add_argument(
-        "--max-parallelism",
-        type=types.integer(1, MAX_PARALLELISM),
-        help="key groups (default: Flink's rule from P)",
-    )
-    command.add_argument(
-        "--checkpoint-interval",
-        type=types.positive_seconds,
-        help="like 500ms, 30s, 1m30s, or plain seconds (default 5)",
-    )
-    command.add_argument("--checkpoint-timeout", type=types.positive_seconds, help="seconds (default 600)")
-    command.add_argument(
-        "--tolerable-failures", type=types.integer(0), help="failed checkpoints in a row (default 0)"
-    )
-    command.add_argument(
-        "--min-pause", type=types.seconds, help="seconds between a checkpoint's end and the next (0)"
-    )
-    command.add_argument(
-        "--max-concurrent", type=types.integer(1), help="checkpoints in flight at once (default 1)"
-    )
+    for flag, kind, text in (
+        ("--max-parallelism", types.integer(1, MAX_PARALLELISM), "key groups (default: Flink's rule from P)"),
+        (
+            "--checkpoint-interval",
+            types.positive_seconds,
+            "like 500ms, 30s, 1m30s, or plain seconds (default 5)",
+        ),
+        ("--checkpoint-timeout", types.positive_seconds, "seconds (default 600)"),
+        ("--tolerable-failures", types.integer(0), "failed checkpoints in a row (default 0)"),
+        ("--min-pause", types.seconds, "seconds between a checkpoint's end and the next (0)"),
+        ("--max-concurrent", types.integer(1), "checkpoints in flight at once (default 1)"),
+    ):
+        command.add_argument(flag, type=kind, help=text)
     command.add_argument(
         "--incremental",
         action=argparse.BooleanOptionalAction,
@@ -193,18 +186,13 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
     )
     restart = command.add_argument_group("restarts (Flink's strategies)")
     restart.add_argument("--restart-strategy", choices=STRATEGIES, help="default: fixed-delay")
-    restart.add_argument(
-        "--restart-attempts",
-        type=types.integer(0),
-        help="fixed-delay: attempts (3); failure-rate: max failures",
-    )
-    restart.add_argument("--restart-delay", type=types.seconds, help="seconds before a restart (1)")
-    restart.add_argument("--restart-max-delay", type=types.seconds, help="exponential-backoff: the cap (60)")
-    restart.add_argument(
-        "--restart-failure-interval",
-        type=types.positive_seconds,
-        help="failure-rate: the window in seconds (60)",
-    )
+    for flag, kind, text in (
+        ("--restart-attempts", types.integer(0), "fixed-delay: attempts (3); failure-rate: max failures"),
+        ("--restart-delay", types.seconds, "seconds before a restart (1)"),
+        ("--restart-max-delay", types.seconds, "exponential-backoff: the cap (60)"),
+        ("--restart-failure-interval", types.positive_seconds, "failure-rate: the window in seconds (60)"),
+    ):
+        restart.add_argument(flag, type=kind, help=text)
 
 
 @dataclass(frozen=True)
@@ -371,11 +359,6 @@ def _trust(arguments: argparse.Namespace, work: Path, keys: JobKeys) -> Trust:
     except SnapshotKeyError as error:
         raise OptionError(f"argument --snapshot-key-file: {error}") from None
     return Trust(key, arguments.from_savepoint if arguments.import_unsigned_savepoint else None)
-
-
-def default_job_name(entrypoint: str) -> str:
-    """The job's name when nothing names it: its module's (as `StreamEnvironment` has it)."""
-    return entrypoint.partition(":")[0].rsplit(".", 1)[-1]
 
 
 def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_default: bool) -> JobSettings:

@@ -2,15 +2,15 @@
 
 Tasks publish how many records they read and wrote; the coordinator publishes
 completed checkpoints. On a terminal the line is redrawn in place; into a file
-or pipe it is printed every `quiet_every` updates.
+or pipe it is printed every 5 updates.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import posixpath
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,31 +63,25 @@ async def show_progress(
     etcd: KeyValueStore,
     keys: JobKeys,
     store: CompletedCheckpointStore,
-    out: TextIO = sys.stderr,
-    *,
-    interval_s: float = 1.0,
-    restored: Callable[[], str | None] = lambda: None,
+    out: TextIO,
+    restored: Callable[[], str | None],
 ) -> None:
     """Runs until cancelled. `restored`: what the current launch restored."""
     tty = out.isatty()
     started = last_time = time.monotonic()
     last_read = 0
-    updates = 0
     try:
-        while True:
-            await asyncio.sleep(interval_s)  # the display's refresh period, not a synchronisation
+        for updates in itertools.count(1):
+            await asyncio.sleep(1.0)  # the display's refresh period, not a synchronisation
             totals = await read_totals(etcd, keys, store)
             now = time.monotonic()
             rate = read_rate(totals.read, last_read, now - last_time)
             last_read, last_time = totals.read, now
             line = render(totals, rate, now - started, restored())
-            updates += 1
             if tty:
-                out.write("\r\033[K" + line)
-                out.flush()
+                print("\r\033[K" + line, end="", file=out, flush=True)
             elif updates % 5 == 0:
                 print(line, file=out, flush=True)
     finally:
         if tty:
-            out.write("\n")
-            out.flush()
+            print(file=out, flush=True)

@@ -35,7 +35,6 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-API_VERSION = "lockgate.dev/v1alpha1"
 KIND = "StreamingJob"
 INT32 = 2**31 - 1
 _ENTRYPOINT = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")

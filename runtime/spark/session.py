@@ -44,9 +44,7 @@ def spark_session(
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
-    for key, value in {**LOCKGATE_CONF, **(conf or {})}.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+    return builder.config(map={**LOCKGATE_CONF, **(conf or {})}).getOrCreate()
 
 
 # A local driver's JVM only schedules: records flow between the Python workers, never
@@ -59,14 +57,11 @@ def quick_start_jvm(extra_options: str = "") -> dict[str, str]:
     }
 
 
-def local_session(
-    slots: int, app_name: str = "lockgate", conf: Mapping[str, str] | None = None
-) -> SparkSession:
+def local_session(slots: int, app_name: str) -> SparkSession:
     """A `local[slots]` session. A barrier stage needs all P slots at once, so
     `slots` must be at least the parallelism (more slots than cores is fine:
     Lockgate's tasks are long-running threads, not CPU-bound batch tasks)."""
-    settings = {"spark.ui.enabled": "false", **quick_start_jvm(), **(conf or {})}
-    return spark_session(f"local[{slots}]", app_name, settings)
+    return spark_session(f"local[{slots}]", app_name, {"spark.ui.enabled": "false", **quick_start_jvm()})
 
 
 def stop_with_jvm(spark: SparkSession, timeout_s: float = 60.0) -> int | None:

@@ -64,18 +64,15 @@ def register_key_type(
     _by_id[type_id] = custom
 
 
-def _int_bytes(n: int) -> bytes:
-    return n.to_bytes((n + (n < 0)).bit_length() // 8 + 1, "big", signed=True)
-
-
 def serialize_key(key: Key) -> bytes:
     """The stable bytes of `key`; `TypeError` naming the type if it has no encoding."""
     kind = type(key)
     if kind is str:
         text: str = key
         return b"\x05" + text.encode("utf-8")
-    if kind is int:
-        return b"\x03" + _int_bytes(key)
+    if kind is int:  # two's complement, as few bytes as hold the sign
+        number: int = key
+        return b"\x03" + number.to_bytes((number + (number < 0)).bit_length() // 8 + 1, "big", signed=True)
     if kind is bytes:
         raw: bytes = key
         return b"\x06" + raw

@@ -75,13 +75,18 @@ class ValueState(_KeyedState):
         self._default = descriptor.default
 
     def value(self) -> Any:
-        stored = self._read()
+        current = self._current
+        # Without TTL and with a key (the common case), in one call.
+        stored = self._table.get(current) if self._ttl_ms is None and current.key_group >= 0 else self._read()
         return self._default if stored is MISSING else stored
 
     def update(self, value: Any) -> None:
         """Store `value`; `None` clears the state (as in Flink)."""
+        current = self._current
         if value is None:
             self.clear()
+        elif self._ttl_ms is None and current.key_group >= 0:  # the common case, in one call
+            self._table.put(current, value)
         else:
             self._write(value)
 

@@ -32,7 +32,7 @@ MISSING: Final = _Missing()
 class CurrentKey:
     """The key the backend is processing now, in the forms the tables need."""
 
-    __slots__ = ("db_prefix", "key", "key_bytes", "key_group", "map_prefix")
+    __slots__ = ("_map_prefix", "db_prefix", "key", "key_bytes", "key_group")
 
     def __init__(self) -> None:
         self.key: Any = None
@@ -40,17 +40,23 @@ class CurrentKey:
         self.key_group = -1
         # RocksDB row of value-like states: key group (2 bytes, big endian) + key.
         self.db_prefix = b""
-        # Prefix of the rows of one key in map state; length-prefixed so that no
-        # key's prefix is a prefix of another key's.
-        self.map_prefix = b""
+        self._map_prefix: bytes | None = None
 
     def set(self, key: Any, key_bytes: bytes, key_group: int) -> None:
         self.key = key
         self.key_bytes = key_bytes
         self.key_group = key_group
-        group = key_group.to_bytes(2, "big")
-        self.db_prefix = group + key_bytes
-        self.map_prefix = group + encode_varint(len(key_bytes)) + key_bytes
+        self.db_prefix = key_group.to_bytes(2, "big") + key_bytes
+        self._map_prefix = None  # built when a map state asks: set runs for every record
+
+    @property
+    def map_prefix(self) -> bytes:
+        """Prefix of the rows of one key in map state; length-prefixed so that no
+        key's prefix is a prefix of another key's."""
+        if self._map_prefix is None:
+            key_bytes = self.key_bytes
+            self._map_prefix = self.key_group.to_bytes(2, "big") + encode_varint(len(key_bytes)) + key_bytes
+        return self._map_prefix
 
     @property
     def is_set(self) -> bool:

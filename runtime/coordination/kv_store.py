@@ -102,11 +102,13 @@ class KeyValueStore(Protocol):
 
     async def put(self, key: bytes, value: bytes, lease: int | None = None) -> None:
         """Raises `LeaseNotFoundError` if `lease` has ended."""
-        ...
+        await self.transaction([], [Put(key, value, lease)])
 
-    async def delete(self, key: bytes) -> None: ...
+    async def delete(self, key: bytes) -> None:
+        await self.transaction([], [Delete(key)])
 
-    async def delete_prefix(self, prefix: bytes) -> None: ...
+    async def delete_prefix(self, prefix: bytes) -> None:
+        await self.transaction([], [DeletePrefix(prefix)])
 
     async def transaction(
         self, compare: Sequence[Compare], success: Sequence[Operation], failure: Sequence[Operation] = ()

@@ -113,7 +113,5 @@ class CompletedCheckpointStore:
         forget: list[Operation] = [delete_op(self.keys.latest), delete_prefix_op(self.keys.unusable)]
         if not await self._store.transaction([guard], forget):
             raise CoordinatorFencedError("the coordinator was replaced while it discarded checkpoints")
-        shared = self._storage.shared_dir(self.keys.job)
-        if await asyncio.to_thread(self._storage.exists, shared):
-            await asyncio.to_thread(self._storage.delete, shared, True)
+        await asyncio.to_thread(self._storage.delete, self._storage.shared_dir(self.keys.job), True)
         return [c.checkpoint_id for c in completed]

@@ -161,10 +161,6 @@ class CanonicalSnapshotStrategy(KeyedSnapshotStrategy):
         path = posixpath.join(snapshot_dir, subtask_path, "keyed")
         return CanonicalUpload(FrozenKeyedState.of(self._backend), path, snapshot_dir)
 
-    # A full snapshot carries nothing over from one checkpoint to the next.
-    def notify_complete(self, checkpoint_id: int) -> None:
-        pass
-
 
 def read_index(
     storage: CheckpointStorage, path: str, size: int, index_sha256: str | None = None

@@ -79,11 +79,10 @@ class CompletedCheckpointStore:
             directory = self._storage.checkpoint_dir(self.keys.job, n)
             await asyncio.to_thread(self._storage.delete, directory, True)
 
-    async def discard_old(self, in_flight: set[int], guard: Compare) -> list[int]:
+    async def discard_old(self, in_flight: set[int], guard: Compare) -> None:
         """Forget checkpoints beyond the retained ones; delete their files and the
         shared files no retained checkpoint references (never those of checkpoints
-        `in_flight`). Each summary is forgotten under `guard` before its files go.
-        Returns the discarded ids."""
+        `in_flight`). Each summary is forgotten under `guard` before its files go."""
         completed = await self.all()
         keep = [c for c in completed if c.kind == "checkpoint"][-self.retained :]
         oldest_kept = keep[0].checkpoint_id if keep else 0
@@ -101,9 +100,8 @@ class CompletedCheckpointStore:
                 in_flight,
             )
             log.info("retention discarded checkpoints %s and %d shared files", discarded, len(deleted))
-        return discarded
 
-    async def discard_all(self, guard: Compare) -> list[int]:
+    async def discard_all(self, guard: Compare) -> None:
         """Forget every completed checkpoint and savepoint of the job and delete the
         checkpoints' files, shared ones included (savepoint files are the user's).
         For starting a job over from empty state, under `guard` as `discard_old`."""
@@ -114,4 +112,3 @@ class CompletedCheckpointStore:
         if not await self._store.transaction([guard], forget):
             raise CoordinatorFencedError("the coordinator was replaced while it discarded checkpoints")
         await asyncio.to_thread(self._storage.delete, self._storage.shared_dir(self.keys.job), True)
-        return [c.checkpoint_id for c in completed]

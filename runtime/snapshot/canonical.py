@@ -208,22 +208,19 @@ def _read_section(stream: IO[bytes], path: str, section: Section) -> bytes:
 
 def restore_canonical(
     storage: CheckpointStorage, snapshot_dir: str, handle: CanonicalKeyedHandle, backend: KeyedStateBackend
-) -> int:
-    """Load the key groups `backend` owns from `handle`; returns the entries loaded."""
+) -> None:
+    """Load the key groups `backend` owns from `handle`."""
     own = range(
         max(handle.key_groups.start, backend.key_groups.start),
         min(handle.key_groups.stop, backend.key_groups.stop),
     )
     if not own:
-        return 0
+        return
     path = storage.resolve(snapshot_dir, handle.file)
     index = read_index(storage, path, handle.file.size, handle.index_sha256)
-    loaded = 0
     with storage.open_read(path) as stream:
         for name, meta in index.states.items():
             backend.add_restored_meta(name, meta)
             for section in index.sections_in(name, own):
                 records = list(_records(path, _read_section(stream, path, section)))
                 backend.load(name, meta, section.key_group, records)
-                loaded += len(records)
-    return loaded

@@ -131,7 +131,14 @@ class Etcd(KeyValueStore):
         endpoints = self.config.endpoints
         for attempt in range(len(endpoints)):
             endpoint = endpoints[(self._next + attempt) % len(endpoints)]
-            client = self._make_client(endpoint)
+            parts = urlsplit(endpoint)
+            client = aetcd.Client(
+                host=parts.hostname or "localhost",
+                port=parts.port or 2379,
+                username=self.config.username,
+                password=self.config.password,
+                timeout=self.config.request_timeout_s,
+            )
             try:
                 await (connect_tls(client, self.config) if endpoint.startswith("https") else client.connect())
                 await within(client.status(), self.config.request_timeout_s)
@@ -156,16 +163,6 @@ class Etcd(KeyValueStore):
             reason = message.split("etcdserver: ")[-1]
             user = self.config.username
             raise EtcdAccessError(f"etcd at {endpoint} refused user {user!r}: {reason}") from error
-
-    def _make_client(self, endpoint: str) -> aetcd.Client:
-        parts = urlsplit(endpoint)
-        return aetcd.Client(
-            host=parts.hostname or "localhost",
-            port=parts.port or 2379,
-            username=self.config.username,
-            password=self.config.password,
-            timeout=self.config.request_timeout_s,
-        )
 
     async def _reconnect(self, failed: aetcd.Client | None) -> None:
         """Replace `failed`; a no-op if another caller replaced it already (one broken

@@ -333,16 +333,15 @@ class CheckpointCoordinator:
 
     # -- acknowledgements ----------------------------------------------------------
 
-    def _unsealed(self, key: bytes, value: bytes) -> bytes:
-        return value if self._ack_key is None else unseal(self._ack_key, key, value)
-
     async def _watch_acks(self, start_revision: int) -> None:
         async for event in self._kv.watch_prefix(self.keys.acks, start_revision):
             if event.deleted:
                 continue
             n, vertex, subtask = JobKeys.parse_ack(event.key, self.keys.acks)
             try:
-                record = self._unsealed(event.key, event.value)
+                record = (
+                    event.value if self._ack_key is None else unseal(self._ack_key, event.key, event.value)
+                )
             except AckNotSealedError as error:
                 log.error(
                     "refused an acknowledgement of checkpoint %s for %s/%s: %s; this run's tasks seal "

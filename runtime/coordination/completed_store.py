@@ -16,11 +16,11 @@ from lockgate.runtime.coordination.errors import CoordinatorFencedError
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.kv_store import (
     Compare,
+    Delete,
+    DeletePrefix,
     KeyValueStore,
     Operation,
-    delete_op,
-    delete_prefix_op,
-    put_op,
+    Put,
 )
 from lockgate.runtime.coordination.records import CompletedCheckpoint, decode, encode
 from lockgate.runtime.coordination.unusable import UnusableCheckpoints
@@ -57,11 +57,11 @@ class CompletedCheckpointStore:
         moves only to a checkpoint newer than every one completed before (a savepoint
         triggered earlier may complete after a newer checkpoint)."""
         n = summary.checkpoint_id
-        latest = [put_op(self.keys.latest, str(n).encode())] if newest else []
+        latest = [Put(self.keys.latest, str(n).encode())] if newest else []
         return [
-            put_op(self.keys.completed_of(n), encode(summary)),
+            Put(self.keys.completed_of(n), encode(summary)),
             *latest,
-            delete_prefix_op(self.keys.acks_of(n)),
+            DeletePrefix(self.keys.acks_of(n)),
         ]
 
     async def _discard(self, guard: Compare, summary: CompletedCheckpoint) -> None:
@@ -70,7 +70,7 @@ class CompletedCheckpointStore:
         a checkpoint's directory (a savepoint's files are the user's)."""
         n = summary.checkpoint_id
         # Its mark (if it was found damaged) goes with it.
-        forget = [delete_op(self.keys.completed_of(n)), delete_op(self.keys.unusable_of(n))]
+        forget = [Delete(self.keys.completed_of(n)), Delete(self.keys.unusable_of(n))]
         if not await self._store.transaction([guard], forget):
             raise CoordinatorFencedError(
                 f"the coordinator was replaced; checkpoint {n} is left to its successor"
@@ -108,7 +108,7 @@ class CompletedCheckpointStore:
         completed = await self.all()
         for summary in completed:
             await self._discard(guard, summary)
-        forget: list[Operation] = [delete_op(self.keys.latest), delete_prefix_op(self.keys.unusable)]
+        forget: list[Operation] = [Delete(self.keys.latest), DeletePrefix(self.keys.unusable)]
         if not await self._store.transaction([guard], forget):
             raise CoordinatorFencedError("the coordinator was replaced while it discarded checkpoints")
         await asyncio.to_thread(self._storage.delete, self._storage.shared_dir(self.keys.job), True)

@@ -26,12 +26,12 @@ from lockgate.runtime.coordination.errors import (
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.kv_store import (
     Compare,
+    Delete,
+    DeletePrefix,
     KeyValueStore,
     Operation,
-    delete_op,
-    delete_prefix_op,
-    put_op,
-    value_is,
+    Put,
+    ValueIs,
 )
 from lockgate.runtime.coordination.leadership import LEASE_TTL_S, Leadership
 from lockgate.runtime.coordination.records import Ack, CompletedCheckpoint, Trigger, decode, encode
@@ -196,10 +196,10 @@ class CheckpointCoordinator:
         if not await self._kv.transaction(
             [self.leadership.guard],
             [
-                put_op(self.keys.last_checkpoint_id, str(self._last_allocated).encode()),
-                delete_prefix_op(self.keys.acks),
-                delete_prefix_op(self.keys.drained),
-                delete_prefix_op(self.keys.exchange),
+                Put(self.keys.last_checkpoint_id, str(self._last_allocated).encode()),
+                DeletePrefix(self.keys.acks),
+                DeletePrefix(self.keys.drained),
+                DeletePrefix(self.keys.exchange),
             ],
         ):
             raise CoordinatorFencedError("the coordinator was replaced while it started")
@@ -323,8 +323,8 @@ class CheckpointCoordinator:
                 continue  # aborted before it was published
             last = self.keys.last_checkpoint_id
             if not await self._guarded(
-                [put_op(self.keys.trigger, encode(trigger)), put_op(last, str(n).encode())],
-                value_is(last, str(self._last_allocated).encode()),
+                [Put(self.keys.trigger, encode(trigger)), Put(last, str(n).encode())],
+                ValueIs(last, str(self._last_allocated).encode()),
             ):
                 await self._abort(n, "this coordinator was replaced")
                 continue
@@ -348,7 +348,7 @@ class CheckpointCoordinator:
                     "theirs, so something else wrote it to etcd: restrict who can write the job's keys",
                     n, vertex, subtask, error,
                 )  # fmt: skip
-                await self._guarded([delete_op(event.key)])
+                await self._guarded([Delete(event.key)])
                 if n in self.pending:
                     await self._abort(n, f"an acknowledgement for {vertex}/{subtask} is not this run's")
                 continue
@@ -359,11 +359,11 @@ class CheckpointCoordinator:
                     "refused an acknowledgement of checkpoint %s by %s/%s of launch %s (this is launch %s)",
                     n, vertex, subtask, ack.launch, self.launch,
                 )  # fmt: skip
-                await self._guarded([delete_op(event.key)])
+                await self._guarded([Delete(event.key)])
                 continue
             if pending is None or pending.status != "pending":
                 log.info("ignoring a late acknowledgement of checkpoint %s", n)
-                await self._guarded([delete_op(event.key)])
+                await self._guarded([Delete(event.key)])
                 continue
             if ack.declined is not None:
                 await self._abort(n, f"{vertex}/{subtask} declined: {ack.declined}")
@@ -487,7 +487,7 @@ class CheckpointCoordinator:
         if pending.published:
             # Its id and directory were allocated to this launch alone: the files are
             # its own tasks'. The acks go only while this coordinator still leads.
-            await self._guarded([delete_prefix_op(self.keys.acks_of(n))])
+            await self._guarded([DeletePrefix(self.keys.acks_of(n))])
             target = CheckpointStorage(trigger.target)
             await asyncio.to_thread(target.delete, target.root, True)
         pending.done.set_exception(CheckpointAbortedError(n, reason))

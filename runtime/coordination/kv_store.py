@@ -58,14 +58,6 @@ Compare = ValueIs | KeyAbsent
 Operation = Put | Delete | DeletePrefix
 
 
-# The records under the names callers build transactions with.
-value_is = ValueIs
-key_absent = KeyAbsent
-put_op = Put
-delete_op = Delete
-delete_prefix_op = DeletePrefix
-
-
 @dataclass(frozen=True)
 class WatchEvent:
     key: bytes

@@ -54,19 +54,18 @@ async def within(awaitable: Awaitable[T], timeout_s: float) -> T:
 
 async def cancel_and_wait(
     tasks: Iterable[asyncio.Task[T]], what: str, timeout_s: float = CANCEL_WAIT_S
-) -> bool:
+) -> None:
     """Cancel `tasks` and wait at most `timeout_s` for them to end. Those still
-    running then are logged by name and left behind; returns whether all ended."""
+    running then are logged by name and left behind."""
     pending = [task for task in tasks if not task.done()]
     for task in pending:
         task.cancel()
     if not pending:
-        return True
+        return
     _, stuck = await asyncio.wait(pending, timeout=timeout_s)
     if stuck:
         names = ", ".join(sorted(task.get_name() for task in stuck))
         log.error("%s: %s did not stop within %.0f s of being cancelled; left behind", what, names, timeout_s)
-    return not stuck
 
 
 async def bounded(awaitable: Awaitable[T], what: str, timeout_s: float = CANCEL_WAIT_S) -> T | None:

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Final
 
 from lockgate.runtime.coordination.errors import CoordinatorFencedError
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.kv_store import (
     Compare,
+    Delete,
+    DeletePrefix,
     KeyValueStore,
     Operation,
-    delete_op,
-    delete_prefix_op,
-    put_op,
+    Put,
 )
 from lockgate.runtime.coordination.records import CompletedCheckpoint, decode, encode
 from lockgate.runtime.coordination.unusable import UnusableCheckpoints
@@ -36,23 +37,19 @@ class CompletedCheckpointStore:
         if retained < 1:
             raise ValueError(f"at least one completed checkpoint must be retained, got {retained}")
         self._store = store
-        self._keys = keys
+        self.keys: Final = keys
         self._storage = storage
         self.retained = retained
         self.unusable = UnusableCheckpoints(store, keys)
 
-    @property
-    def keys(self) -> JobKeys:
-        return self._keys
-
     async def all(self) -> list[CompletedCheckpoint]:
-        rows = await self._store.get_prefix(self._keys.completed)
+        rows = await self._store.get_prefix(self.keys.completed)
         return sorted(
             (decode(CompletedCheckpoint, value) for _, value in rows), key=lambda c: c.checkpoint_id
         )
 
     async def latest_id(self) -> int | None:
-        data = await self._store.get(self._keys.latest)
+        data = await self._store.get(self.keys.latest)
         return None if data is None else int(data)
 
     def completion_ops(self, summary: CompletedCheckpoint, newest: bool) -> list[Operation]:
@@ -60,11 +57,11 @@ class CompletedCheckpointStore:
         moves only to a checkpoint newer than every one completed before (a savepoint
         triggered earlier may complete after a newer checkpoint)."""
         n = summary.checkpoint_id
-        latest = [put_op(self._keys.latest, str(n).encode())] if newest else []
+        latest = [Put(self.keys.latest, str(n).encode())] if newest else []
         return [
-            put_op(self._keys.completed_of(n), encode(summary)),
+            Put(self.keys.completed_of(n), encode(summary)),
             *latest,
-            delete_prefix_op(self._keys.acks_of(n)),
+            DeletePrefix(self.keys.acks_of(n)),
         ]
 
     async def _discard(self, guard: Compare, summary: CompletedCheckpoint) -> None:
@@ -73,20 +70,19 @@ class CompletedCheckpointStore:
         a checkpoint's directory (a savepoint's files are the user's)."""
         n = summary.checkpoint_id
         # Its mark (if it was found damaged) goes with it.
-        forget = [delete_op(self._keys.completed_of(n)), delete_op(self._keys.unusable_of(n))]
+        forget = [Delete(self.keys.completed_of(n)), Delete(self.keys.unusable_of(n))]
         if not await self._store.transaction([guard], forget):
             raise CoordinatorFencedError(
                 f"the coordinator was replaced; checkpoint {n} is left to its successor"
             )
         if summary.kind == "checkpoint":
-            directory = self._storage.checkpoint_dir(self._keys.job, n)
+            directory = self._storage.checkpoint_dir(self.keys.job, n)
             await asyncio.to_thread(self._storage.delete, directory, True)
 
-    async def discard_old(self, in_flight: set[int], guard: Compare) -> list[int]:
+    async def discard_old(self, in_flight: set[int], guard: Compare) -> None:
         """Forget checkpoints beyond the retained ones; delete their files and the
         shared files no retained checkpoint references (never those of checkpoints
-        `in_flight`). Each summary is forgotten under `guard` before its files go.
-        Returns the discarded ids."""
+        `in_flight`). Each summary is forgotten under `guard` before its files go."""
         completed = await self.all()
         keep = [c for c in completed if c.kind == "checkpoint"][-self.retained :]
         oldest_kept = keep[0].checkpoint_id if keep else 0
@@ -98,25 +94,21 @@ class CompletedCheckpointStore:
             deleted = await asyncio.to_thread(
                 delete_unreferenced_shared_files,
                 self._storage,
-                self._keys.job,
+                self.keys.job,
                 [c.checkpoint_id for c in keep],
                 completed[-1].checkpoint_id,
                 in_flight,
             )
             log.info("retention discarded checkpoints %s and %d shared files", discarded, len(deleted))
-        return discarded
 
-    async def discard_all(self, guard: Compare) -> list[int]:
+    async def discard_all(self, guard: Compare) -> None:
         """Forget every completed checkpoint and savepoint of the job and delete the
         checkpoints' files, shared ones included (savepoint files are the user's).
         For starting a job over from empty state, under `guard` as `discard_old`."""
         completed = await self.all()
         for summary in completed:
             await self._discard(guard, summary)
-        forget: list[Operation] = [delete_op(self._keys.latest), delete_prefix_op(self._keys.unusable)]
+        forget: list[Operation] = [Delete(self.keys.latest), DeletePrefix(self.keys.unusable)]
         if not await self._store.transaction([guard], forget):
             raise CoordinatorFencedError("the coordinator was replaced while it discarded checkpoints")
-        shared = self._storage.shared_dir(self._keys.job)
-        if await asyncio.to_thread(self._storage.exists, shared):
-            await asyncio.to_thread(self._storage.delete, shared, True)
-        return [c.checkpoint_id for c in completed]
+        await asyncio.to_thread(self._storage.delete, self._storage.shared_dir(self.keys.job), True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Final, Literal, Protocol
 
 from lockgate.runtime.clock import Clock, SystemClock
 from lockgate.runtime.coordination.ack_seal import AckNotSealedError, unseal
@@ -26,12 +26,12 @@ from lockgate.runtime.coordination.errors import (
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.kv_store import (
     Compare,
+    Delete,
+    DeletePrefix,
     KeyValueStore,
     Operation,
-    delete_op,
-    delete_prefix_op,
-    put_op,
-    value_is,
+    Put,
+    ValueIs,
 )
 from lockgate.runtime.coordination.leadership import LEASE_TTL_S, Leadership
 from lockgate.runtime.coordination.records import Ack, CompletedCheckpoint, Trigger, decode, encode
@@ -133,7 +133,7 @@ class CheckpointCoordinator:
         self._kv = kv
         self._snapshot_key = snapshot_key  # signs every _metadata; None: unsigned (tests of other layers)
         self._listener = listener
-        self._keys = keys
+        self.keys: Final = keys
         self._storage = storage
         self._plan = plan
         self.config = config
@@ -168,10 +168,6 @@ class CheckpointCoordinator:
         return self._next_id
 
     @property
-    def keys(self) -> JobKeys:
-        return self._keys
-
-    @property
     def launch(self) -> int:
         """This launch's number: the fencing epoch every trigger, ack and completion carries."""
         return self.leadership.launch
@@ -181,29 +177,29 @@ class CheckpointCoordinator:
     async def start(self, wait_s: float = 0.0) -> None:
         """Take the job's leadership and pick up from the state etcd holds."""
         await self.leadership.acquire(wait_s)
-        _, revision = await self._kv.get_prefix_at(self._keys.trigger)
+        _, revision = await self._kv.get_prefix_at(self.keys.trigger)
         # Subtasks watch triggers from here, so none is missed by a task that
         # subscribes after this coordinator's first trigger.
         self.trigger_revision = revision + 1
         self._latest_completed = await self.store.latest_id() or 0
         # Ids are allocated by compare-and-swap on `last-id`; what etcd recorded
         # before that key existed counts too.
-        allocated = await self._kv.get(self._keys.last_checkpoint_id)
-        trigger = await self._kv.get(self._keys.trigger)
+        allocated = await self._kv.get(self.keys.last_checkpoint_id)
+        trigger = await self._kv.get(self.keys.trigger)
         last_triggered = decode(Trigger, trigger).checkpoint_id if trigger else 0
         self._last_allocated = max(int(allocated or 0), self._latest_completed, last_triggered)
         self._next_id = self._last_allocated + 1
         # Acks of an earlier coordinator belong to checkpoints nobody will complete,
         # sources restored by this run report being drained anew, and earlier
         # launches' exchange addresses name servers that are gone.
-        _, revision = await self._kv.get_prefix_at(self._keys.acks)
+        _, revision = await self._kv.get_prefix_at(self.keys.acks)
         if not await self._kv.transaction(
             [self.leadership.guard],
             [
-                put_op(self._keys.last_checkpoint_id, str(self._last_allocated).encode()),
-                delete_prefix_op(self._keys.acks),
-                delete_prefix_op(self._keys.drained),
-                delete_prefix_op(self._keys.exchange),
+                Put(self.keys.last_checkpoint_id, str(self._last_allocated).encode()),
+                DeletePrefix(self.keys.acks),
+                DeletePrefix(self.keys.drained),
+                DeletePrefix(self.keys.exchange),
             ],
         ):
             raise CoordinatorFencedError("the coordinator was replaced while it started")
@@ -308,7 +304,7 @@ class CheckpointCoordinator:
         self._next_id += 1
         self._last_trigger = self._monotonic_s()
         if target is None:
-            target = f"{self._storage.url.rstrip('/')}/{self._keys.job}/chk-{n}"
+            target = f"{self._storage.url.rstrip('/')}/{self.keys.job}/chk-{n}"
         trigger = Trigger(n, self.launch, kind, target, self._clock.now_ms(), stop)
         done = asyncio.get_running_loop().create_future()
         self.pending[n] = PendingCheckpoint(trigger, self._monotonic_s() + self.config.timeout_s, done)
@@ -325,10 +321,10 @@ class CheckpointCoordinator:
             pending = self.pending.get(n)
             if pending is None:
                 continue  # aborted before it was published
-            last = self._keys.last_checkpoint_id
+            last = self.keys.last_checkpoint_id
             if not await self._guarded(
-                [put_op(self._keys.trigger, encode(trigger)), put_op(last, str(n).encode())],
-                value_is(last, str(self._last_allocated).encode()),
+                [Put(self.keys.trigger, encode(trigger)), Put(last, str(n).encode())],
+                ValueIs(last, str(self._last_allocated).encode()),
             ):
                 await self._abort(n, "this coordinator was replaced")
                 continue
@@ -337,23 +333,22 @@ class CheckpointCoordinator:
 
     # -- acknowledgements ----------------------------------------------------------
 
-    def _unsealed(self, key: bytes, value: bytes) -> bytes:
-        return value if self._ack_key is None else unseal(self._ack_key, key, value)
-
     async def _watch_acks(self, start_revision: int) -> None:
-        async for event in self._kv.watch_prefix(self._keys.acks, start_revision):
+        async for event in self._kv.watch_prefix(self.keys.acks, start_revision):
             if event.deleted:
                 continue
-            n, vertex, subtask = JobKeys.parse_ack(event.key, self._keys.acks)
+            n, vertex, subtask = JobKeys.parse_ack(event.key, self.keys.acks)
             try:
-                record = self._unsealed(event.key, event.value)
+                record = (
+                    event.value if self._ack_key is None else unseal(self._ack_key, event.key, event.value)
+                )
             except AckNotSealedError as error:
                 log.error(
                     "refused an acknowledgement of checkpoint %s for %s/%s: %s; this run's tasks seal "
                     "theirs, so something else wrote it to etcd: restrict who can write the job's keys",
                     n, vertex, subtask, error,
                 )  # fmt: skip
-                await self._guarded([delete_op(event.key)])
+                await self._guarded([Delete(event.key)])
                 if n in self.pending:
                     await self._abort(n, f"an acknowledgement for {vertex}/{subtask} is not this run's")
                 continue
@@ -364,11 +359,11 @@ class CheckpointCoordinator:
                     "refused an acknowledgement of checkpoint %s by %s/%s of launch %s (this is launch %s)",
                     n, vertex, subtask, ack.launch, self.launch,
                 )  # fmt: skip
-                await self._guarded([delete_op(event.key)])
+                await self._guarded([Delete(event.key)])
                 continue
             if pending is None or pending.status != "pending":
                 log.info("ignoring a late acknowledgement of checkpoint %s", n)
-                await self._guarded([delete_op(event.key)])
+                await self._guarded([Delete(event.key)])
                 continue
             if ack.declined is not None:
                 await self._abort(n, f"{vertex}/{subtask} declined: {ack.declined}")
@@ -384,10 +379,10 @@ class CheckpointCoordinator:
         """When every source is drained, checkpoint at once instead of at the next
         interval: that checkpoint is the bounded job's final one."""
         drained: set[tuple[str, int]] = set()
-        async for event in self._kv.watch_prefix(self._keys.drained, start_revision):
+        async for event in self._kv.watch_prefix(self.keys.drained, start_revision):
             if event.deleted:
                 continue
-            vertex, subtask = event.key[len(self._keys.drained) :].decode().rsplit("/", 1)
+            vertex, subtask = event.key[len(self.keys.drained) :].decode().rsplit("/", 1)
             drained.add((vertex, int(subtask)))
             if drained >= self._plan.source_subtasks:
                 self._sources_drained = True
@@ -399,7 +394,7 @@ class CheckpointCoordinator:
         n = trigger.checkpoint_id
         target = CheckpointStorage(trigger.target)
         metadata = CheckpointMetadata(
-            job_id=self._keys.job,
+            job_id=self.keys.job,
             checkpoint_id=n,
             kind=trigger.kind,
             timestamp_ms=trigger.timestamp_ms,
@@ -492,7 +487,7 @@ class CheckpointCoordinator:
         if pending.published:
             # Its id and directory were allocated to this launch alone: the files are
             # its own tasks'. The acks go only while this coordinator still leads.
-            await self._guarded([delete_prefix_op(self._keys.acks_of(n))])
+            await self._guarded([DeletePrefix(self.keys.acks_of(n))])
             target = CheckpointStorage(trigger.target)
             await asyncio.to_thread(target.delete, target.root, True)
         pending.done.set_exception(CheckpointAbortedError(n, reason))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from lockgate.runtime.coordination.keys import JobKeys
+
 
 class CoordinatorConflictError(RuntimeError):
     """Another live coordinator holds the job: stop it, or wait for its lease."""
@@ -30,10 +32,10 @@ class NoUsableCheckpointError(RuntimeError):
     from empty state instead would read every source again from its beginning and
     lose the job's state, so the user must choose: an explicit savepoint, or `--fresh`."""
 
-    def __init__(self, job: str, failures: list[str]) -> None:
+    def __init__(self, keys: JobKeys, failures: list[str]) -> None:
         listed = "".join(f"\n  {failure}" for failure in failures)
         super().__init__(
-            f"job {job}: none of its completed checkpoints can be restored:{listed}\n"
+            f"job {keys.namespace}/{keys.job}: none of its completed checkpoints can be restored:{listed}\n"
             "Starting from empty state would read every source again from its beginning and lose "
             "the job's state, so the job does not start. Restore a savepoint or checkpoint you trust "
             "with --from-savepoint PATH, or start over from empty state with --fresh (deletes the "

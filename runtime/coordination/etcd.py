@@ -12,12 +12,14 @@ import functools
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import aetcd
 import aetcd.exceptions
 import aetcd.transactions
+import aetcd.watcher
 import grpc
 from aetcd import rpc
 from lockgate.runtime.coordination.cancellation import (
@@ -27,7 +29,6 @@ from lockgate.runtime.coordination.cancellation import (
     raise_if_cancelling,
     within,
 )
-from lockgate.runtime.coordination.etcd_tls import connect_tls
 from lockgate.runtime.coordination.kv_store import (
     Compare,
     Delete,
@@ -130,7 +131,14 @@ class Etcd(KeyValueStore):
         endpoints = self.config.endpoints
         for attempt in range(len(endpoints)):
             endpoint = endpoints[(self._next + attempt) % len(endpoints)]
-            client = self._make_client(endpoint)
+            parts = urlsplit(endpoint)
+            client = aetcd.Client(
+                host=parts.hostname or "localhost",
+                port=parts.port or 2379,
+                username=self.config.username,
+                password=self.config.password,
+                timeout=self.config.request_timeout_s,
+            )
             try:
                 await (connect_tls(client, self.config) if endpoint.startswith("https") else client.connect())
                 await within(client.status(), self.config.request_timeout_s)
@@ -155,16 +163,6 @@ class Etcd(KeyValueStore):
             reason = message.split("etcdserver: ")[-1]
             user = self.config.username
             raise EtcdAccessError(f"etcd at {endpoint} refused user {user!r}: {reason}") from error
-
-    def _make_client(self, endpoint: str) -> aetcd.Client:
-        parts = urlsplit(endpoint)
-        return aetcd.Client(
-            host=parts.hostname or "localhost",
-            port=parts.port or 2379,
-            username=self.config.username,
-            password=self.config.password,
-            timeout=self.config.request_timeout_s,
-        )
 
     async def _reconnect(self, failed: aetcd.Client | None) -> None:
         """Replace `failed`; a no-op if another caller replaced it already (one broken
@@ -355,6 +353,37 @@ def _operation(operation: Operation) -> Any:
         return aetcd.transactions.Delete(operation.key)
     prefix = operation.prefix
     return aetcd.transactions.Delete(prefix, range_end=aetcd.utils.prefix_range_end(prefix))
+
+
+async def connect_tls(client: Any, config: EtcdConfig) -> None:
+    """TLS for aetcd, whose `connect()` only opens plaintext channels: opens a TLS gRPC
+    channel and wires aetcd's service stubs to it, the same stubs `aetcd.Client.connect`
+    wires to a plaintext channel."""
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=_read(config.ca_file),
+        private_key=_read(config.key_file),
+        certificate_chain=_read(config.cert_file),
+    )
+    client.channel = grpc.aio.secure_channel(f"{client._host}:{client._port}", credentials)
+    if config.username is not None:
+        client.auth_stub = rpc.AuthStub(client.channel)
+        reply = await client.auth_stub.Authenticate(
+            rpc.AuthenticateRequest(name=config.username, password=config.password),
+            timeout=config.request_timeout_s,
+        )
+        client.metadata = (("token", reply.token),)
+    client.kvstub = rpc.KVStub(client.channel)
+    client.clusterstub = rpc.ClusterStub(client.channel)
+    client.leasestub = rpc.LeaseStub(client.channel)
+    client.maintenancestub = rpc.MaintenanceStub(client.channel)
+    client._watcher = aetcd.watcher.Watcher(
+        rpc.WatchStub(client.channel), timeout=config.request_timeout_s, metadata=client.metadata
+    )
+    client._connected.set()
+
+
+def _read(path: str | None) -> bytes | None:
+    return None if path is None else Path(path).read_bytes()
 
 
 async def _auth_rpc(client: aetcd.Client, method: str, request: Any) -> Any:

@@ -68,6 +68,7 @@ class EtcdServer:
             )
         self._binary = binary
         self.data_dir = data_dir
+        self._log = data_dir.parent / f"{data_dir.name}.log"
         self.client_port = client_port or free_port()
         self.peer_port = free_port()
         self._tls = tls
@@ -87,7 +88,7 @@ class EtcdServer:
         """Start the process without waiting for it to serve (`wait_healthy`), so
         that other start-up work (a JVM) runs beside it."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        log = open(self.data_dir.parent / f"{self.data_dir.name}.log", "ab")  # noqa: SIM115
+        log = open(self._log, "ab")  # noqa: SIM115
         peer = f"http://127.0.0.1:{self.peer_port}"
         flags = {
             "--name": "lockgate",
@@ -120,10 +121,7 @@ class EtcdServer:
         while time.monotonic() < deadline:
             assert self._process is not None
             if self._process.poll() is not None:
-                raise EtcdServerError(
-                    f"etcd exited with code {self._process.returncode}; see "
-                    f"{self.data_dir.parent / (self.data_dir.name + '.log')}"
-                )
+                raise EtcdServerError(f"etcd exited with code {self._process.returncode}; see {self._log}")
             if self._answers():
                 return
             time.sleep(0.05)  # polling a process we just started; nothing to wait on

@@ -21,7 +21,6 @@ from lockgate.runtime.clock import Clock, SystemClock
 from lockgate.runtime.coordination.kv_store import (
     Compare,
     Delete,
-    DeletePrefix,
     KeyValueStore,
     LeaseNotFoundError,
     Operation,
@@ -92,15 +91,6 @@ class InMemoryStore(KeyValueStore):
         with self._locked():
             rows = sorted((k, v) for k, (v, _) in self._data.items() if k.startswith(prefix))
             return rows, self._revision
-
-    async def put(self, key: bytes, value: bytes, lease: int | None = None) -> None:
-        await self.transaction([], [Put(key, value, lease)])
-
-    async def delete(self, key: bytes) -> None:
-        await self.transaction([], [Delete(key)])
-
-    async def delete_prefix(self, prefix: bytes) -> None:
-        await self.transaction([], [DeletePrefix(prefix)])
 
     async def transaction(
         self, compare: Sequence[Compare], success: Sequence[Operation], failure: Sequence[Operation] = ()

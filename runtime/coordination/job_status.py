@@ -13,9 +13,9 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import time
 from collections.abc import Callable
 
+from lockgate.runtime.clock import SystemClock
 from lockgate.runtime.coordination.cancellation import cancel_and_wait
 from lockgate.runtime.coordination.etcd import EtcdUnavailableError
 from lockgate.runtime.coordination.keys import JobKeys
@@ -23,10 +23,7 @@ from lockgate.runtime.coordination.kv_store import KeyValueStore, LeaseNotFoundE
 from lockgate.runtime.coordination.records import JobState, JobStatus, decode, encode
 
 log = logging.getLogger(__name__)
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
+now_ms = SystemClock().now_ms
 
 
 class StatusHeartbeat:

@@ -58,14 +58,6 @@ Compare = ValueIs | KeyAbsent
 Operation = Put | Delete | DeletePrefix
 
 
-# The records under the names callers build transactions with.
-value_is = ValueIs
-key_absent = KeyAbsent
-put_op = Put
-delete_op = Delete
-delete_prefix_op = DeletePrefix
-
-
 @dataclass(frozen=True)
 class WatchEvent:
     key: bytes
@@ -102,11 +94,13 @@ class KeyValueStore(Protocol):
 
     async def put(self, key: bytes, value: bytes, lease: int | None = None) -> None:
         """Raises `LeaseNotFoundError` if `lease` has ended."""
-        ...
+        await self.transaction([], [Put(key, value, lease)])
 
-    async def delete(self, key: bytes) -> None: ...
+    async def delete(self, key: bytes) -> None:
+        await self.transaction([], [Delete(key)])
 
-    async def delete_prefix(self, prefix: bytes) -> None: ...
+    async def delete_prefix(self, prefix: bytes) -> None:
+        await self.transaction([], [DeletePrefix(prefix)])
 
     async def transaction(
         self, compare: Sequence[Compare], success: Sequence[Operation], failure: Sequence[Operation] = ()

@@ -20,7 +20,7 @@ from lockgate.runtime.coordination.cancellation import bounded, within
 from lockgate.runtime.coordination.errors import CoordinatorConflictError
 from lockgate.runtime.coordination.etcd import EtcdUnavailableError
 from lockgate.runtime.coordination.keys import JobKeys
-from lockgate.runtime.coordination.kv_store import Compare, KeyValueStore, key_absent, put_op, value_is
+from lockgate.runtime.coordination.kv_store import Compare, KeyAbsent, KeyValueStore, Put, ValueIs
 from lockgate.runtime.coordination.records import CoordinatorRecord, decode, encode
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class Leadership:
     @property
     def guard(self) -> Compare:
         """Transaction condition: this coordinator still leads."""
-        return value_is(self._keys.coordinator, self._encoded)
+        return ValueIs(self._keys.coordinator, self._encoded)
 
     @property
     def launch(self) -> int:
@@ -65,14 +65,14 @@ class Leadership:
             record = replace(self.record, launch=(0 if current is None else int(current)) + 1)
             encoded = encode(record)
             unchanged = (
-                key_absent(self._keys.launch) if current is None else value_is(self._keys.launch, current)
+                KeyAbsent(self._keys.launch) if current is None else ValueIs(self._keys.launch, current)
             )
             lease = await self._store.grant_lease(self.ttl_s)
             if await self._store.transaction(
-                [key_absent(self._keys.coordinator), unchanged],
+                [KeyAbsent(self._keys.coordinator), unchanged],
                 [
-                    put_op(self._keys.coordinator, encoded, lease),
-                    put_op(self._keys.launch, str(record.launch).encode()),
+                    Put(self._keys.coordinator, encoded, lease),
+                    Put(self._keys.launch, str(record.launch).encode()),
                 ],
             ):
                 self.record, self._encoded, self.lease_id = record, encoded, lease

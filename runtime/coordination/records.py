@@ -60,13 +60,7 @@ class Ack:
     drained: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "checkpoint_id": self.checkpoint_id,
-            "launch": self.launch,
-            "state": None if self.state is None else self.state.to_json(),
-            "declined": self.declined,
-            "drained": self.drained,
-        }
+        return {**vars(self), "state": None if self.state is None else self.state.to_json()}
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> Ack:

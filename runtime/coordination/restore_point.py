@@ -117,7 +117,7 @@ async def resolve_restore_point(
         return await asyncio.to_thread(verify, savepoint_url, trust)
     point, failures = await _newest_intact(store, 0, trust)
     if point is None and failures:
-        raise NoUsableCheckpointError(_job(store), failures)
+        raise NoUsableCheckpointError(store.keys, failures)
     return point
 
 
@@ -136,7 +136,7 @@ async def resolve_relaunch_point(
         if not failures:
             raise
         raise NoUsableCheckpointError(
-            _job(store), [*failures, f"savepoint {savepoint_url}: {error}"]
+            store.keys, [*failures, f"savepoint {savepoint_url}: {error}"]
         ) from error
 
 
@@ -170,7 +170,3 @@ async def _newest_intact(
         log.error("skipping %s for restore: %s", name, reason)
         failures.append(f"{name}: {reason}")
     return None, failures
-
-
-def _job(store: CompletedCheckpointStore) -> str:
-    return f"{store.keys.namespace}/{store.keys.job}"

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from lockgate.runtime.coordination.cancellation import cancel_and_wait
 from lockgate.runtime.coordination.errors import CheckpointAbortedError, CoordinatorFencedError
 from lockgate.runtime.coordination.keys import JobKeys
-from lockgate.runtime.coordination.kv_store import KeyValueStore, Operation, put_op
+from lockgate.runtime.coordination.kv_store import KeyValueStore, Operation, Put
 from lockgate.runtime.coordination.records import (
     CompletedCheckpoint,
     SavepointRequest,
@@ -85,7 +85,7 @@ class SavepointQueue:
                 self._offer(event.key)
 
     async def _result(self, request_id: str, result: SavepointResult) -> None:
-        if not await self._guarded([put_op(self._keys.savepoint_result(request_id), encode(result))]):
+        if not await self._guarded([Put(self._keys.savepoint_result(request_id), encode(result))]):
             raise CoordinatorFencedError(f"the coordinator was replaced while serving savepoint {request_id}")
 
     async def _serve(self, request_id: str) -> None:

@@ -41,10 +41,9 @@ class UnusableCheckpoints:
         self._store = store
         self._keys = keys
 
-    async def mark(self, checkpoint_id: int, path: str, reason: str) -> UnusableCheckpoint:
+    async def mark(self, checkpoint_id: int, path: str, reason: str) -> None:
         mark = UnusableCheckpoint(checkpoint_id, path, reason, int(time.time() * 1000))
         await self._store.put(self._keys.unusable_of(checkpoint_id), encode(mark))
-        return mark
 
     async def all(self) -> dict[int, UnusableCheckpoint]:
         rows = await self._store.get_prefix(self._keys.unusable)

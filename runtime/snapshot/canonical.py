@@ -41,27 +41,26 @@ FOOTER = struct.Struct(">QQI4s")
 Compactor = Callable[[bytes, int], bytes | None]
 
 
-@dataclass(frozen=True)
-class FrozenKeyedState:
-    """The synchronous part of a canonical snapshot of one backend."""
+@dataclass(frozen=True, eq=False)
+class CanonicalUpload(KeyedUpload):
+    """A canonical snapshot of one backend: what its synchronous part froze, and the
+    file (`path`, in `snapshot_dir`) that its asynchronous part writes."""
 
     tables: dict[str, FrozenTable]
     metas: dict[str, StateMeta]
     compactors: dict[str, Compactor]
     key_groups: range
     now_ms: int
+    path: str
+    snapshot_dir: str
 
-    @staticmethod
-    def of(backend: KeyedStateBackend) -> FrozenKeyedState:
-        return FrozenKeyedState(
-            backend.freeze(),
-            dict(backend.metas),
-            backend.compactors(),
-            backend.key_groups,
-            backend.clock.now_ms(),
-        )
+    def run(self, storage: CheckpointStorage) -> CanonicalKeyedHandle:
+        try:
+            return write_canonical(storage, self)
+        finally:
+            self.cancel()
 
-    def release(self) -> None:
+    def cancel(self) -> None:
         for table in self.tables.values():
             table.release()
 
@@ -101,10 +100,8 @@ def _section(table: FrozenTable, key_group: int, compact: Compactor | None, now_
     return bytes(out)
 
 
-def write_canonical(
-    storage: CheckpointStorage, path: str, relative_to: str, frozen: FrozenKeyedState
-) -> CanonicalKeyedHandle:
-    """The asynchronous part of a canonical snapshot: stream `frozen` into `path`."""
+def write_canonical(storage: CheckpointStorage, frozen: CanonicalUpload) -> CanonicalKeyedHandle:
+    """The asynchronous part of a canonical snapshot: stream `frozen` into its file."""
     tables = frozen.tables
     index_sha256 = ""
 
@@ -130,24 +127,8 @@ def write_canonical(
         yield index
         yield FOOTER.pack(offset, len(index), zlib.crc32(index), END_MAGIC)
 
-    ref = storage.write_file(path, chunks(), relative_to)
+    ref = storage.write_file(frozen.path, chunks(), frozen.snapshot_dir)
     return CanonicalKeyedHandle(frozen.key_groups, ref, index_sha256)
-
-
-class CanonicalUpload(KeyedUpload):
-    def __init__(self, frozen: FrozenKeyedState, path: str, snapshot_dir: str) -> None:
-        self._frozen = frozen
-        self._path = path
-        self._snapshot_dir = snapshot_dir
-
-    def run(self, storage: CheckpointStorage) -> CanonicalKeyedHandle:
-        try:
-            return write_canonical(storage, self._path, self._snapshot_dir, self._frozen)
-        finally:
-            self._frozen.release()
-
-    def cancel(self) -> None:
-        self._frozen.release()
 
 
 class CanonicalSnapshotStrategy(KeyedSnapshotStrategy):
@@ -158,12 +139,16 @@ class CanonicalSnapshotStrategy(KeyedSnapshotStrategy):
         self._backend = backend
 
     def snapshot(self, checkpoint_id: int, snapshot_dir: str, subtask_path: str) -> CanonicalUpload:
-        path = posixpath.join(snapshot_dir, subtask_path, "keyed")
-        return CanonicalUpload(FrozenKeyedState.of(self._backend), path, snapshot_dir)
-
-    # A full snapshot carries nothing over from one checkpoint to the next.
-    def notify_complete(self, checkpoint_id: int) -> None:
-        pass
+        backend = self._backend
+        return CanonicalUpload(
+            backend.freeze(),
+            dict(backend.metas),
+            backend.compactors(),
+            backend.key_groups,
+            backend.clock.now_ms(),
+            posixpath.join(snapshot_dir, subtask_path, "keyed"),
+            snapshot_dir,
+        )
 
 
 def read_index(
@@ -223,22 +208,19 @@ def _read_section(stream: IO[bytes], path: str, section: Section) -> bytes:
 
 def restore_canonical(
     storage: CheckpointStorage, snapshot_dir: str, handle: CanonicalKeyedHandle, backend: KeyedStateBackend
-) -> int:
-    """Load the key groups `backend` owns from `handle`; returns the entries loaded."""
+) -> None:
+    """Load the key groups `backend` owns from `handle`."""
     own = range(
         max(handle.key_groups.start, backend.key_groups.start),
         min(handle.key_groups.stop, backend.key_groups.stop),
     )
     if not own:
-        return 0
+        return
     path = storage.resolve(snapshot_dir, handle.file)
     index = read_index(storage, path, handle.file.size, handle.index_sha256)
-    loaded = 0
     with storage.open_read(path) as stream:
         for name, meta in index.states.items():
             backend.add_restored_meta(name, meta)
             for section in index.sections_in(name, own):
                 records = list(_records(path, _read_section(stream, path, section)))
                 backend.load(name, meta, section.key_group, records)
-                loaded += len(records)
-    return loaded

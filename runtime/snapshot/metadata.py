@@ -122,34 +122,6 @@ class SnapshotNotSignedError(SnapshotCorruptError):
     """`_metadata` does not carry this job's signature: it must not be restored unasked."""
 
 
-def encode_metadata(metadata: CheckpointMetadata, key: SnapshotKey | None) -> bytes:
-    body = json.dumps(metadata.to_json(), sort_keys=True).encode("utf-8")
-    lines = [body, f"crc32:{zlib.crc32(body):08x}".encode("ascii")]
-    if key is not None:
-        lines.append(SIGNATURE + key.sign(body).encode("ascii"))
-    return b"\n".join(lines) + b"\n"
-
-
-def decode_metadata(
-    path: str, data: bytes, key: SnapshotKey | None = None, *, trust_unsigned: bool = False
-) -> CheckpointMetadata:
-    """`_metadata`'s record; with `key`, only if that key signed it (or `trust_unsigned`).
-    Without a key nothing is trusted to be the job's: only for looking at a snapshot."""
-    body, *footers = data.rstrip(b"\n").split(b"\n")
-    crc = next((line for line in footers if line.startswith(b"crc32:")), None)
-    if crc is None:
-        raise SnapshotCorruptError(path, "no checksum line: the file is truncated or not metadata")
-    try:
-        expected = int(crc[6:], 16)
-    except ValueError:
-        raise SnapshotCorruptError(path, "unreadable checksum line") from None
-    if zlib.crc32(body) != expected:
-        raise SnapshotCorruptError(path, "checksum mismatch")
-    if key is not None and not trust_unsigned:
-        _check_signature(path, body, footers, key)
-    return CheckpointMetadata.from_json(json.loads(body))
-
-
 def _check_signature(path: str, body: bytes, footers: list[bytes], key: SnapshotKey) -> None:
     signature = next((line[len(SIGNATURE) :] for line in footers if line.startswith(SIGNATURE)), None)
     if signature is None:
@@ -172,8 +144,12 @@ def write_metadata(
     path = f"{snapshot_dir}/{METADATA}"
     staging = f"{snapshot_dir}/.{METADATA}.inprogress"
     storage.fs.makedirs(snapshot_dir, exist_ok=True)
+    body = json.dumps(meta.to_json(), sort_keys=True).encode("utf-8")
+    lines = [body, f"crc32:{zlib.crc32(body):08x}".encode("ascii")]
+    if key is not None:
+        lines.append(SIGNATURE + key.sign(body).encode("ascii"))
     # A rename, so that a crash mid-write never leaves a `_metadata` behind.
-    storage.fs.pipe_file(staging, encode_metadata(meta, key))
+    storage.fs.pipe_file(staging, b"\n".join(lines) + b"\n")
     storage.fs.mv(staging, path)
 
 
@@ -184,8 +160,23 @@ def read_metadata(
     *,
     trust_unsigned: bool = False,
 ) -> CheckpointMetadata:
-    """`_metadata` of `snapshot_dir`; `key` and `trust_unsigned` as `decode_metadata`'s."""
+    """`_metadata`'s record of `snapshot_dir`; with `key`, only if that key signed it (or
+    `trust_unsigned`). Without a key nothing is trusted to be the job's: only for looking
+    at a snapshot."""
     path = f"{snapshot_dir}/{METADATA}"
     if not storage.exists(path):
         raise SnapshotCorruptError(path, "missing: the snapshot is incomplete")
-    return decode_metadata(path, storage.fs.cat_file(path), key, trust_unsigned=trust_unsigned)
+    data: bytes = storage.fs.cat_file(path)
+    body, *footers = data.rstrip(b"\n").split(b"\n")
+    crc = next((line for line in footers if line.startswith(b"crc32:")), None)
+    if crc is None:
+        raise SnapshotCorruptError(path, "no checksum line: the file is truncated or not metadata")
+    try:
+        expected = int(crc[6:], 16)
+    except ValueError:
+        raise SnapshotCorruptError(path, "unreadable checksum line") from None
+    if zlib.crc32(body) != expected:
+        raise SnapshotCorruptError(path, "checksum mismatch")
+    if key is not None and not trust_unsigned:
+        _check_signature(path, body, footers, key)
+    return CheckpointMetadata.from_json(json.loads(body))

@@ -32,6 +32,6 @@ class KeyedSnapshotStrategy(ABC):
     def snapshot(self, checkpoint_id: int, snapshot_dir: str, subtask_path: str) -> KeyedUpload:
         """The synchronous part: capture the state as of now."""
 
-    @abstractmethod
-    def notify_complete(self, checkpoint_id: int) -> None:
-        """Checkpoint `checkpoint_id` completed (and subsumes every older one)."""
+    def notify_complete(self, checkpoint_id: int) -> None:  # noqa: B027 - a no-op unless overridden
+        """Checkpoint `checkpoint_id` completed (and subsumes every older one). A strategy
+        that carries nothing over from one checkpoint to the next (a full snapshot) ignores it."""

@@ -14,7 +14,7 @@ from lockgate.runtime.coordination.etcd import Etcd, EtcdAccessError, EtcdConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.coordination.job_identity import JobIdentity, grant, new_password, revoke
 from lockgate.runtime.coordination.keys import JobKeys
-from lockgate.runtime.coordination.kv_store import delete_op, key_absent, put_op
+from lockgate.runtime.coordination.kv_store import Delete, KeyAbsent, Put
 
 from tests.etcd_auth import as_user
 
@@ -42,7 +42,7 @@ async def test_a_job_reaches_its_own_keys_and_no_other_jobs(root: Etcd) -> None:
         # What a job does with its own keys: writes, reads, leases, transactions, watches.
         lease = await a.grant_lease(5)
         await a.put(A.root + b"status", b"a's", lease=lease)
-        assert await a.transaction([key_absent(A.launch)], [put_op(A.launch, b"1")])
+        assert await a.transaction([KeyAbsent(A.launch)], [Put(A.launch, b"1")])
         assert [k for k, _ in await a.get_prefix(A.root)] == [A.launch, A.root + b"status"]
         watch = a.watch_prefix(A.root, 1)
         assert (await asyncio.wait_for(anext(watch), 5)).key.startswith(A.root)
@@ -57,7 +57,7 @@ async def test_a_job_reaches_its_own_keys_and_no_other_jobs(root: Etcd) -> None:
             "delete": a.delete(other),
             "delete_prefix": a.delete_prefix(B.root),
             "get_prefix": a.get_prefix(b"/lockgate/team-a/"),
-            "transaction": a.transaction([], [delete_op(other)]),
+            "transaction": a.transaction([], [Delete(other)]),
         }
         for operation, attempt in attempts.items():
             with pytest.raises(EtcdAccessError) as refused:

@@ -14,14 +14,14 @@ from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.in_memory_store import CompactedError, InMemoryStore
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.kv_store import (
+    Delete,
+    DeletePrefix,
+    KeyAbsent,
     KeyValueStore,
     LeaseNotFoundError,
+    Put,
+    ValueIs,
     WatchEvent,
-    delete_op,
-    delete_prefix_op,
-    key_absent,
-    put_op,
-    value_is,
 )
 
 
@@ -67,15 +67,15 @@ async def test_a_transaction_applies_success_only_when_every_guard_holds(
     store: KeyValueStore, root: bytes
 ) -> None:
     key, other = root + b"k", root + b"other"
-    assert await store.transaction([key_absent(key)], [put_op(key, b"1")])
-    assert not await store.transaction([key_absent(key)], [put_op(key, b"2")], [put_op(other, b"lost")])
+    assert await store.transaction([KeyAbsent(key)], [Put(key, b"1")])
+    assert not await store.transaction([KeyAbsent(key)], [Put(key, b"2")], [Put(other, b"lost")])
     assert await store.get(key) == b"1"
     assert await store.get(other) == b"lost", "the failure branch is applied when a guard fails"
-    assert not await store.transaction([value_is(key, b"1"), value_is(other, b"x")], [delete_op(key)])
+    assert not await store.transaction([ValueIs(key, b"1"), ValueIs(other, b"x")], [Delete(key)])
     assert await store.get(key) == b"1", "one failing guard of two is enough to refuse"
-    assert await store.transaction([value_is(key, b"1")], [delete_op(key), delete_prefix_op(other)])
+    assert await store.transaction([ValueIs(key, b"1")], [Delete(key), DeletePrefix(other)])
     assert await store.get_prefix(root) == []
-    assert not await store.transaction([value_is(key, b"1")], [put_op(key, b"3")])
+    assert not await store.transaction([ValueIs(key, b"1")], [Put(key, b"3")])
 
 
 async def test_a_watch_from_the_revision_of_a_read_misses_nothing_after_it(
@@ -101,7 +101,7 @@ async def test_a_watch_from_the_revision_of_a_read_misses_nothing_after_it(
 
 async def test_the_writes_of_one_transaction_share_one_revision(store: KeyValueStore, root: bytes) -> None:
     _, revision = await store.get_prefix_at(root)
-    await store.transaction([], [put_op(root + b"a", b"1"), put_op(root + b"b", b"2")])
+    await store.transaction([], [Put(root + b"a", b"1"), Put(root + b"b", b"2")])
     events = store.watch_prefix(root, revision + 1)
     first, second = await _take(events, 2)
     await events.aclose()
@@ -123,7 +123,7 @@ async def test_a_watch_sees_only_its_prefix(store: KeyValueStore, root: bytes) -
 async def test_keys_bound_to_a_lease_go_with_it(store: KeyValueStore, root: bytes) -> None:
     lease = await store.grant_lease(30)
     await store.put(root + b"held", b"1", lease)
-    await store.transaction([], [put_op(root + b"also", b"2", lease)])
+    await store.transaction([], [Put(root + b"also", b"2", lease)])
     assert await store.refresh_lease(lease) > 0
     _, revision = await store.get_prefix_at(root)
     await store.revoke_lease(lease)
@@ -142,7 +142,7 @@ async def test_a_write_bound_to_an_ended_lease_is_refused(store: KeyValueStore, 
     with pytest.raises(LeaseNotFoundError):
         await store.put(root + b"k", b"1", lease)
     with pytest.raises(LeaseNotFoundError):
-        await store.transaction([], [put_op(root + b"k", b"1", lease)])
+        await store.transaction([], [Put(root + b"k", b"1", lease)])
     assert await store.get(root + b"k") is None
 
 

@@ -40,10 +40,7 @@ from lockgate.runtime.snapshot.storage import CheckpointStorage
 async def _degraded(job: Job, error: SpecError) -> None:
     """The last good spec keeps running; the condition and an Event say why the new one is not."""
     message = f"spec of generation {job.generation} not applied: {error}"
-    conditions = set_condition(
-        job.status.get("conditions"), "Degraded", true=True, reason="InvalidSpec", message=message
-    )
-    conditions = refused(conditions, message, job.generation)
+    conditions = refused(job.status.get("conditions"), message, job.generation)
     await job.record(conditions=conditions, message=message)
     job.warn("InvalidSpec", message)
 

@@ -105,9 +105,8 @@ async def _checked_then_recorded(job: Job) -> StreamingJobSpec:
 
 async def on_create(job: Job) -> None:
     spec = await _checked_then_recorded(job)
-    if job.status.get("launch"):  # a recorded first launch was just finished
-        return
-    await _first_launch(job, spec, "created")
+    if not job.status.get("launch"):  # else a recorded first launch was just finished
+        await _first_launch(job, spec, "created")
 
 
 async def _first_launch(job: Job, spec: StreamingJobSpec, reason: str) -> None:

@@ -43,8 +43,7 @@ def run_operator(arguments: argparse.Namespace) -> int:
         raise ValueError("--etcd (or $LOCKGATE_ETCD) is required: the operator talks to jobs through etcd")
     if not arguments.namespace and not arguments.all_namespaces:
         raise ValueError("name the namespaces to watch (--namespace NS, repeatable) or --all-namespaces")
-    told = [getattr(arguments, name, None) for name in ("log_level", "verbose", "debug")]
-    if not any(told):
+    if not any(getattr(arguments, name, None) for name in ("log_level", "verbose", "debug")):
         logging.getLogger().setLevel(logging.INFO)  # a service logs what it does unless told otherwise
     registry = kopf.OperatorRegistry()
 

@@ -37,14 +37,6 @@ from lockgate.runtime.engine.restart import RestartHistory, decide
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 
-async def _degraded(job: Job, error: SpecError) -> None:
-    """The last good spec keeps running; the condition and an Event say why the new one is not."""
-    message = f"spec of generation {job.generation} not applied: {error}"
-    conditions = refused(job.status.get("conditions"), message, job.generation)
-    await job.record(conditions=conditions, message=message)
-    job.warn("InvalidSpec", message)
-
-
 async def checked_spec(job: Job) -> StreamingJobSpec:
     """The job's spec once checked against the model and the operator's policy, and
     recorded as accepted; a refusal sets Degraded and raises RefusedError."""
@@ -68,7 +60,11 @@ async def checked_spec(job: Job) -> StreamingJobSpec:
             annotations = await kube.service_account_annotations(namespace, spec.service_account_name)
             check_service_account(spec, namespace, annotations, job.context.policy)
     except SpecError as error:
-        await _degraded(job, error)
+        # The last good spec keeps running; the conditions and an Event say why the new one is not.
+        message = f"spec of generation {job.generation} not applied: {error}"
+        conditions = refused(job.status.get("conditions"), message, job.generation)
+        await job.record(conditions=conditions, message=message)
+        job.warn("InvalidSpec", message)
         raise RefusedError(str(error)) from error
     accepted: dict[str, Any] = {
         "acceptedSpec": json.dumps(job.raw_spec, sort_keys=True),

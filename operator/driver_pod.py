@@ -274,10 +274,6 @@ def driver_arguments(names: JobNames, spec: StreamingJobSpec, launch: Launch, cl
     return flags
 
 
-def _resources(resources: Resources) -> dict[str, Any]:
-    return {k: v for k, v in {"requests": resources.requests, "limits": resources.limits}.items() if v}
-
-
 def template_container(template: dict[str, Any], name: str) -> dict[str, Any]:
     """The container of `spec.podTemplate` named `name` (driver or executor), or none."""
     spec = template.get("spec")
@@ -308,7 +304,7 @@ def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster:
             {"name": "spark-ui", "containerPort": UI_PORT},
             {"name": METRICS_PORT_NAME, "containerPort": DRIVER_METRICS_PORT},
         ],
-        "resources": _resources(spec.driver_resources),
+        "resources": spec.driver_resources.model_dump(exclude_defaults=True),  # requests, limits if given
         "securityContext": own.get("securityContext", CONTAINER_SECURITY),
         "volumeMounts": [
             {"name": "job", "mountPath": CONFIG_DIR, "readOnly": True},

@@ -87,7 +87,8 @@ def stopped(conditions: Conditions | None, reason: str, message: str) -> Conditi
 
 
 def refused(conditions: Conditions | None, message: str, generation: int) -> Conditions:
-    """A spec change was refused: nothing is being carried out for it."""
+    """A spec change was refused: Degraded says why, and nothing is being carried out for it."""
+    conditions = set_condition(conditions, "Degraded", true=True, reason="InvalidSpec", message=message)
     return set_condition(
         conditions, "Progressing", true=False, reason="SpecRefused", message=message, generation=generation
     )

@@ -120,12 +120,6 @@ class Cluster:
         secret = {"name": names.etcd_credentials, "key": ETCD_PASSWORD_KEY}
         return [{"name": ETCD_PASSWORD_ENV, "valueFrom": {"secretKeyRef": secret}}]
 
-    def etcd_tls_flags(self) -> list[str]:
-        if self.etcd_tls_secret is None:
-            return []
-        files = {"--etcd-ca": "ca.crt", "--etcd-cert": "tls.crt", "--etcd-key": "tls.key"}
-        return [x for flag, name in files.items() for x in (flag, f"{ETCD_TLS_DIR}/{name}")]
-
     def pod_volumes(self) -> list[dict[str, Any]]:
         """What the driver and every executor mount: the writable directories, and
         etcd's TLS files where there are some."""
@@ -265,7 +259,9 @@ def driver_arguments(names: JobNames, spec: StreamingJobSpec, launch: Launch, cl
     flags += ["--metrics-port", str(DRIVER_METRICS_PORT), "--task-metrics-ports", str(TASK_METRICS_PORT)]
     flags += ["--metrics-bind", "0.0.0.0"]  # Prometheus scrapes the pod's address
     flags += _restart_flags(spec)
-    flags += cluster.etcd_tls_flags()
+    if cluster.etcd_tls_secret is not None:
+        files = {"--etcd-ca": "ca.crt", "--etcd-cert": "tls.crt", "--etcd-key": "tls.key"}
+        flags += [x for flag, name in files.items() for x in (flag, f"{ETCD_TLS_DIR}/{name}")]
     user = cluster.etcd_user_of(names, spec)
     flags += [] if user is None else ["--etcd-user", user]
     if spec.job.allow_non_restored_state:
@@ -276,10 +272,6 @@ def driver_arguments(names: JobNames, spec: StreamingJobSpec, launch: Launch, cl
     elif launch.restore == "empty":
         flags += ["--fresh"]
     return flags
-
-
-def _resources(resources: Resources) -> dict[str, Any]:
-    return {k: v for k, v in {"requests": resources.requests, "limits": resources.limits}.items() if v}
 
 
 def template_container(template: dict[str, Any], name: str) -> dict[str, Any]:
@@ -312,7 +304,7 @@ def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster:
             {"name": "spark-ui", "containerPort": UI_PORT},
             {"name": METRICS_PORT_NAME, "containerPort": DRIVER_METRICS_PORT},
         ],
-        "resources": _resources(spec.driver_resources),
+        "resources": spec.driver_resources.model_dump(exclude_defaults=True),  # requests, limits if given
         "securityContext": own.get("securityContext", CONTAINER_SECURITY),
         "volumeMounts": [
             {"name": "job", "mountPath": CONFIG_DIR, "readOnly": True},

@@ -59,10 +59,8 @@ class Kube:
 
     async def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         pod = await _unless_not_found(self._core.read_namespaced_pod, name, namespace)
-        if pod is None:
-            return None
         serialized = self._api.sanitize_for_serialization(pod)  # type: ignore[no-untyped-call]
-        return cast(dict[str, Any], serialized)
+        return cast(dict[str, Any] | None, serialized)  # None for None
 
     async def service_account_annotations(self, namespace: str, name: str) -> dict[str, str] | None:
         """The annotations of a ServiceAccount; None if it does not exist."""

@@ -27,8 +27,10 @@ from lockgate.operator.naming import API_VERSION, KIND, JobNames
 from lockgate.runtime.snapshot.snapshot_key import new_key_text
 
 
-def _metadata(names: JobNames, name: str, component: str) -> dict[str, Any]:
-    return {"name": name, "namespace": names.namespace, "labels": names.labels(component)}
+def _owned(api_version: str, kind: str, names: JobNames, name: str, component: str) -> dict[str, Any]:
+    """An object of the job's, in its namespace, with its labels (each object goes on from here)."""
+    metadata = {"name": name, "namespace": names.namespace, "labels": names.labels(component)}
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata}
 
 
 def config_map(names: JobNames, spec: dict[str, Any], cluster: Cluster) -> dict[str, Any]:
@@ -41,9 +43,7 @@ def config_map(names: JobNames, spec: dict[str, Any], cluster: Cluster) -> dict[
         "spec": spec,
     }
     return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": _metadata(names, names.config_map, "config"),
+        **_owned("v1", "ConfigMap", names, names.config_map, "config"),
         "data": {
             MANIFEST_FILE: yaml.safe_dump(manifest, sort_keys=False),
             EXECUTOR_TEMPLATE_FILE: yaml.safe_dump(executor_pod_template(spec, cluster), sort_keys=False),
@@ -82,9 +82,7 @@ def snapshot_key_secret(names: JobNames) -> dict[str, Any]:
     (never rewritten: its checkpoints and savepoints are signed with it); it goes
     with the job. Only the driver mounts it: it signs and checks `_metadata`."""
     return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": _metadata(names, names.snapshot_key, "driver"),
+        **_owned("v1", "Secret", names, names.snapshot_key, "driver"),
         "type": "Opaque",
         "stringData": {SNAPSHOT_KEY_FILE: new_key_text()},
     }
@@ -95,9 +93,7 @@ def etcd_credentials_secret(names: JobNames, password: str) -> dict[str, Any]:
     reads it (its executors get it with their tasks, over Spark's authenticated,
     encrypted RPC)."""
     return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": _metadata(names, names.etcd_credentials, "driver"),
+        **_owned("v1", "Secret", names, names.etcd_credentials, "driver"),
         "type": "Opaque",
         "data": {ETCD_PASSWORD_KEY: base64.b64encode(password.encode()).decode()},
     }
@@ -109,9 +105,7 @@ def driver_service(names: JobNames) -> dict[str, Any]:
     with `kubectl port-forward` to the driver pod, by those allowed to."""
     ports = {"driver-rpc": DRIVER_PORT, "blockmanager": BLOCK_MANAGER_PORT}
     return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": _metadata(names, names.service, "driver"),
+        **_owned("v1", "Service", names, names.service, "driver"),
         "spec": {
             "clusterIP": "None",
             "selector": {"lockgate.dev/job": names.name, "app.kubernetes.io/component": "driver"},
@@ -123,11 +117,7 @@ def driver_service(names: JobNames) -> dict[str, Any]:
 
 
 def service_account(names: JobNames) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": _metadata(names, names.service_account, "driver"),
-    }
+    return _owned("v1", "ServiceAccount", names, names.service_account, "driver")
 
 
 def role(names: JobNames) -> dict[str, Any]:
@@ -139,9 +129,7 @@ def role(names: JobNames) -> dict[str, Any]:
     the refusal and goes on, and the executor pods and the ConfigMap, owned by the
     driver pod, go with it."""
     return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": _metadata(names, names.role, "driver"),
+        **_owned("rbac.authorization.k8s.io/v1", "Role", names, names.role, "driver"),
         "rules": [
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete"]},
             {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "delete"]},
@@ -151,9 +139,7 @@ def role(names: JobNames) -> dict[str, Any]:
 
 def role_binding(names: JobNames) -> dict[str, Any]:
     return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": _metadata(names, names.role, "driver"),
+        **_owned("rbac.authorization.k8s.io/v1", "RoleBinding", names, names.role, "driver"),
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": names.role},
         "subjects": [{"kind": "ServiceAccount", "name": names.service_account, "namespace": names.namespace}],
     }

@@ -37,17 +37,6 @@ from lockgate.runtime.engine.restart import RestartHistory, decide
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 
-async def _degraded(job: Job, error: SpecError) -> None:
-    """The last good spec keeps running; the condition and an Event say why the new one is not."""
-    message = f"spec of generation {job.generation} not applied: {error}"
-    conditions = set_condition(
-        job.status.get("conditions"), "Degraded", true=True, reason="InvalidSpec", message=message
-    )
-    conditions = refused(conditions, message, job.generation)
-    await job.record(conditions=conditions, message=message)
-    job.warn("InvalidSpec", message)
-
-
 async def checked_spec(job: Job) -> StreamingJobSpec:
     """The job's spec once checked against the model and the operator's policy, and
     recorded as accepted; a refusal sets Degraded and raises RefusedError."""
@@ -71,7 +60,11 @@ async def checked_spec(job: Job) -> StreamingJobSpec:
             annotations = await kube.service_account_annotations(namespace, spec.service_account_name)
             check_service_account(spec, namespace, annotations, job.context.policy)
     except SpecError as error:
-        await _degraded(job, error)
+        # The last good spec keeps running; the conditions and an Event say why the new one is not.
+        message = f"spec of generation {job.generation} not applied: {error}"
+        conditions = refused(job.status.get("conditions"), message, job.generation)
+        await job.record(conditions=conditions, message=message)
+        job.warn("InvalidSpec", message)
         raise RefusedError(str(error)) from error
     accepted: dict[str, Any] = {
         "acceptedSpec": json.dumps(job.raw_spec, sort_keys=True),
@@ -108,9 +101,8 @@ async def _checked_then_recorded(job: Job) -> StreamingJobSpec:
 
 async def on_create(job: Job) -> None:
     spec = await _checked_then_recorded(job)
-    if job.status.get("launch"):  # a recorded first launch was just finished
-        return
-    await _first_launch(job, spec, "created")
+    if not job.status.get("launch"):  # else a recorded first launch was just finished
+        await _first_launch(job, spec, "created")
 
 
 async def _first_launch(job: Job, spec: StreamingJobSpec, reason: str) -> None:

@@ -28,23 +28,12 @@ log = logging.getLogger(__name__)
 USER_AGENT = "lockgate-operator"  # audit logs (and the tests) tell the operator's calls by it
 
 
-def _kubernetes() -> client.ApiClient:
-    try:
-        config.load_kube_config()  # type: ignore[no-untyped-call]
-    except config.ConfigException:
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
-    api = client.ApiClient()
-    api.user_agent = USER_AGENT
-    return api
-
-
 def run_operator(arguments: argparse.Namespace) -> int:
     if not arguments.etcd:
         raise ValueError("--etcd (or $LOCKGATE_ETCD) is required: the operator talks to jobs through etcd")
     if not arguments.namespace and not arguments.all_namespaces:
         raise ValueError("name the namespaces to watch (--namespace NS, repeatable) or --all-namespaces")
-    told = [getattr(arguments, name, None) for name in ("log_level", "verbose", "debug")]
-    if not any(told):
+    if not any(getattr(arguments, name, None) for name in ("log_level", "verbose", "debug")):
         logging.getLogger().setLevel(logging.INFO)  # a service logs what it does unless told otherwise
     registry = kopf.OperatorRegistry()
 
@@ -67,7 +56,13 @@ def run_operator(arguments: argparse.Namespace) -> int:
         ",".join(etcd.endpoints), arguments.checkpoint_storage, arguments.etcd_tls_secret, job_users
     )
     policy = JobPolicy(arguments.allow_privileged_pods, arguments.allow_custom_storage_roots)
-    context = OperatorContext(Kube(_kubernetes()), JobEtcd(etcd), cluster, policy, metrics=metrics)
+    try:
+        config.load_kube_config()  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    api = client.ApiClient()
+    api.user_agent = USER_AGENT
+    context = OperatorContext(Kube(api), JobEtcd(etcd), cluster, policy, metrics=metrics)
     register_handlers(registry, context, observe_every_s=arguments.observe_interval)
     log.info("lockgate operator: etcd %s, %s", arguments.etcd, arguments.namespace or "all namespaces")
     asyncio.run(

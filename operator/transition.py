@@ -211,7 +211,6 @@ async def _new_etcd_password(job: Job, spec: StreamingJobSpec) -> None:
 
 async def _start_driver(job: Job, plan: UpgradePlan) -> None:
     spec, names, kube = job.applied_spec, job.names, job.context.kube
-    accepted = job.refused is None and job.accepted_generation() == job.generation
     launch = Launch(
         plan.launch, max_parallelism(job, spec), plan.restore, plan.savepoint, import_unsigned=plan.imported
     )
@@ -241,9 +240,9 @@ async def _start_driver(job: Job, plan: UpgradePlan) -> None:
         replicas=0,  # until the new driver says it runs: the old one is gone
         selector=names.executor_selector,
         jobId=names.qualified,
-        # Only if this launch carries out the job's generation (not the spec accepted
-        # before it, launched while the new one is refused or not checked yet).
-        observedGeneration=job.generation if accepted else job.accepted_generation(),
+        # The generation this launch carries out: the job's own only once accepted, else
+        # the one accepted before it (launched while the new one is refused or not checked yet).
+        observedGeneration=job.accepted_generation(),
         deployment={"launch": launch.number, "restore": launch.restore, "savepoint": launch.savepoint},
         reconciledSpec=json.dumps(job.applied_raw_spec, sort_keys=True),
         suspendedWith=None,

@@ -43,19 +43,10 @@ class UpgradePlan:
         return dataclasses.replace(self, step=step, **changes)
 
     def for_status(self) -> dict[str, Any]:
-        stored = {
-            "step": self.step.value,
-            "reason": self.reason,
-            "launch": self.launch,
-            "restore": self.restore,
-            "savepoint": self.savepoint,
-            "request": self.request,
-            "suspend": self.suspend,
-            "generation": self.generation,
-            "import": self.imported,
-            "startedAt": self.started_at,
-        }
-        return {key: value for key, value in stored.items() if value is not None}
+        """The fields by name (`imported` and `started_at` under status's names), those unset left out."""
+        stored = {**dataclasses.asdict(self), "step": self.step.value}
+        renamed = {"imported": "import", "started_at": "startedAt"}
+        return {renamed.get(name, name): value for name, value in stored.items() if value is not None}
 
     @staticmethod
     def from_status(stored: Mapping[str, Any]) -> UpgradePlan:

@@ -105,10 +105,12 @@ def make_client(factory: Any, config: dict[str, str], what: str) -> Any:
         raise JobDefinitionError(f"{what}: the Kafka client refused its properties: {error}") from None
 
 
-def partition_counts(admin: Any, servers: str, topics: list[str], what: str) -> dict[str, int]:
-    """Per topic, its partitions; an error naming the broker or the topic when
-    the broker cannot be reached or a topic does not exist."""
+def check_topics(what: str, config: dict[str, str], topics: list[str]) -> None:
+    """An error naming the broker or the topic when the broker cannot be reached
+    or a topic does not exist."""
     kafka = kafka_client()
+    admin = make_client(kafka.admin.AdminClient, config, what)
+    servers = config["bootstrap.servers"]
     try:
         metadata = admin.list_topics(timeout=BROKER_TIMEOUT_S)
     except kafka.KafkaException as error:
@@ -116,7 +118,6 @@ def partition_counts(admin: Any, servers: str, topics: list[str], what: str) -> 
             f"{what}: cannot reach Kafka at {servers} within {BROKER_TIMEOUT_S:.0f} s ({error}); "
             "check bootstrap_servers and that the brokers run"
         ) from None
-    counts: dict[str, int] = {}
     for topic in topics:
         found = metadata.topics.get(topic)
         if found is None or found.error is not None or not found.partitions:
@@ -125,5 +126,3 @@ def partition_counts(admin: Any, servers: str, topics: list[str], what: str) -> 
                 f"{what}: topic {topic!r} on {servers} cannot be used: {reason}; create it first "
                 "(Lockgate does not create topics)"
             )
-        counts[topic] = len(found.partitions)
-    return counts

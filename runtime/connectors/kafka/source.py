@@ -36,9 +36,9 @@ from lockgate.runtime.connectors.kafka.settings import (
     check_choice,
     check_properties,
     check_text,
+    check_topics,
     kafka_client,
     make_client,
-    partition_counts,
 )
 from lockgate.runtime.connectors.partitions import owner
 
@@ -100,11 +100,9 @@ class KafkaSource(Source):
         }
 
     def validate(self, job: JobIdentity) -> None:
-        kafka = kafka_client()
-        make_client(kafka.Consumer, self.consumer_config(), "KafkaSource").close()
+        make_client(kafka_client().Consumer, self.consumer_config(), "KafkaSource").close()
         admin_config = {**self.properties, "bootstrap.servers": self.bootstrap_servers}
-        admin = make_client(kafka.admin.AdminClient, admin_config, "KafkaSource")
-        partition_counts(admin, self.bootstrap_servers, self.topics, "KafkaSource")
+        check_topics("KafkaSource", admin_config, self.topics)
 
     def open_reader(self, context: SubtaskContext, offsets: dict[str, Any]) -> SourceReader:
         return KafkaSourceReader(self, context, offsets)

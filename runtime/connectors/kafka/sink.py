@@ -96,8 +96,13 @@ class TransactionalKafkaWriter(SinkWriter):
         self._context = context
         self._encoding = _Encoding(sink, context)
         self._epoch: Records = []
-        own_id = transactional_id(context, context.subtask)
-        self._own = EpochTransactions(sink.client_config(), own_id, sink.topic)
+        self._own = self._transactions(context.subtask)
+
+    def _transactions(self, subtask: int) -> EpochTransactions:
+        """The transactions of `subtask`'s transactional id."""
+        return EpochTransactions(
+            self._sink.client_config(), transactional_id(self._context, subtask), self._sink.topic
+        )
 
     def write(self, record: Any) -> None:
         self._epoch.append(self._encoding.encode(record))
@@ -123,11 +128,7 @@ class TransactionalKafkaWriter(SinkWriter):
         for old, epochs in sorted(by_subtask.items()):
             if old % parallelism != subtask:
                 continue
-            if old == subtask:
-                transactions = self._own
-            else:
-                config, topic = self._sink.client_config(), self._sink.topic
-                transactions = EpochTransactions(config, transactional_id(self._context, old), topic)
+            transactions = self._own if old == subtask else self._transactions(old)
             for epoch in transactions.uncommitted(epochs):
                 transactions.commit(epoch)
             if transactions is not self._own:

@@ -35,14 +35,12 @@ class Transaction:
         self._stream: IO[bytes] | None = None
         self._lines: list[bytes] = []
         self._buffered = 0
-        self.records = 0
 
     def write(self, line: bytes) -> None:
         if self.state != "open":
             raise RuntimeError(f"transaction {self.name.stem} is {self.state}; it cannot take records")
         self._lines.append(line)
         self._buffered += len(line)
-        self.records += 1
         if self._buffered >= CHUNK_BYTES:
             self._flush()
 

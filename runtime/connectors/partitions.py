@@ -22,15 +22,12 @@ import mmh3
 _NUMBER = re.compile(r"(\d+)(?!.*\d)")  # the last run of digits in the name
 
 
-def slot(partition: str) -> int:
-    """The partition's place in the round robin: its number, or a stable hash of its name."""
-    number = _NUMBER.search(partition)
-    return int(number.group(1)) if number is not None else mmh3.hash(partition, signed=False)
-
-
 def owner(partition: str, parallelism: int) -> int:
-    """The subtask that reads `partition` at `parallelism`."""
-    return slot(partition) % parallelism
+    """The subtask that reads `partition` at `parallelism`: round robin by its number,
+    or by a stable hash of its name."""
+    number = _NUMBER.search(partition)
+    slot = int(number.group(1)) if number is not None else mmh3.hash(partition, signed=False)
+    return slot % parallelism
 
 
 def assigned(partitions: Iterable[str], subtask: int, parallelism: int) -> list[str]:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from lockgate.runtime.api.connectors import SubtaskContext
-from lockgate.runtime.connectors.sink_file_names import FileName, parse_hidden
+from lockgate.runtime.connectors.sink_file_names import parse_hidden
 
 
 @dataclass
@@ -32,15 +32,12 @@ def leftovers(names: Iterable[str], prefix: str, context: SubtaskContext, keep: 
     found = Leftovers()
     for name in names:
         parsed = parse_hidden(name)
-        if parsed is None or name in keep or not _in_share(parsed, prefix, context):
+        if parsed is None or name in keep or parsed.prefix != prefix or parsed.job != context.job:
+            continue
+        if parsed.subtask % context.parallelism != context.subtask:
             continue
         if parsed.launch < context.launch:
             found.delete.append(name)
         elif parsed.launch > context.launch:
             found.of_later_launches.append(name)
     return found
-
-
-def _in_share(name: FileName, prefix: str, context: SubtaskContext) -> bool:
-    mine = name.prefix == prefix and name.job == context.job
-    return mine and name.subtask % context.parallelism == context.subtask

@@ -29,7 +29,7 @@ import fsspec
 from lockgate.runtime.api.connectors import JobIdentity, Sink, SinkWriter, SubtaskContext
 from lockgate.runtime.connectors.file_transaction import Committable, Transaction
 from lockgate.runtime.connectors.json_lines import decode_line, encode_line
-from lockgate.runtime.connectors.output_location import check_url, check_writable, open_directory, paths_in
+from lockgate.runtime.connectors.output_location import check_url, open_directory, paths_in
 from lockgate.runtime.connectors.sink_file_names import FileName, check_name_length, check_prefix
 from lockgate.runtime.connectors.sink_leftovers import leftovers
 
@@ -53,9 +53,8 @@ class FileSink(Sink):
 
     def validate(self, job: JobIdentity) -> None:
         check_name_length(self.url, self.prefix, job)
-        fs, directory = open_directory(self.url)
         probe = FileName(self.prefix, job, 0, _DRIVER_LAUNCH, uuid.uuid4().hex[:8], 0)
-        check_writable(fs, directory, probe.in_progress, self.url)
+        open_directory(self.url, probe.in_progress)
 
     def create_writer(self, context: SubtaskContext) -> FileSinkWriter:
         return FileSinkWriter(self, context)
@@ -64,11 +63,10 @@ class FileSink(Sink):
 class FileSinkWriter(SinkWriter):
     def __init__(self, sink: FileSink, context: SubtaskContext) -> None:
         check_name_length(sink.url, sink.prefix, context.job)
-        self._fs, self._directory = open_directory(sink.url)
+        first = FileName.first(sink.prefix, context)
+        self._fs, self._directory = open_directory(sink.url, first.in_progress)
         self._sink = sink
         self._context = context
-        first = FileName.first(sink.prefix, context)
-        check_writable(self._fs, self._directory, first.in_progress, sink.url)
         self._transaction = Transaction(self._fs, self._directory, first)
 
     def write(self, record: Any) -> None:

@@ -29,16 +29,38 @@ def check_url(url: str) -> None:
         raise OutputLocationError(str(error)) from None
 
 
-def open_directory(url: str) -> tuple[Any, str]:
-    """The file system and directory of `url`, the directory made if missing."""
+def open_directory(url: str, probe: str) -> tuple[Any, str]:
+    """The file system and directory of `url`, the directory made if missing, checked
+    by writing and deleting the empty file `probe` there. `probe` is named as a hidden
+    file of the job, so a recovering writer may delete it first: not an error."""
     check_url(url)
     fs, root = fsspec.core.url_to_fs(url)
     directory = root.rstrip("/") or root
     try:
-        _make_directory(fs, directory, url)
+        existing = _nearest_existing(fs, directory)
+        if existing is None:
+            raise OutputLocationError(
+                f"{url}: neither it nor any location above it exists (is the bucket missing?)"
+            )
+        if not fs.isdir(existing):
+            what = "the output location" if existing == directory else f"{existing}, above it,"
+            raise OutputLocationError(f"{url}: {what} is a file, not a directory")
+        if existing != directory:
+            fs.makedirs(directory, exist_ok=True)
     except OSError as error:
         raise OutputLocationError(
             f"{url}: cannot make the output directory ({type(error).__name__}: {error})"
+        ) from error
+    path = f"{directory}/{probe}"
+    try:
+        with fs.open(path, "wb"):
+            pass
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(path)
+    except OSError as error:
+        raise OutputLocationError(
+            f"{url}: the output directory takes no files ({type(error).__name__}: {error}); "
+            "give a location this job may write"
         ) from error
     return fs, directory
 
@@ -53,35 +75,6 @@ def paths_in(fs: Any, directory: str) -> list[str]:
         return [str(path).rstrip("/") for path in fs.ls(directory, detail=False)]
     except FileNotFoundError:
         return []
-
-
-def check_writable(fs: Any, directory: str, probe: str, url: str) -> None:
-    """Write and delete the empty file `probe` in `directory`. `probe` is named as a
-    hidden file of the job, so a recovering writer may delete it first: not an error."""
-    path = f"{directory}/{probe}"
-    try:
-        with fs.open(path, "wb"):
-            pass
-        with contextlib.suppress(FileNotFoundError):
-            fs.rm(path)
-    except OSError as error:
-        raise OutputLocationError(
-            f"{url}: the output directory takes no files ({type(error).__name__}: {error}); "
-            "give a location this job may write"
-        ) from error
-
-
-def _make_directory(fs: Any, directory: str, url: str) -> None:
-    existing = _nearest_existing(fs, directory)
-    if existing is None:
-        raise OutputLocationError(
-            f"{url}: neither it nor any location above it exists (is the bucket missing?)"
-        )
-    if not fs.isdir(existing):
-        what = "the output location" if existing == directory else f"{existing}, above it,"
-        raise OutputLocationError(f"{url}: {what} is a file, not a directory")
-    if existing != directory:
-        fs.makedirs(directory, exist_ok=True)
 
 
 def _nearest_existing(fs: Any, path: str) -> str | None:

@@ -99,14 +99,10 @@ class EpochTransactions:
         marker_config.update({k: v for k, v in config.items() if k.startswith(_CREDENTIALS)})
         self._marker_group: Any = make_client(self._kafka.Consumer, marker_config, "KafkaSink")
         self._call(lambda: self._producer.init_transactions(self._timeout_s), "start")
-        self._last_marker = self._read_marker()
-
-    def _read_marker(self) -> int:
-        """The marker of the last epoch this id committed; negative: none."""
-        tp = self._kafka.TopicPartition(self._topic, 0)
+        tp = self._kafka.TopicPartition(topic, 0)
         group = self._marker_group
         found = self._call(lambda: group.committed([tp], timeout=self._timeout_s), "read marker")
-        return int(found[0].offset)
+        self._last_marker = int(found[0].offset)  # of the last epoch this id committed; negative: none
 
     def uncommitted(self, epochs: Iterable[Epoch]) -> list[Epoch]:
         """Of a checkpoint's epochs of this id, those the broker has not committed."""

@@ -79,22 +79,20 @@ def transactional_id(context: SubtaskContext, subtask: int) -> str:
     return f"lockgate.{context.job.namespace}.{context.job.job}.{context.vertex}.{subtask}"
 
 
-class _Encoding:
-    def __init__(self, sink: KafkaSink, context: SubtaskContext) -> None:
-        self._key_fn = sink.key
-        self._encode = encoder(sink.value_format, context.vertex)
-        self._vertex = context.vertex
-
-    def encode(self, record: Any) -> tuple[bytes | None, bytes]:
-        key = None if self._key_fn is None else encode_key(self._key_fn(record), self._vertex)
-        return key, self._encode(record)
+def _record_encoder(sink: KafkaSink, vertex: str) -> Callable[[Any], tuple[bytes | None, bytes]]:
+    """A record's message key and value."""
+    key_fn = sink.key
+    encode = encoder(sink.value_format, vertex)
+    if key_fn is None:
+        return lambda record: (None, encode(record))
+    return lambda record: (encode_key(key_fn(record), vertex), encode(record))
 
 
 class TransactionalKafkaWriter(SinkWriter):
     def __init__(self, sink: KafkaSink, context: SubtaskContext) -> None:
         self._sink = sink
         self._context = context
-        self._encoding = _Encoding(sink, context)
+        self._encode = _record_encoder(sink, context.vertex)
         self._epoch: Records = []
         self._own = self._transactions(context.subtask)
 
@@ -105,7 +103,7 @@ class TransactionalKafkaWriter(SinkWriter):
         )
 
     def write(self, record: Any) -> None:
-        self._epoch.append(self._encoding.encode(record))
+        self._epoch.append(self._encode(record))
 
     def pre_commit(self, checkpoint_id: int) -> list[Any]:
         records, self._epoch = self._epoch, []
@@ -143,7 +141,7 @@ class AtLeastOnceKafkaWriter(SinkWriter):
         kafka = kafka_client()
         config = {**sink.client_config(), "enable.idempotence": "true", "acks": "all"}
         self._producer: Any = make_client(kafka.Producer, config, "KafkaSink")
-        self._encoding = _Encoding(sink, context)
+        self._encode = _record_encoder(sink, context.vertex)
         self._topic = sink.topic
         self._failed: list[str] = []
         self._unpolled = 0
@@ -153,7 +151,7 @@ class AtLeastOnceKafkaWriter(SinkWriter):
             self._failed.append(error.str())
 
     def write(self, record: Any) -> None:
-        key, value = self._encoding.encode(record)
+        key, value = self._encode(record)
         while True:
             try:
                 self._producer.produce(self._topic, value, key, on_delivery=self._delivered)

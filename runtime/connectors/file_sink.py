@@ -63,7 +63,7 @@ class FileSink(Sink):
 class FileSinkWriter(SinkWriter):
     def __init__(self, sink: FileSink, context: SubtaskContext) -> None:
         check_name_length(sink.url, sink.prefix, context.job)
-        first = FileName.first(sink.prefix, context)
+        first = FileName(sink.prefix, context.job, context.subtask, context.launch, uuid.uuid4().hex[:8], 0)
         self._fs, self._directory = open_directory(sink.url, first.in_progress)
         self._sink = sink
         self._context = context

@@ -13,10 +13,9 @@ attempt (random) tells apart two writers that claim the same launch.
 from __future__ import annotations
 
 import re
-import uuid
 from dataclasses import dataclass, replace
 
-from lockgate.runtime.api.connectors import JobIdentity, SubtaskContext
+from lockgate.runtime.api.connectors import JobIdentity
 
 SEPARATOR = "~"
 # Most file systems take names of at most 255 bytes.
@@ -38,11 +37,6 @@ class FileName:
     launch: int
     attempt: str
     sequence: int
-
-    @staticmethod
-    def first(prefix: str, context: SubtaskContext) -> FileName:
-        """A new writer's first transaction, under an attempt of its own."""
-        return FileName(prefix, context.job, context.subtask, context.launch, uuid.uuid4().hex[:8], 0)
 
     def next(self) -> FileName:
         return replace(self, sequence=self.sequence + 1)

@@ -37,11 +37,14 @@ def open_directory(url: str, probe: str) -> tuple[Any, str]:
     fs, root = fsspec.core.url_to_fs(url)
     directory = root.rstrip("/") or root
     try:
-        existing = _nearest_existing(fs, directory)
-        if existing is None:
-            raise OutputLocationError(
-                f"{url}: neither it nor any location above it exists (is the bucket missing?)"
-            )
+        existing = directory  # the nearest location that exists, the directory or above it
+        while not fs.exists(existing):
+            parent = posixpath.dirname(existing)
+            if parent in (existing, ""):
+                raise OutputLocationError(
+                    f"{url}: neither it nor any location above it exists (is the bucket missing?)"
+                )
+            existing = parent
         if not fs.isdir(existing):
             what = "the output location" if existing == directory else f"{existing}, above it,"
             raise OutputLocationError(f"{url}: {what} is a file, not a directory")
@@ -75,12 +78,3 @@ def paths_in(fs: Any, directory: str) -> list[str]:
         return [str(path).rstrip("/") for path in fs.ls(directory, detail=False)]
     except FileNotFoundError:
         return []
-
-
-def _nearest_existing(fs: Any, path: str) -> str | None:
-    while not fs.exists(path):
-        parent = posixpath.dirname(path)
-        if parent in (path, ""):
-            return None
-        path = parent
-    return path

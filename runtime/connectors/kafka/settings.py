@@ -105,12 +105,11 @@ def make_client(factory: Any, config: dict[str, str], what: str) -> Any:
         raise JobDefinitionError(f"{what}: the Kafka client refused its properties: {error}") from None
 
 
-def check_topics(what: str, config: dict[str, str], topics: list[str]) -> None:
+def check_topics(what: str, properties: dict[str, str], servers: str, topics: list[str]) -> None:
     """An error naming the broker or the topic when the broker cannot be reached
     or a topic does not exist."""
     kafka = kafka_client()
-    admin = make_client(kafka.admin.AdminClient, config, what)
-    servers = config["bootstrap.servers"]
+    admin = make_client(kafka.admin.AdminClient, {**properties, "bootstrap.servers": servers}, what)
     try:
         metadata = admin.list_topics(timeout=BROKER_TIMEOUT_S)
     except kafka.KafkaException as error:

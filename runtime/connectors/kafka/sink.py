@@ -67,7 +67,7 @@ class KafkaSink(Sink):
 
     def validate(self, job: JobIdentity) -> None:
         make_client(kafka_client().Producer, self.client_config(), "KafkaSink").flush(0)
-        check_topics("KafkaSink", self.client_config(), [self.topic])
+        check_topics("KafkaSink", self.properties, self.bootstrap_servers, [self.topic])
 
     def create_writer(self, context: SubtaskContext) -> SinkWriter:
         if context.exactly_once:

@@ -101,8 +101,7 @@ class KafkaSource(Source):
 
     def validate(self, job: JobIdentity) -> None:
         make_client(kafka_client().Consumer, self.consumer_config(), "KafkaSource").close()
-        admin_config = {**self.properties, "bootstrap.servers": self.bootstrap_servers}
-        check_topics("KafkaSource", admin_config, self.topics)
+        check_topics("KafkaSource", self.properties, self.bootstrap_servers, self.topics)
 
     def open_reader(self, context: SubtaskContext, offsets: dict[str, Any]) -> SourceReader:
         return KafkaSourceReader(self, context, offsets)

@@ -189,9 +189,8 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         return cf
 
     def _value_table(self, descriptor: StateDescriptor) -> RocksDBValueTable:
-        cf = self.column_family(descriptor.name)
-        table = self._value_tables[descriptor.name] = RocksDBValueTable(descriptor, cf)
-        self._sweep_if_ttl(descriptor, cf, table.codec)
+        table = RocksDBValueTable(descriptor, self._state_cf(descriptor))
+        self._value_tables[descriptor.name] = table
         return table
 
     def flush_cached_writes(self) -> None:
@@ -212,17 +211,17 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         return super().drop_expired(budget)
 
     def _map_table(self, descriptor: StateDescriptor) -> RocksDBMapTable:
-        cf = self.column_family(descriptor.name)
-        table = RocksDBMapTable(descriptor, cf)
-        self._sweep_if_ttl(descriptor, cf, table.codec)
-        return table
+        return RocksDBMapTable(descriptor, self._state_cf(descriptor))
 
     def _make_timer_queue(self, name: str) -> RocksDBTimerQueue:
         return RocksDBTimerQueue(self.column_family(name), self.key_groups)
 
-    def _sweep_if_ttl(self, descriptor: StateDescriptor, cf: rocksdict.Rdict, codec: Codec) -> None:
+    def _state_cf(self, descriptor: StateDescriptor) -> rocksdict.Rdict:
+        """The column family of a state, swept if the state has a TTL."""
+        cf = self.column_family(descriptor.name)
         if descriptor.ttl_ms is not None:
-            self._ttl_cleanup.add(ColumnFamilySweep(cf, codec.compact))
+            self._ttl_cleanup.add(ColumnFamilySweep(cf, codec_for(descriptor).compact))
+        return cf
 
     def freeze(self) -> dict[str, FrozenTable]:
         self.flush_cached_writes()

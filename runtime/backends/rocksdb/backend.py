@@ -146,7 +146,7 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         self._write_options = rocksdict.WriteOptions()
         # rocksdict's stubs declare a method; at run time it is a property.
         self._write_options.disable_wal = True  # type: ignore[method-assign, assignment]
-        self._db: Any = None
+        self.db: Any = None
         self._cfs: dict[str, rocksdict.Rdict] = {}
         # By state: read and written through a cache the backend flushes (value_table).
         self._value_tables: dict[str, RocksDBValueTable] = {}
@@ -166,25 +166,21 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
             # Its SST files are in storage already: the next checkpoint reuses them.
             self._native.seed(base, snapshot_dir)
 
-    @property
-    def db(self) -> Any:
-        return self._db
-
     def _open(self) -> None:
         names = list_column_families(self.path) if (self.path / "CURRENT").exists() else []
-        self._db = open_database(self.path, names)
-        self._db.set_write_options(self._write_options)
+        self.db = open_database(self.path, names)
+        self.db.set_write_options(self._write_options)
         self._cfs = {name: self._column_family(name) for name in names}
 
     def _column_family(self, name: str) -> rocksdict.Rdict:
-        cf: rocksdict.Rdict = self._db.get_column_family(name)
+        cf: rocksdict.Rdict = self.db.get_column_family(name)
         cf.set_write_options(self._write_options)
         return cf
 
     def column_family(self, name: str) -> rocksdict.Rdict:
         cf = self._cfs.get(name)
         if cf is None:
-            self._db.create_column_family(name, column_family_options())
+            self.db.create_column_family(name, column_family_options())
             cf = self._cfs[name] = self._column_family(name)
         return cf
 
@@ -226,7 +222,7 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
     def freeze(self) -> dict[str, FrozenTable]:
         self.flush_cached_writes()
         directory = self.path.parent / f"frozen-{uuid.uuid4().hex}"
-        return dict(_FrozenDatabase(self._db, directory).tables)
+        return dict(_FrozenDatabase(self.db, directory).tables)
 
     def load(
         self, state: str, meta: StateMeta, key_group: int, entries: Iterable[tuple[bytes, bytes]]
@@ -234,16 +230,16 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         self._accept_restored(state, meta, key_group)
         self._forget_cached_reads([state])
         self.column_family(state)
-        cf_handle = self._db.get_column_family_handle(state)
+        cf_handle = self.db.get_column_family_handle(state)
         prefix = key_group_prefix(key_group)
         batch = rocksdict.WriteBatch(raw_mode=True)
         for rest, data in entries:
             batch.put(prefix + rest, data, cf_handle)
             if batch.len() >= _WRITE_BATCH_ROWS:
-                self._db.write(batch, self._write_options)
+                self.db.write(batch, self._write_options)
                 batch = rocksdict.WriteBatch(raw_mode=True)
         if batch.len():
-            self._db.write(batch, self._write_options)
+            self.db.write(batch, self._write_options)
         queue = self._timer_queues.get(state)
         if isinstance(queue, RocksDBTimerQueue):
             queue.invalidate()  # its rows changed underneath it
@@ -271,9 +267,9 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         self._timer_queues.clear()  # they read column families about to close
         self._value_tables.clear()
         self._cfs.clear()
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        if self.db is not None:
+            self.db.close()
+            self.db = None
 
     def close(self) -> None:
         self._release()

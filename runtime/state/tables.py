@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Protocol
 
 from lockgate.runtime.state.codecs import Codec
-from lockgate.runtime.state.descriptors import StateDescriptor
 from lockgate.runtime.varint import encode_varint
 
 
@@ -69,7 +68,6 @@ def map_rest(key_bytes: bytes, map_key_bytes: bytes) -> bytes:
 
 
 class ValueTable(Protocol):
-    descriptor: StateDescriptor
     codec: Codec
 
     def get(self, current: CurrentKey) -> Any: ...
@@ -80,7 +78,6 @@ class ValueTable(Protocol):
 
 
 class MapTable(Protocol):
-    descriptor: StateDescriptor
     codec: Codec
 
     def get(self, current: CurrentKey, map_key: bytes) -> Any: ...

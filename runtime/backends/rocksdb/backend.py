@@ -45,7 +45,6 @@ _WRITE_BATCH_ROWS = 10_000
 
 class RocksDBMapTable:
     def __init__(self, descriptor: StateDescriptor, cf: rocksdict.Rdict) -> None:
-        self.descriptor = descriptor
         self.codec: Codec = codec_for(descriptor)
         self._cf = cf
 

@@ -76,8 +76,6 @@ class StateDescriptor:
 class ValueStateDescriptor(StateDescriptor):
     default: Any = None
 
-    kind: ClassVar[StateKind] = StateKind.VALUE
-
 
 @dataclass(frozen=True)
 class ListStateDescriptor(StateDescriptor):

@@ -11,7 +11,6 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from lockgate.runtime.serializers import DEFAULT_SERIALIZER, Serializer
 
-T = TypeVar("T")
 IN = TypeVar("IN")
 ACC = TypeVar("ACC")
 OUT = TypeVar("OUT")

@@ -152,12 +152,10 @@ class HeapKeyedStateBackend(CheckpointableKeyedStateBackend):
 
     def freeze(self) -> dict[str, FrozenTable]:
         frozen: dict[str, FrozenTable] = {n: t.freeze() for n, t in self._tables.items()}
-        # Restored bytes of the states no function has registered yet, as they are.
-        raw = {
-            name: FrozenGroups({g: list(rows) for g, rows in groups.items()}, iter)
-            for name, groups in self._pending.items()
-        }
-        return frozen | raw
+        for name, groups in self._pending.items():
+            # Restored bytes of a state no function has registered yet, as they are.
+            frozen[name] = FrozenGroups({g: list(rows) for g, rows in groups.items()}, iter)
+        return frozen
 
     def load(
         self, state: str, meta: StateMeta, key_group: int, entries: Iterable[tuple[bytes, bytes]]

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Protocol
 
-from lockgate.runtime.state.codecs import Codec
 from lockgate.runtime.varint import encode_varint
 
 
@@ -68,8 +67,6 @@ def map_rest(key_bytes: bytes, map_key_bytes: bytes) -> bytes:
 
 
 class ValueTable(Protocol):
-    codec: Codec
-
     def get(self, current: CurrentKey) -> Any: ...
 
     def put(self, current: CurrentKey, stored: Any) -> None: ...
@@ -78,8 +75,6 @@ class ValueTable(Protocol):
 
 
 class MapTable(Protocol):
-    codec: Codec
-
     def get(self, current: CurrentKey, map_key: bytes) -> Any: ...
 
     def put(self, current: CurrentKey, map_key: bytes, stored: Any) -> None: ...

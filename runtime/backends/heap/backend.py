@@ -25,12 +25,6 @@ RawEntries = dict[int, list[tuple[bytes, bytes]]]
 _Table = TypeVar("_Table", "HeapValueTable", "HeapMapTable", HeapTimerQueue)
 
 
-def split_map_rest(rest: bytes) -> tuple[bytes, bytes]:
-    """Inverse of `map_rest`: (key bytes, map key bytes)."""
-    length, pos = decode_varint(rest, 0)
-    return rest[pos : pos + length], rest[pos + length :]
-
-
 class HeapValueTable:
     def __init__(self, descriptor: StateDescriptor, key_groups: range) -> None:
         self.descriptor = descriptor
@@ -111,8 +105,9 @@ class HeapMapTable:
     def load(self, key_group: int, entries: Iterable[tuple[bytes, bytes]]) -> None:
         rows = self.groups[key_group]
         loads = self.codec.loads
-        for rest, data in entries:
-            key, map_key = split_map_rest(rest)
+        for rest, data in entries:  # rest = map_rest(key, map key): the key is length-prefixed
+            length, pos = decode_varint(rest, 0)
+            key, map_key = rest[pos : pos + length], rest[pos + length :]
             rows.setdefault(key, {})[map_key] = loads(data)
 
 

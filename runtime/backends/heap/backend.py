@@ -46,10 +46,8 @@ class HeapValueTable:
         return FrozenGroups(copies, lambda rows: ((key, dumps(stored)) for key, stored in rows.items()))
 
     def load(self, key_group: int, entries: Iterable[tuple[bytes, bytes]]) -> None:
-        rows = self.groups[key_group]
         loads = self.codec.loads
-        for rest, data in entries:
-            rows[rest] = loads(data)
+        self.groups[key_group].update((rest, loads(data)) for rest, data in entries)
 
 
 class HeapMapTable:

@@ -100,17 +100,17 @@ class KeyedStateBackend(ABC):
 
     def state(self, descriptor: StateDescriptor) -> Any:
         """The state object for `descriptor`, created on first use."""
+        meta = StateMeta.of(descriptor)
         registered = self._states.get(descriptor.name)
         if registered is not None:
             previous, state = registered
-            if StateMeta.of(previous) != StateMeta.of(descriptor):
+            if StateMeta.of(previous) != meta:
                 raise StateMigrationError(
                     f"state {descriptor.name!r} is already registered as "
                     f"{previous.kind.value} (ttl={previous.ttl!r}); it cannot be "
                     f"registered again as {descriptor.kind.value} (ttl={descriptor.ttl!r})"
                 )
             return state
-        meta = StateMeta.of(descriptor)
         restored = self.metas.get(descriptor.name)
         if restored is not None and restored != meta:
             raise StateMigrationError(

@@ -11,7 +11,6 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from lockgate.runtime.serializers import DEFAULT_SERIALIZER, Serializer
 
-T = TypeVar("T")
 IN = TypeVar("IN")
 ACC = TypeVar("ACC")
 OUT = TypeVar("OUT")
@@ -75,8 +74,6 @@ class StateDescriptor:
 @dataclass(frozen=True)
 class ValueStateDescriptor(StateDescriptor):
     default: Any = None
-
-    kind: ClassVar[StateKind] = StateKind.VALUE
 
 
 @dataclass(frozen=True)

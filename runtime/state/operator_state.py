@@ -149,17 +149,15 @@ class OperatorStateStore:
             )
         state = make()
         if restored is not None:
-            self._fill(state, restored[1])
+            items = restored[1]
+            loads = self._serializer.loads
+            if isinstance(state, OperatorListState):
+                state.update(loads(item) for item in items)
+            else:  # a map: its keys and values, alternating
+                for key, value in zip(items[0::2], items[1::2], strict=True):
+                    state._entries[key] = loads(value)
         self._states[name] = (mode, state)
         return state
-
-    def _fill(self, state: OperatorListState | BroadcastState, items: list[bytes]) -> None:
-        loads = self._serializer.loads
-        if isinstance(state, OperatorListState):
-            state.update(loads(item) for item in items)
-        else:
-            for key, value in zip(items[0::2], items[1::2], strict=True):
-                state._entries[key] = loads(value)
 
     def snapshot(self) -> OperatorStateSnapshot:
         dumps = self._serializer.dumps

@@ -12,11 +12,9 @@ then read per key group as `(rest, data)` byte pairs (the asynchronous part):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Protocol
 
-from lockgate.runtime.state.codecs import Codec
-from lockgate.runtime.state.descriptors import StateDescriptor
 from lockgate.runtime.varint import encode_varint
 
 
@@ -69,9 +67,6 @@ def map_rest(key_bytes: bytes, map_key_bytes: bytes) -> bytes:
 
 
 class ValueTable(Protocol):
-    descriptor: StateDescriptor
-    codec: Codec
-
     def get(self, current: CurrentKey) -> Any: ...
 
     def put(self, current: CurrentKey, stored: Any) -> None: ...
@@ -80,9 +75,6 @@ class ValueTable(Protocol):
 
 
 class MapTable(Protocol):
-    descriptor: StateDescriptor
-    codec: Codec
-
     def get(self, current: CurrentKey, map_key: bytes) -> Any: ...
 
     def put(self, current: CurrentKey, map_key: bytes, stored: Any) -> None: ...
@@ -102,3 +94,20 @@ class FrozenTable(Protocol):
     def entries(self, key_group: int) -> Iterator[tuple[bytes, bytes]]: ...
 
     def release(self) -> None: ...
+
+
+class FrozenGroups:
+    """A `FrozenTable` over copies of a table's key groups: `pairs` turns one group's
+    (non-empty) copy into its `(rest, data)` pairs when the group is read."""
+
+    def __init__(self, groups: dict[int, Any], pairs: Callable[[Any], Iterable[tuple[bytes, bytes]]]) -> None:
+        self._groups = groups
+        self._pairs = pairs
+
+    def entries(self, key_group: int) -> Iterator[tuple[bytes, bytes]]:
+        rows = self._groups.get(key_group)
+        if rows:
+            yield from self._pairs(rows)
+
+    def release(self) -> None:
+        self._groups = {}

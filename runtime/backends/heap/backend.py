@@ -18,17 +18,11 @@ from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBac
 from lockgate.runtime.state.backend import StateMeta
 from lockgate.runtime.state.codecs import Codec, codec_for
 from lockgate.runtime.state.descriptors import StateDescriptor
-from lockgate.runtime.state.tables import MISSING, CurrentKey, FrozenTable, map_rest
+from lockgate.runtime.state.tables import MISSING, CurrentKey, FrozenGroups, FrozenTable, map_rest
 from lockgate.runtime.varint import decode_varint
 
 RawEntries = dict[int, list[tuple[bytes, bytes]]]
 _Table = TypeVar("_Table", "HeapValueTable", "HeapMapTable", HeapTimerQueue)
-
-
-def split_map_rest(rest: bytes) -> tuple[bytes, bytes]:
-    """Inverse of `map_rest`: (key bytes, map key bytes)."""
-    length, pos = decode_varint(rest, 0)
-    return rest[pos : pos + length], rest[pos + length :]
 
 
 class HeapValueTable:
@@ -48,13 +42,12 @@ class HeapValueTable:
 
     def freeze(self) -> FrozenTable:
         copies = {group: rows.copy() for group, rows in self.groups.items() if rows}
-        return _FrozenObjects(copies, self.codec, is_map=False)
+        dumps = self.codec.dumps
+        return FrozenGroups(copies, lambda rows: ((key, dumps(stored)) for key, stored in rows.items()))
 
     def load(self, key_group: int, entries: Iterable[tuple[bytes, bytes]]) -> None:
-        rows = self.groups[key_group]
         loads = self.codec.loads
-        for rest, data in entries:
-            rows[rest] = loads(data)
+        self.groups[key_group].update((rest, loads(data)) for rest, data in entries)
 
 
 class HeapMapTable:
@@ -97,50 +90,23 @@ class HeapMapTable:
             for group, rows in self.groups.items()
             if rows
         }
-        return _FrozenObjects(copies, self.codec, is_map=True)
+        dumps = self.codec.dumps
+        return FrozenGroups(
+            copies,
+            lambda rows: (
+                (map_rest(key, map_key), dumps(stored))
+                for key, entries in rows.items()
+                for map_key, stored in entries.items()
+            ),
+        )
 
     def load(self, key_group: int, entries: Iterable[tuple[bytes, bytes]]) -> None:
         rows = self.groups[key_group]
         loads = self.codec.loads
-        for rest, data in entries:
-            key, map_key = split_map_rest(rest)
+        for rest, data in entries:  # rest = map_rest(key, map key): the key is length-prefixed
+            length, pos = decode_varint(rest, 0)
+            key, map_key = rest[pos : pos + length], rest[pos + length :]
             rows.setdefault(key, {})[map_key] = loads(data)
-
-
-class _FrozenObjects:
-    def __init__(self, groups: dict[int, Any], codec: Codec, is_map: bool) -> None:
-        self._groups = groups
-        self._codec = codec
-        self._is_map = is_map
-
-    def entries(self, key_group: int) -> Iterator[tuple[bytes, bytes]]:
-        rows = self._groups.get(key_group)
-        if not rows:
-            return
-        dumps = self._codec.dumps
-        if self._is_map:
-            for key, entries in rows.items():
-                for map_key, stored in entries.items():
-                    yield map_rest(key, map_key), dumps(stored)
-        else:
-            for key, stored in rows.items():
-                yield key, dumps(stored)
-
-    def release(self) -> None:
-        self._groups = {}
-
-
-class _FrozenRaw:
-    """Restored bytes of a state no function has registered yet."""
-
-    def __init__(self, groups: RawEntries) -> None:
-        self._groups = {group: list(rows) for group, rows in groups.items()}
-
-    def entries(self, key_group: int) -> Iterator[tuple[bytes, bytes]]:
-        return iter(self._groups.get(key_group, ()))
-
-    def release(self) -> None:
-        self._groups = {}
 
 
 class HeapKeyedStateBackend(CheckpointableKeyedStateBackend):
@@ -179,7 +145,10 @@ class HeapKeyedStateBackend(CheckpointableKeyedStateBackend):
 
     def freeze(self) -> dict[str, FrozenTable]:
         frozen: dict[str, FrozenTable] = {n: t.freeze() for n, t in self._tables.items()}
-        return frozen | {name: _FrozenRaw(groups) for name, groups in self._pending.items()}
+        for name, groups in self._pending.items():
+            # Restored bytes of a state no function has registered yet, as they are.
+            frozen[name] = FrozenGroups({g: list(rows) for g, rows in groups.items()}, iter)
+        return frozen
 
     def load(
         self, state: str, meta: StateMeta, key_group: int, entries: Iterable[tuple[bytes, bytes]]

@@ -5,9 +5,9 @@ comes up; the queue is rebuilt once such leftovers outnumber the live timers."""
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
-from lockgate.runtime.state.tables import FrozenTable
+from lockgate.runtime.state.tables import FrozenGroups, FrozenTable
 from lockgate.runtime.state.timers import POP_BATCH, DueTimer, check_timestamp, split_timer_rest, timer_rest
 
 
@@ -65,21 +65,10 @@ class HeapTimerQueue:
 
     def freeze(self) -> FrozenTable:
         # A copy of each set: C-speed, as the synchronous part of a snapshot must be.
-        return _FrozenTimers({group: list(timers) for group, timers in self._groups.items() if timers})
+        copies = {group: list(timers) for group, timers in self._groups.items() if timers}
+        return FrozenGroups(copies, lambda timers: ((timer_rest(ts, key), b"") for ts, key in timers))
 
     def load(self, key_group: int, entries: Iterable[tuple[bytes, bytes]]) -> None:
         for rest, _ in entries:
             timestamp, key_bytes = split_timer_rest(rest)
             self.add(key_group, timestamp, key_bytes)
-
-
-class _FrozenTimers:
-    def __init__(self, groups: dict[int, list[tuple[int, bytes]]]) -> None:
-        self._groups = groups
-
-    def entries(self, key_group: int) -> Iterator[tuple[bytes, bytes]]:
-        for timestamp, key_bytes in self._groups.get(key_group, ()):
-            yield timer_rest(timestamp, key_bytes), b""
-
-    def release(self) -> None:
-        self._groups = {}

@@ -18,7 +18,7 @@ class KeyGroupsSweep:
     ) -> None:
         self._groups = groups
         self._alive = alive
-        self._is_map = is_map
+        self._sweep = self._sweep_map if is_map else self._sweep_value
         self._order = sorted(groups)
         self._position = 0  # index into _order of the group being swept
         self._keys: list[bytes] = []  # keys of that group not yet examined this pass
@@ -36,10 +36,7 @@ class KeyGroupsSweep:
             key = self._keys.pop()
             if key not in rows:
                 continue  # deleted since the group's keys were listed
-            if self._is_map:
-                seen, gone = self._sweep_map(rows, key, now_ms)
-            else:
-                seen, gone = 1, self._sweep_value(rows, key, now_ms)
+            seen, gone = self._sweep(rows, key, now_ms)
             examined += seen
             dropped += gone
         # The end of the pass (no listed keys, and the groups still to list are empty) is
@@ -50,13 +47,13 @@ class KeyGroupsSweep:
             self._position = 0
         return SweepStep(examined, dropped, wrapped)
 
-    def _sweep_value(self, rows: dict[bytes, Any], key: bytes, now_ms: int) -> int:
+    def _sweep_value(self, rows: dict[bytes, Any], key: bytes, now_ms: int) -> tuple[int, int]:
         kept = self._alive(rows[key], now_ms)
         if kept is None:
             del rows[key]
-            return 1
+            return 1, 1
         rows[key] = kept
-        return 0
+        return 1, 0
 
     def _sweep_map(self, rows: dict[bytes, Any], key: bytes, now_ms: int) -> tuple[int, int]:
         entries: dict[bytes, Any] = rows[key]

@@ -45,7 +45,6 @@ _WRITE_BATCH_ROWS = 10_000
 
 class RocksDBMapTable:
     def __init__(self, descriptor: StateDescriptor, cf: rocksdict.Rdict) -> None:
-        self.descriptor = descriptor
         self.codec: Codec = codec_for(descriptor)
         self._cf = cf
 
@@ -146,7 +145,7 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         self._write_options = rocksdict.WriteOptions()
         # rocksdict's stubs declare a method; at run time it is a property.
         self._write_options.disable_wal = True  # type: ignore[method-assign, assignment]
-        self._db: Any = None
+        self.db: Any = None
         self._cfs: dict[str, rocksdict.Rdict] = {}
         # By state: read and written through a cache the backend flushes (value_table).
         self._value_tables: dict[str, RocksDBValueTable] = {}
@@ -166,32 +165,27 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
             # Its SST files are in storage already: the next checkpoint reuses them.
             self._native.seed(base, snapshot_dir)
 
-    @property
-    def db(self) -> Any:
-        return self._db
-
     def _open(self) -> None:
         names = list_column_families(self.path) if (self.path / "CURRENT").exists() else []
-        self._db = open_database(self.path, names)
-        self._db.set_write_options(self._write_options)
+        self.db = open_database(self.path, names)
+        self.db.set_write_options(self._write_options)
         self._cfs = {name: self._column_family(name) for name in names}
 
     def _column_family(self, name: str) -> rocksdict.Rdict:
-        cf: rocksdict.Rdict = self._db.get_column_family(name)
+        cf: rocksdict.Rdict = self.db.get_column_family(name)
         cf.set_write_options(self._write_options)
         return cf
 
     def column_family(self, name: str) -> rocksdict.Rdict:
         cf = self._cfs.get(name)
         if cf is None:
-            self._db.create_column_family(name, column_family_options())
+            self.db.create_column_family(name, column_family_options())
             cf = self._cfs[name] = self._column_family(name)
         return cf
 
     def _value_table(self, descriptor: StateDescriptor) -> RocksDBValueTable:
-        cf = self.column_family(descriptor.name)
-        table = self._value_tables[descriptor.name] = RocksDBValueTable(descriptor, cf)
-        self._sweep_if_ttl(descriptor, cf, table.codec)
+        table = RocksDBValueTable(descriptor, self._state_cf(descriptor))
+        self._value_tables[descriptor.name] = table
         return table
 
     def flush_cached_writes(self) -> None:
@@ -212,22 +206,22 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         return super().drop_expired(budget)
 
     def _map_table(self, descriptor: StateDescriptor) -> RocksDBMapTable:
-        cf = self.column_family(descriptor.name)
-        table = RocksDBMapTable(descriptor, cf)
-        self._sweep_if_ttl(descriptor, cf, table.codec)
-        return table
+        return RocksDBMapTable(descriptor, self._state_cf(descriptor))
 
     def _make_timer_queue(self, name: str) -> RocksDBTimerQueue:
         return RocksDBTimerQueue(self.column_family(name), self.key_groups)
 
-    def _sweep_if_ttl(self, descriptor: StateDescriptor, cf: rocksdict.Rdict, codec: Codec) -> None:
+    def _state_cf(self, descriptor: StateDescriptor) -> rocksdict.Rdict:
+        """The column family of a state, swept if the state has a TTL."""
+        cf = self.column_family(descriptor.name)
         if descriptor.ttl_ms is not None:
-            self._ttl_cleanup.add(ColumnFamilySweep(cf, codec.compact))
+            self._ttl_cleanup.add(ColumnFamilySweep(cf, codec_for(descriptor).compact))
+        return cf
 
     def freeze(self) -> dict[str, FrozenTable]:
         self.flush_cached_writes()
         directory = self.path.parent / f"frozen-{uuid.uuid4().hex}"
-        return dict(_FrozenDatabase(self._db, directory).tables)
+        return dict(_FrozenDatabase(self.db, directory).tables)
 
     def load(
         self, state: str, meta: StateMeta, key_group: int, entries: Iterable[tuple[bytes, bytes]]
@@ -235,16 +229,16 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         self._accept_restored(state, meta, key_group)
         self._forget_cached_reads([state])
         self.column_family(state)
-        cf_handle = self._db.get_column_family_handle(state)
+        cf_handle = self.db.get_column_family_handle(state)
         prefix = key_group_prefix(key_group)
         batch = rocksdict.WriteBatch(raw_mode=True)
         for rest, data in entries:
             batch.put(prefix + rest, data, cf_handle)
             if batch.len() >= _WRITE_BATCH_ROWS:
-                self._db.write(batch, self._write_options)
+                self.db.write(batch, self._write_options)
                 batch = rocksdict.WriteBatch(raw_mode=True)
         if batch.len():
-            self._db.write(batch, self._write_options)
+            self.db.write(batch, self._write_options)
         queue = self._timer_queues.get(state)
         if isinstance(queue, RocksDBTimerQueue):
             queue.invalidate()  # its rows changed underneath it
@@ -272,9 +266,9 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         self._timer_queues.clear()  # they read column families about to close
         self._value_tables.clear()
         self._cfs.clear()
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        if self.db is not None:
+            self.db.close()
+            self.db = None
 
     def close(self) -> None:
         self._release()

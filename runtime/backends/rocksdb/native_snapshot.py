@@ -76,33 +76,30 @@ class NativeUpload(KeyedUpload):
 
     def run(self, storage: CheckpointStorage) -> NativeKeyedHandle:
         try:
-            return self._upload(storage)
+            shared_dir = posixpath.join(posixpath.dirname(self._target_dir), "shared")
+            instance = self._strategy.backend.instance_id
+            shared: dict[str, FileRef] = {}
+            private: dict[str, FileRef] = {}
+            uploaded: dict[str, SharedFile] = {}
+            for name in sorted(os.listdir(self._local_dir)):
+                local = str(self._local_dir / name)
+                if name.endswith(".sst"):
+                    known = self._reusable.get(name)
+                    if known is None or posixpath.dirname(known.path) != shared_dir:
+                        # Unique per upload: cleaning up an aborted checkpoint's
+                        # files can never delete what a later checkpoint uploaded.
+                        path = posixpath.join(shared_dir, f"{instance}-{self._checkpoint_id}-{name}")
+                        ref = storage.upload(local, path, self._target_dir)
+                        known = SharedFile(path, ref.size, ref.crc32, ref.sha256)
+                    uploaded[name] = known
+                    shared[name] = known.ref_from(self._target_dir)
+                else:
+                    path = posixpath.join(self._target_dir, self._subtask_path, "native", name)
+                    private[name] = storage.upload(local, path, self._target_dir)
+            self.uploaded = MappingProxyType(uploaded)
+            return NativeKeyedHandle(self._key_groups, self._states, shared, private)
         finally:
             self.cancel()
-
-    def _upload(self, storage: CheckpointStorage) -> NativeKeyedHandle:
-        shared_dir = posixpath.join(posixpath.dirname(self._target_dir), "shared")
-        instance = self._strategy.backend.instance_id
-        shared: dict[str, FileRef] = {}
-        private: dict[str, FileRef] = {}
-        uploaded: dict[str, SharedFile] = {}
-        for name in sorted(os.listdir(self._local_dir)):
-            local = str(self._local_dir / name)
-            if name.endswith(".sst"):
-                known = self._reusable.get(name)
-                if known is None or posixpath.dirname(known.path) != shared_dir:
-                    # Unique per upload: cleaning up an aborted checkpoint's
-                    # files can never delete what a later checkpoint uploaded.
-                    path = posixpath.join(shared_dir, f"{instance}-{self._checkpoint_id}-{name}")
-                    ref = storage.upload(local, path, self._target_dir)
-                    known = SharedFile(path, ref.size, ref.crc32, ref.sha256)
-                uploaded[name] = known
-                shared[name] = known.ref_from(self._target_dir)
-            else:
-                path = posixpath.join(self._target_dir, self._subtask_path, "native", name)
-                private[name] = storage.upload(local, path, self._target_dir)
-        self.uploaded = MappingProxyType(uploaded)
-        return NativeKeyedHandle(self._key_groups, self._states, shared, private)
 
     def cancel(self) -> None:
         shutil.rmtree(self._local_dir, ignore_errors=True)

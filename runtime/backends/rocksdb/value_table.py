@@ -46,7 +46,6 @@ class RocksDBValueTable:
     def __init__(
         self, descriptor: StateDescriptor, cf: rocksdict.Rdict, *, cache_bytes: int = CACHE_BYTES
     ) -> None:
-        self.descriptor = descriptor
         self.codec: Codec = codec_for(descriptor)
         self._cf = cf
         self._loads = self.codec.loads

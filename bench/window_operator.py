@@ -16,11 +16,9 @@ from typing import Any
 from lockgate.runtime import TumblingEventTimeWindows
 from lockgate.runtime.api.windows import WindowSpec
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
-from lockgate.runtime.engine.events import Barrier, EventTime
+from lockgate.runtime.engine.events import Barrier, EventTime, KeyedRecord, keyed_record
 from lockgate.runtime.engine.operators import ProcessOperator
 from lockgate.runtime.engine.window_operator import LateRecords, WindowProcess
-from lockgate.runtime.key_serializer import serialize_key
-from lockgate.runtime.keygroups import key_group_of_bytes
 from window_job import Count
 
 M = 128
@@ -63,17 +61,17 @@ def main() -> None:
         operator = ProcessOperator(
             "per-minute", window, backend=backend, context=(0, 1), out=out, snapshot=lambda *_: None
         )
-        clicks: list[tuple[int, dict[str, int], int]] = []
+        clicks: list[tuple[KeyedRecord, int]] = []
         n = 0
         while len(clicks) < args.count:  # the clicks of this subtask's key groups, one per ms
             key = (n * 2_654_435_761) % 4_294_967_296 % args.keys
-            if key_group_of_bytes(serialize_key(key), M) < M // 2:
-                clicks.append((key, {"key": key, "ts": n}, n))
+            if (record := keyed_record(key, {"key": key, "ts": n}, M))[2] < M // 2:
+                clicks.append((record, n))
             n += 1
         batches = [clicks[i : i + 512] for i in range(0, len(clicks), 512)]
         started = time.perf_counter()
         for batch in batches:
-            operator.push([(k, v) for k, v, _ in batch], [ts for _, _, ts in batch])
+            operator.push([r for r, _ in batch], [ts for _, ts in batch])
         pushed = time.perf_counter()
         operator.advance_watermark(2**62)
         fired = time.perf_counter()

@@ -107,6 +107,14 @@ class SinkWriter(Committer, ABC):
     @abstractmethod
     def write(self, record: Any) -> None: ...
 
+    def write_batch(self, records: list[Any]) -> None:
+        """Write `records` in order; the engine calls this, once per batch. A sink
+        that can write a batch in fewer steps overrides it; by default, `write`
+        for each record (so a subclass that overrides only `write` sees them all)."""
+        write = self.write
+        for record in records:
+            write(record)
+
     @abstractmethod
     def pre_commit(self, checkpoint_id: int) -> list[Any]: ...
 

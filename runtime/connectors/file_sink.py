@@ -72,6 +72,9 @@ class FileSinkWriter(SinkWriter):
     def write(self, record: Any) -> None:
         self._transaction.write(encode_line(record))
 
+    def write_batch(self, records: list[Any]) -> None:
+        self._transaction.write(b"".join([encode_line(record) for record in records]))
+
     def pre_commit(self, checkpoint_id: int) -> list[Any]:
         committable = self._transaction.prepare(checkpoint_id)
         self._transaction = Transaction(self._fs, self._directory, self._transaction.name.next())

@@ -36,11 +36,12 @@ class Transaction:
         self._lines: list[bytes] = []
         self._buffered = 0
 
-    def write(self, line: bytes) -> None:
+    def write(self, lines: bytes) -> None:
+        """One or more whole lines, newlines included."""
         if self.state != "open":
             raise RuntimeError(f"transaction {self.name.stem} is {self.state}; it cannot take records")
-        self._lines.append(line)
-        self._buffered += len(line)
+        self._lines.append(lines)
+        self._buffered += len(lines)
         if self._buffered >= CHUNK_BYTES:
             self._flush()
 

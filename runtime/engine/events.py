@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lockgate.runtime.coordination.records import Trigger
+from lockgate.runtime.key_serializer import serialize_key
+from lockgate.runtime.keygroups import key_group_of_bytes
 
 # Event time before any watermark, and the watermark of input that has ended.
 NO_WATERMARK = -(1 << 63)
@@ -50,6 +52,18 @@ class TimestampedBatch:
 
     records: list[Any]
     timestamps: list[int | None]
+
+
+KeyedRecord = tuple[Any, bytes, int, Any]
+"""A record on its way into a keyed operator: `(key, key bytes, key group, value)`.
+The exchange serialized and hashed the key to route the record; the operator
+uses both as they came instead of computing them again."""
+
+
+def keyed_record(key: Any, value: Any, max_parallelism: int) -> KeyedRecord:
+    """`value` under `key` as the exchange sends it (which builds it inline)."""
+    key_bytes = serialize_key(key)
+    return key, key_bytes, key_group_of_bytes(key_bytes, max_parallelism), value
 
 
 EventTime = Watermark | Idle

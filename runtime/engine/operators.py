@@ -21,6 +21,7 @@ from lockgate.runtime.engine.events import (
     Barrier,
     EndOfStream,
     EventTime,
+    KeyedRecord,
     TimestampedBatch,
     Watermark,
 )
@@ -166,7 +167,7 @@ class _KeyContext:
 
 
 class ProcessOperator:
-    """A keyed process function; its input records arrive as (key, value) pairs.
+    """A keyed process function; its input records arrive as `KeyedRecord`s.
     Processing-time timers fire after each batch and whenever the chain is idle
     (`flush`); event-time timers when the watermark passes them."""
 
@@ -189,22 +190,28 @@ class ProcessOperator:
         self._snapshot = snapshot
         function.open(self._ctx)
 
-    def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
-        set_key = self._backend.set_current_key
+    def push(self, records: list[KeyedRecord], timestamps: Timestamps = None) -> None:
+        backend = self._backend
+        owned = backend.key_groups
+        set_key = backend.current.set
         process = self._function.process
         ctx = self._ctx
         results: list[Any] = []
         stamps: list[int | None] | None = None
         if timestamps is None:
-            for key, value in records:
-                set_key(key)
+            for key, key_bytes, group, value in records:
+                if group not in owned:
+                    raise backend.ownership_error(key, group)
+                set_key(key, key_bytes, group)
                 if (produced := process(value, ctx)) is not None:
                     results.extend(produced)
         else:
             stamps = []
             try:
-                for (key, value), timestamp in zip(records, timestamps, strict=True):
-                    set_key(key)
+                for (key, key_bytes, group, value), timestamp in zip(records, timestamps, strict=True):
+                    if group not in owned:
+                        raise backend.ownership_error(key, group)
+                    set_key(key, key_bytes, group)
                     ctx.timestamp = timestamp
                     if (produced := process(value, ctx)) is not None:
                         before = len(results)
@@ -286,9 +293,7 @@ class SinkOperator:
         self.written = 0
 
     def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
-        write = self.writer.write
-        for record in records:
-            write(record)
+        self.writer.write_batch(records)
         self.written += len(records)
 
     def barrier(self, barrier: Barrier) -> None:
@@ -305,8 +310,8 @@ class SinkOperator:
 
 
 class KeyedExchange:
-    """Partitions records by key group over the channels to the downstream subtasks;
-    watermarks and idleness go to every channel."""
+    """Partitions records by key group over the channels to the downstream subtasks,
+    each as a `KeyedRecord`; watermarks and idleness go to every channel."""
 
     def __init__(
         self,
@@ -334,9 +339,11 @@ class KeyedExchange:
         p = len(self._channels)
         for index, record in enumerate(records):
             key = key_fn(record)
-            target = key_group_of_bytes(serialize_key(key), m) * p // m
+            key_bytes = serialize_key(key)
+            group = key_group_of_bytes(key_bytes, m)
+            target = group * p // m
             buffer = buffers[target]
-            buffer.append((key, record))
+            buffer.append((key, key_bytes, group, record))
             stamps = self._stamps[target]
             if timestamps is not None and stamps is None:
                 stamps = self._stamps[target] = [None] * (len(buffer) - 1)

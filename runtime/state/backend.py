@@ -89,12 +89,15 @@ class KeyedStateBackend(ABC):
         key_bytes = serialize_key(key)
         group = key_group_of_bytes(key_bytes, self.max_parallelism)
         if group not in self.key_groups:
-            raise KeyGroupOwnershipError(
-                f"key {key!r} is in key group {group}, which this subtask does not own "
-                f"(it owns {self.key_groups.start}..{self.key_groups.stop - 1} of "
-                f"{self.max_parallelism})"
-            )
+            raise self.ownership_error(key, group)
         self.current.set(key, key_bytes, group)
+
+    def ownership_error(self, key: Any, group: int) -> KeyGroupOwnershipError:
+        return KeyGroupOwnershipError(
+            f"key {key!r} is in key group {group}, which this subtask does not own "
+            f"(it owns {self.key_groups.start}..{self.key_groups.stop - 1} of "
+            f"{self.max_parallelism})"
+        )
 
     # -- registration -------------------------------------------------------------
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
-from lockgate.runtime import FileSink, JobIdentity, read_committed
+from lockgate.runtime import FileSink, ForwardingSinkWriter, JobIdentity, read_committed
 from lockgate.runtime.connectors.file_sink import SinkCommitError
 from lockgate.runtime.connectors.file_transaction import CHUNK_BYTES as CHUNK
 from lockgate.runtime.connectors.sink_file_names import FileName
@@ -39,6 +40,32 @@ def test_records_appear_only_when_their_checkpoint_commits(tmp_path: Path) -> No
     assert read_committed(sink.url) == [{"a": 1}, {"a": 2}]
     assert writer.pre_commit(2) != []
     assert writer.pre_commit(3) == [], "an empty epoch commits nothing"
+
+
+def test_a_batch_is_written_as_its_records_one_by_one_and_a_wrapper_sees_each(tmp_path: Path) -> None:
+    """The engine hands a sink whole batches (`write_batch`); FileSink writes one
+    as it writes the records one by one, and a `ForwardingSinkWriter` that
+    overrides only `write` still sees every record."""
+    seen: list[Any] = []
+
+    class Watching(ForwardingSinkWriter):
+        def write(self, record: Any) -> None:
+            seen.append(record)
+            super().write(record)
+
+    records = [{"n": n, "s": "x" * (n % 7)} for n in range(1000)]
+    by_batch = FileSink(f"file://{tmp_path}/batch")
+    writer = open_writer(by_batch)
+    writer.write_batch(records[:600])
+    writer.write_batch(records[600:])
+    writer.commit(writer.pre_commit(1))
+    one_by_one = FileSink(f"file://{tmp_path}/single")
+    watched = Watching(open_writer(one_by_one))
+    watched.write_batch(records)
+    watched.commit(watched.pre_commit(1))
+    assert read_committed(by_batch.url) == records
+    assert read_committed(one_by_one.url) == records
+    assert seen == records
 
 
 def test_recovery_commits_pre_committed_and_discards_the_rest(tmp_path: Path) -> None:

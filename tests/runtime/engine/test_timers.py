@@ -25,12 +25,13 @@ from lockgate.runtime.api.functions import Context, RuntimeContext
 from lockgate.runtime.clock import ManualClock
 from lockgate.runtime.coordination.in_memory_store import InMemoryStore
 from lockgate.runtime.coordination.keys import JobKeys
-from lockgate.runtime.engine.events import NO_WATERMARK, Barrier, EventTime
+from lockgate.runtime.engine.events import NO_WATERMARK, Barrier, EventTime, KeyedRecord, keyed_record
 from lockgate.runtime.engine.operators import ProcessOperator
 from lockgate.runtime.engine.timer_service import TimerRegistrationError
 from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend
 from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex, snapshot_vertex
 from lockgate.runtime.snapshot.storage import CheckpointStorage
+from lockgate.runtime.state.backend import KeyGroupOwnershipError
 
 from tests.conftest import make_backend
 from tests.jobs.functions import FirstSeen
@@ -92,6 +93,11 @@ class Expire(KeyedProcessFunction):
         yield (ctx.time_domain, ctx.current_key, timestamp, self.seen.value())
 
 
+def _keyed(pairs: list[tuple[Any, Any]]) -> list[KeyedRecord]:
+    """(key, value) pairs as the keyed exchange hands them to the operator."""
+    return [keyed_record(key, value, M) for key, value in pairs]
+
+
 def _operator(
     backend: CheckpointableKeyedStateBackend, out: Collected, function: KeyedProcessFunction, index: int = 0
 ) -> ProcessOperator:
@@ -105,6 +111,25 @@ def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+@pytest.mark.parametrize("timestamps", [None, [7]], ids=["no event time", "event time"])
+def test_a_record_routed_to_a_key_group_this_subtask_does_not_own_is_refused(
+    kind: str, tmp_path: Path, timestamps: list[int | None] | None
+) -> None:
+    backend = make_backend(kind, M, range(M // 2), tmp_path)
+    out = Collected()
+    operator = _operator(backend, out, Expire(ttl=500))
+    foreign = next(k for k in map(str, itertools.count()) if key_group(k, M) >= M // 2)
+    try:
+        with pytest.raises(
+            KeyGroupOwnershipError, match=f"key '{foreign}' is in key group {key_group(foreign, M)}"
+        ):
+            operator.push(_keyed([(foreign, 1)]), timestamps)
+        assert out.records == []
+        assert not backend.current.is_set, "the key was not entered"
+    finally:
+        backend.close()
+
+
 def test_processing_time_timers_fire_on_the_clock_once_per_key_and_timestamp(
     kind: str, tmp_path: Path
 ) -> None:
@@ -113,11 +138,11 @@ def test_processing_time_timers_fire_on_the_clock_once_per_key_and_timestamp(
     out = Collected()
     operator = _operator(backend, out, Expire(ttl=500))
     try:
-        operator.push([("a", 1), ("b", 1), ("a", 2)])
+        operator.push(_keyed([("a", 1), ("b", 1), ("a", 2)]))
         clock.advance(499)
         operator.flush()
         assert out.records == [], "nothing is due before the clock reaches it"
-        operator.push([("a", 3)])
+        operator.push(_keyed([("a", 3)]))
         clock.advance(1)
         operator.flush()
         assert sorted(out.records) == [("processing_time", "a", 1_500, 3), ("processing_time", "b", 1_500, 1)]
@@ -136,8 +161,8 @@ def test_event_time_timers_fire_when_the_watermark_passes_them_and_deleted_ones_
     operator = _operator(backend, out, Expire(ttl=10**9))
     try:
         assert operator.timers.current_watermark() == NO_WATERMARK
-        operator.push([("a", {"at": 100}), ("b", {"at": 50}), ("a", {"at": 100}), ("c", {"at": 70})])
-        operator.push([("c", {"cancel": 70})])
+        operator.push(_keyed([("a", {"at": 100}), ("b", {"at": 50}), ("a", {"at": 100}), ("c", {"at": 70})]))
+        operator.push(_keyed([("c", {"cancel": 70})]))
         operator.advance_watermark(49)
         assert out.records == []
         operator.advance_watermark(100)
@@ -177,7 +202,7 @@ def test_a_timer_of_the_wrong_type_or_range_is_refused_naming_the_vertex(
     backend = make_backend("heap", M, range(M), tmp_path)
     operator = _operator(backend, Collected(), SetsWrongTimers(timestamp))
     with pytest.raises(TimerRegistrationError, match=message):
-        operator.push([("a", 1)])
+        operator.push(_keyed([("a", 1)]))
 
 
 def test_a_timer_set_in_open_is_refused_it_has_no_key(tmp_path: Path) -> None:
@@ -214,7 +239,7 @@ def test_pending_timers_fire_once_after_a_restore_at_another_parallelism(
             for i, (s, o) in enumerate(zip(old, outs, strict=True))
         ]  # type: ignore[arg-type]
         for key in keys:
-            operators[owner(old, key)].push([(key, {"at": 5_000 + len(key)})])
+            operators[owner(old, key)].push(_keyed([(key, {"at": 5_000 + len(key)})]))
         storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
         n = next(_ids)
         directory = storage.checkpoint_dir("job", n)

@@ -33,6 +33,7 @@ from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.in_memory_store import InMemoryStore
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
+from lockgate.runtime.engine.events import KeyedRecord, keyed_record
 from lockgate.runtime.engine.job_master import JobMaster
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.operators import ProcessOperator
@@ -108,6 +109,11 @@ class Everything(ProcessWindowFunction):
         yield (key, window.start, window.end, sorted(elements))
 
 
+def _keyed(pairs: list[tuple[Any, Any]]) -> list[KeyedRecord]:
+    """(key, value) pairs as the keyed exchange hands them to the operator."""
+    return [keyed_record(key, value, 16) for key, value in pairs]
+
+
 def _window_operator(
     tmp_path: Path, spec: WindowSpec, clock: ManualClock | None = None
 ) -> tuple[ProcessOperator, Collected, LateRecords]:
@@ -131,16 +137,16 @@ def test_a_late_record_is_dropped_and_counted_and_within_the_lateness_refires_it
     tumbling = TumblingEventTimeWindows.of(timedelta(seconds=10))
     spec = WindowSpec(tumbling, allowed_lateness_ms=5_000, function=Everything())
     operator, out, late = _window_operator(tmp_path, spec)
-    operator.push([("a", 1), ("a", 2), ("b", 3)], [1_000, 9_999, 5_000])
+    operator.push(_keyed([("a", 1), ("a", 2), ("b", 3)]), [1_000, 9_999, 5_000])
     operator.advance_watermark(9_998)
     assert out.records == []
     operator.advance_watermark(9_999)
     assert sorted(out.records) == [("a", 0, 10_000, [1, 2]), ("b", 0, 10_000, [3])]
     assert out.timestamps == [9_999, 9_999], "a window's result carries its last millisecond"
-    operator.push([("a", 4)], [2_000])  # late, but within the allowed lateness: fires again
+    operator.push(_keyed([("a", 4)]), [2_000])  # late, but within the allowed lateness: fires again
     assert out.records[-1] == ("a", 0, 10_000, [1, 2, 4])
     operator.advance_watermark(14_999)  # end - 1 + lateness: the window is gone
-    operator.push([("a", 5)], [3_000])
+    operator.push(_keyed([("a", 5)]), [3_000])
     assert late.count == 1, "dropped and counted"
     assert len(out.records) == 3
 
@@ -148,8 +154,8 @@ def test_a_late_record_is_dropped_and_counted_and_within_the_lateness_refires_it
 def test_session_windows_merge_when_a_record_bridges_them(tmp_path: Path) -> None:
     sessions = EventTimeSessionWindows.with_gap(timedelta(seconds=5))
     operator, out, _ = _window_operator(tmp_path, WindowSpec(sessions, aggregate=MergingCount()))
-    operator.push([("a", "x"), ("a", "y")], [0, 8_000])  # two sessions: [0, 5000), [8000, 13000)
-    operator.push([("a", "bridge")], [4_000])  # [4000, 9000) touches both
+    operator.push(_keyed([("a", "x"), ("a", "y")]), [0, 8_000])  # two sessions: [0, 5000), [8000, 13000)
+    operator.push(_keyed([("a", "bridge")]), [4_000])  # [4000, 9000) touches both
     operator.advance_watermark(12_999)
     assert out.records == [3], "one session of three records"
     assert out.timestamps == [12_999]
@@ -158,8 +164,8 @@ def test_session_windows_merge_when_a_record_bridges_them(tmp_path: Path) -> Non
 def test_merged_session_windows_keep_every_element_of_the_windows_they_merge(tmp_path: Path) -> None:
     sessions = EventTimeSessionWindows.with_gap(timedelta(seconds=5))
     operator, out, _ = _window_operator(tmp_path, WindowSpec(sessions, function=Everything()))
-    operator.push([("a", 1), ("a", 2), ("a", 3)], [0, 1_000, 8_000])
-    operator.push([("a", 4)], [4_000])
+    operator.push(_keyed([("a", 1), ("a", 2), ("a", 3)]), [0, 1_000, 8_000])
+    operator.push(_keyed([("a", 4)]), [4_000])
     operator.advance_watermark(20_000)
     assert out.records == [("a", 0, 13_000, [1, 2, 3, 4])]
 
@@ -168,14 +174,14 @@ def test_a_record_without_event_time_in_event_time_windows_names_the_fix(tmp_pat
     spec = WindowSpec(TumblingEventTimeWindows.of(timedelta(seconds=1)), aggregate=Count())
     operator, _, _ = _window_operator(tmp_path, spec)
     with pytest.raises(MissingEventTimeError, match=r"w: a record without event time.*watermarks="):
-        operator.push([("a", 1)])
+        operator.push(_keyed([("a", 1)]))
 
 
 def test_processing_time_windows_fire_on_the_clock(tmp_path: Path) -> None:
     clock = ManualClock(1_000)
     spec = WindowSpec(TumblingProcessingTimeWindows.of(timedelta(seconds=1)), aggregate=Count())
     operator, out, _ = _window_operator(tmp_path, spec, clock)
-    operator.push([("a", 1), ("a", 2)])
+    operator.push(_keyed([("a", 1), ("a", 2)]))
     clock.advance(998)
     operator.flush()
     assert out.records == []

@@ -13,7 +13,6 @@ way.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import orjson
@@ -23,7 +22,10 @@ _ENCODE_STDLIB = json.JSONEncoder(separators=(",", ":")).encode
 # to the standard library, which raises as it always did.
 _STRICT = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
 # 19 digits in a row may be an integer beyond 64 bits, which orjson reads as a float.
-_LONG_DIGITS = re.compile(rb"\d{19}")
+# Found as 19 zeros once every digit reads as a zero: several times faster than a
+# regular expression, which tries a match at every digit.
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_DIGITS = b"0" * 19
 
 
 def encode_line(record: Any) -> bytes:
@@ -39,9 +41,21 @@ def encode_line(record: Any) -> bytes:
 
 def decode_line(line: bytes) -> Any:
     """One JSON document; ValueError (UnicodeDecodeError included) if it is not one."""
-    if _LONG_DIGITS.search(line) is None:
+    if _LONG_DIGITS not in line.translate(_DIGITS_AS_ZERO):
         try:
             return orjson.loads(line)
         except orjson.JSONDecodeError:
             pass  # NaN and Infinity, which the standard library reads; or not JSON at all
     return json.loads(line)
+
+
+def decode_lines(lines: list[bytes]) -> list[Any] | None:
+    """What `decode_line` reads from each line, when orjson reads every one of them
+    as it is (one check and no Python call per line); else None, and the caller
+    goes line by line: a blank line, a big integer, NaN, or not JSON."""
+    if _LONG_DIGITS in b"\n".join(lines).translate(_DIGITS_AS_ZERO):
+        return None
+    try:
+        return list(map(orjson.loads, lines))
+    except orjson.JSONDecodeError:
+        return None

@@ -21,7 +21,7 @@ from typing import Any
 import fsspec
 from lockgate.runtime.api.connectors import Backlog, JobIdentity, Source, SourceReader, SubtaskContext
 from lockgate.runtime.connectors.file_sink import FileSink
-from lockgate.runtime.connectors.json_lines import decode_line
+from lockgate.runtime.connectors.json_lines import decode_line, decode_lines
 from lockgate.runtime.connectors.log_partition import LogPartition, PartitionOffset
 from lockgate.runtime.connectors.output_location import check_url
 from lockgate.runtime.connectors.partitions import assigned
@@ -94,10 +94,12 @@ class LogSourceReader(SourceReader):
                 break
             partition = self._partitions[name]
             first_line = partition.offset.line + 1
-            records: list[Any] = []
-            for number, line in enumerate(partition.take(max_records - taken), first_line):
-                if line.strip():
-                    self._parse(partition, number, line, records)
+            lines = partition.take(max_records - taken)
+            if (records := decode_lines(lines)) is None:
+                records = []
+                for number, line in enumerate(lines, first_line):
+                    if line.strip():
+                        self._parse(partition, number, line, records)
             if records:
                 by_partition.append((name, records))
                 taken += len(records)

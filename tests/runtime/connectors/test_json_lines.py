@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from lockgate.runtime.connectors.json_lines import decode_line, encode_line
+from lockgate.runtime.connectors.json_lines import decode_line, decode_lines, encode_line
 
 
 class Colour(enum.IntEnum):
@@ -90,3 +90,33 @@ JSON = st.recursive(
 @given(JSON)
 def test_any_json_value_round_trips(value: Any) -> None:
     assert _same(decode_line(encode_line(value)), value)
+
+
+LINES = st.lists(
+    st.one_of(
+        JSON.map(lambda value: encode_line(value).rstrip(b"\n")),
+        st.integers(min_value=-(2**80), max_value=2**80).map(lambda n: b'{"n": %d}' % n),
+        st.sampled_from([b"", b"  ", b'{"x": NaN}', b"{not json}", b"\xff", b"[1,]", b'"a', b'b"', b"1,2"]),
+    ),
+    max_size=8,
+)
+
+
+@given(LINES)
+def test_a_batch_of_lines_reads_as_each_line_reads_or_is_left_to_them(lines: list[bytes]) -> None:
+    """`decode_lines` is the batch fast path of LogSource: it may decline a batch
+    (None), but what it returns is what `decode_line` returns for every line."""
+    batch = decode_lines(lines)
+    if batch is not None:
+        assert len(batch) == len(lines)
+        for line, record in zip(lines, batch, strict=True):
+            assert _same(record, decode_line(line)), line
+
+
+def test_a_batch_of_plain_records_takes_the_fast_path_and_one_that_needs_care_does_not() -> None:
+    plain = [encode_line({"n": n, "k": f"key-{n}", "v": n / 3}) for n in range(100)]
+    assert decode_lines(plain) == [decode_line(line) for line in plain]
+    for careful in (b"", b'{"n": 1234567890123456789}', b'{"x": NaN}', b"{not json}"):
+        assert decode_lines([*plain, careful]) is None, careful
+    # Digits split by a line break are two numbers, not one long one.
+    assert decode_lines([b"1234567890", b"123456789"]) == [1234567890, 123456789]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import pickle
+from collections.abc import Callable
 from typing import Any, Protocol
 
 
@@ -17,11 +19,11 @@ class Serializer(Protocol):
 class PickleSerializer:
     """The default: any picklable value, at the highest pickle protocol."""
 
-    def dumps(self, value: Any) -> bytes:
-        return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
-
-    def loads(self, data: bytes) -> Any:
-        return pickle.loads(data)
+    def __init__(self) -> None:
+        # pickle's own functions rather than methods that call them: state reads
+        # and writes call these for every record.
+        self.dumps: Callable[[Any], bytes] = functools.partial(pickle.dumps, protocol=pickle.HIGHEST_PROTOCOL)
+        self.loads: Callable[[bytes], Any] = pickle.loads
 
 
 DEFAULT_SERIALIZER: Serializer = PickleSerializer()

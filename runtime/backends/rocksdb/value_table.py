@@ -12,7 +12,7 @@ object on every call, and changing it does not change the state until
 `update()`, exactly as without the cache. Each of the two dicts is bounded
 (`CACHE_BYTES`, counted as row and value lengths plus what Python spends on an
 entry): a table whose written rows reach it flushes them; one whose read rows
-reach it forgets them all. The bound is also the longest stall: the written
+reach it forgets the older half of them. The bound is also the longest stall: the written
 rows are put into RocksDB in the synchronous part of the next checkpoint
 (16 MiB, about 100,000 small rows, took about 0.15 s on a 2-core machine).
 
@@ -25,6 +25,7 @@ as RocksDB's memtable is without a WAL: durability comes from checkpoints.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import rocksdict
@@ -77,10 +78,13 @@ class RocksDBValueTable:
     def _write(self, row: bytes, data: bytes | None) -> None:
         written = self._written
         earlier = written.get(row, _UNCACHED)
+        # What `_size` counts, inline: this runs for every write.
+        grown = 0 if data is None else len(data)
         if earlier is _UNCACHED:
-            self._written_bytes += _size(row, data)
-        else:  # a hot key written again: only its value's length may change
-            self._written_bytes += _size(row, data) - _size(row, earlier)
+            grown += ENTRY_OVERHEAD + len(row)
+        elif earlier is not None:  # a hot key written again: only its value's length may change
+            grown -= len(earlier)
+        self._written_bytes += grown
         written[row] = data
         if self._written_bytes >= self._cache_bytes:
             self.flush()
@@ -89,10 +93,17 @@ class RocksDBValueTable:
         """Cache a row read that was not cached."""
         size = _size(row, data)
         if self._read_bytes + size > self._cache_bytes:
-            self._read.clear()
-            self._read_bytes = 0
+            self._forget_oldest_half()
         self._read[row] = data
         self._read_bytes += size
+
+    def _forget_oldest_half(self) -> None:
+        """Make room by the older half of the rows read (a dict keeps insertion order).
+        Forgetting them all would make a state slightly larger than the cache miss
+        on nearly every read; this way about the share that does not fit misses."""
+        read = self._read
+        for row in list(itertools.islice(read, (len(read) + 1) // 2)):
+            self._read_bytes -= _size(row, read.pop(row))
 
     def flush(self) -> None:
         """Write the rows written since the last flush into the column family."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from lockgate.runtime import ValueStateDescriptor
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
-from lockgate.runtime.backends.rocksdb.value_table import RocksDBValueTable
+from lockgate.runtime.backends.rocksdb.value_table import ENTRY_OVERHEAD, RocksDBValueTable
 from lockgate.runtime.clock import ManualClock
 from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex, snapshot_vertex
 from lockgate.runtime.snapshot.storage import CheckpointStorage
@@ -141,5 +141,37 @@ def test_a_hot_key_written_again_and_again_stays_in_the_cache(tmp_path: Path) ->
             table.put(current, n)
         assert cf.get(current.db_prefix) is None, "one row, far below the bound: nothing to flush"
         assert table.get(current) == 9_999
+    finally:
+        backend.close()
+
+
+def test_a_full_read_cache_forgets_its_older_rows_and_keeps_the_newer(tmp_path: Path) -> None:
+    """A state a little larger than the cache should mostly hit: a full read cache
+    forgets only its older half. The rows are deleted from RocksDB behind the
+    table's back, so a read that still sees one was served from the cache."""
+    backend = RocksDBKeyedStateBackend(8, range(8), tmp_path)
+    try:
+        cf = backend.column_family("count")
+        writer = RocksDBValueTable(ValueStateDescriptor("count", default=0), cf)
+        current = CurrentKey()
+        for key in range(400):
+            current.set(key, str(key).encode(), key % 8)
+            writer.put(current, key)
+        writer.flush()
+        table = RocksDBValueTable(ValueStateDescriptor("count", default=0), cf, cache_bytes=16_384)
+        for key in range(400):  # through the cache, which holds fewer rows than that
+            current.set(key, str(key).encode(), key % 8)
+            assert table.get(current) == key
+            assert table.cached_bytes <= 16_384
+        for key in range(400):
+            current.set(key, str(key).encode(), key % 8)
+            cf.delete(current.db_prefix)
+        kept = 0  # newest first: a miss makes room, which would forget older rows
+        for key in reversed(range(400)):
+            current.set(key, str(key).encode(), key % 8)
+            if table.get(current) != key:
+                break
+            kept += 1
+        assert kept * 2 >= 16_384 // (ENTRY_OVERHEAD + 8), f"only the newest {kept} rows were kept"
     finally:
         backend.close()

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import pickle
-from collections.abc import Callable
 from typing import Any, Protocol
 
 
@@ -19,11 +17,11 @@ class Serializer(Protocol):
 class PickleSerializer:
     """The default: any picklable value, at the highest pickle protocol."""
 
-    def __init__(self) -> None:
-        # pickle's own functions rather than methods that call them: state reads
-        # and writes call these for every record.
-        self.dumps: Callable[[Any], bytes] = functools.partial(pickle.dumps, protocol=pickle.HIGHEST_PROTOCOL)
-        self.loads: Callable[[bytes], Any] = pickle.loads
+    def dumps(self, value: Any) -> bytes:
+        return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+
+    def loads(self, data: bytes) -> Any:
+        return pickle.loads(data)
 
 
 DEFAULT_SERIALIZER: Serializer = PickleSerializer()

@@ -24,6 +24,7 @@ from lockgate.runtime.backends.rocksdb.database import (
     open_database,
     prefix_successor,
     rows_between,
+    write_options,
 )
 from lockgate.runtime.backends.rocksdb.native_restore import restore_native
 from lockgate.runtime.backends.rocksdb.native_snapshot import NativeSnapshotStrategy
@@ -142,9 +143,7 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         self.instance_id = uuid.uuid4().hex
         self.path = Path(local_dir) / f"db-{self.instance_id}"
         self.path.mkdir(parents=True)
-        self._write_options = rocksdict.WriteOptions()
-        # rocksdict's stubs declare a method; at run time it is a property.
-        self._write_options.disable_wal = True  # type: ignore[method-assign, assignment]
+        self._write_options = write_options()
         self.db: Any = None
         self._cfs: dict[str, rocksdict.Rdict] = {}
         # By state: read and written through a cache the backend flushes (value_table).

@@ -69,3 +69,11 @@ def db_options() -> rocksdict.Options:
     options.create_missing_column_families(True)
     options.set_max_background_jobs(2)
     return options
+
+
+def write_options() -> rocksdict.WriteOptions:
+    """Every write of the backend: WAL off, since durability comes from checkpoints."""
+    options = rocksdict.WriteOptions()
+    # rocksdict's stubs declare a method; at run time it is a property.
+    options.disable_wal = True  # type: ignore[method-assign, assignment]
+    return options

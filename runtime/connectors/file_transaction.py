@@ -40,6 +40,8 @@ class Transaction:
         """One or more whole lines, newlines included."""
         if self.state != "open":
             raise RuntimeError(f"transaction {self.name.stem} is {self.state}; it cannot take records")
+        if not lines:
+            return  # an empty batch: an epoch of nothing commits no file
         self._lines.append(lines)
         self._buffered += len(lines)
         if self._buffered >= CHUNK_BYTES:

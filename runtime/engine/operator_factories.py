@@ -39,16 +39,28 @@ class ChainContext:
 
 OperatorFactory = Callable[[Vertex, Output, ChainContext], Output]
 _FACTORIES: dict[str, OperatorFactory] = {}
+_ENTERING_KEYS: set[str] = set()
 
 
-def register(kind: str) -> Callable[[OperatorFactory], OperatorFactory]:
+def register(kind: str, *, enters_keys: bool = False) -> Callable[[OperatorFactory], OperatorFactory]:
+    """`enters_keys`: the operator sets each record's key current for keyed state,
+    so the keyed exchange before it sends `KeyedRecord`s."""
+
     def registering(factory: OperatorFactory) -> OperatorFactory:
         if kind in _FACTORIES:
             raise ValueError(f"an operator for vertices of kind {kind!r} is registered already")
         _FACTORIES[kind] = factory
+        if enters_keys:
+            _ENTERING_KEYS.add(kind)
         return factory
 
     return registering
+
+
+def takes_keyed_records(kind: str) -> bool:
+    """Whether a vertex of `kind` after a `key_by` takes `KeyedRecord`s; any other (a
+    map, filter or sink there) takes the records themselves, partitioned by key."""
+    return kind in _ENTERING_KEYS
 
 
 def make_operator(vertex: Vertex, out: Output, context: ChainContext) -> Output:
@@ -80,13 +92,13 @@ def _keyed(vertex: Vertex, function: KeyedProcessFunction, out: Output, context:
     )
 
 
-@register("process")
+@register("process", enters_keys=True)
 def _process(vertex: Vertex, out: Output, context: ChainContext) -> Output:
     # Each subtask gets its own instance: open() stores state handles on it.
     return _keyed(vertex, copy.deepcopy(vertex.operator), out, context)
 
 
-@register("window")
+@register("window", enters_keys=True)
 def _window(vertex: Vertex, out: Output, context: ChainContext) -> Output:
     spec = copy.deepcopy(vertex.operator)
     return _keyed(vertex, WindowProcess(vertex.name, spec, context.late_records(vertex.name)), out, context)

@@ -293,8 +293,9 @@ class SinkOperator:
         self.written = 0
 
     def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
-        self.writer.write_batch(records)
-        self.written += len(records)
+        if records:  # a filter or flat_map before it may pass on none
+            self.writer.write_batch(records)
+            self.written += len(records)
 
     def barrier(self, barrier: Barrier) -> None:
         self._snapshot(self.name, barrier)
@@ -311,7 +312,8 @@ class SinkOperator:
 
 class KeyedExchange:
     """Partitions records by key group over the channels to the downstream subtasks,
-    each as a `KeyedRecord`; watermarks and idleness go to every channel."""
+    each as a `KeyedRecord` if `keyed_records` (for an operator that enters keys),
+    else as it is; watermarks and idleness go to every channel."""
 
     def __init__(
         self,
@@ -320,8 +322,11 @@ class KeyedExchange:
         max_parallelism: int,
         batch_size: int = 512,
         in_flight_target_s: float | None = DEFAULT_IN_FLIGHT_TARGET_S,
+        *,
+        keyed_records: bool = True,
     ) -> None:
         self._key_fn = key_fn
+        self._keyed_records = keyed_records
         self._channels = list(channels)
         self._max_parallelism = max_parallelism
         self._buffers: list[list[Any]] = [[] for _ in self._channels]
@@ -337,13 +342,14 @@ class KeyedExchange:
         sizes = self._frame_sizes
         m = self._max_parallelism
         p = len(self._channels)
+        keyed_records = self._keyed_records
         for index, record in enumerate(records):
             key = key_fn(record)
             key_bytes = serialize_key(key)
             group = key_group_of_bytes(key_bytes, m)
             target = group * p // m
             buffer = buffers[target]
-            buffer.append((key, key_bytes, group, record))
+            buffer.append((key, key_bytes, group, record) if keyed_records else record)
             stamps = self._stamps[target]
             if timestamps is not None and stamps is None:
                 stamps = self._stamps[target] = [None] * (len(buffer) - 1)

@@ -25,7 +25,7 @@ from lockgate.runtime.engine.channels import InputChannel, OutputChannel, TaskCa
 from lockgate.runtime.engine.control import CheckpointControl, TaskProgress
 from lockgate.runtime.engine.events import MAX_WATERMARK, Barrier, Idle, TimestampedBatch, Watermark
 from lockgate.runtime.engine.frame_sizing import DEFAULT_IN_FLIGHT_TARGET_S
-from lockgate.runtime.engine.operator_factories import ChainContext, make_operator
+from lockgate.runtime.engine.operator_factories import ChainContext, make_operator, takes_keyed_records
 from lockgate.runtime.engine.operators import Counted, FanOut, KeyedExchange, Output, SinkOperator
 from lockgate.runtime.engine.source_watermarks import SourceWatermarks
 from lockgate.runtime.engine.vertex_state import (
@@ -145,6 +145,7 @@ class Task:
                     config.state.max_parallelism,
                     config.batch_size,
                     config.in_flight_target_s,
+                    keyed_records=takes_keyed_records(after.kind),
                 )
                 outputs.append(exchange)
             else:

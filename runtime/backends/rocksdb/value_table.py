@@ -95,8 +95,8 @@ class RocksDBValueTable:
     def _remember(self, row: bytes, data: bytes | None) -> None:
         """Cache a row read that was not cached."""
         size = _size(row, data)
-        if self._read_bytes + size > self._cache_bytes:
-            self._forget_oldest_half()
+        while self._read and self._read_bytes + size > self._cache_bytes:
+            self._forget_oldest_half()  # again if the older half was small rows
         self._read[row] = data
         self._read_bytes += size
 

@@ -68,6 +68,15 @@ def test_a_batch_is_written_as_its_records_one_by_one_and_a_wrapper_sees_each(tm
     assert seen == records
 
 
+def test_an_empty_batch_commits_no_file(tmp_path: Path) -> None:
+    """A filter before the sink may pass on nothing for a whole epoch."""
+    sink = FileSink(f"file://{tmp_path}/out")
+    writer = open_writer(sink)
+    writer.write_batch([])
+    assert writer.pre_commit(1) == []
+    assert list((tmp_path / "out").iterdir()) == []
+
+
 def test_recovery_commits_pre_committed_and_discards_the_rest(tmp_path: Path) -> None:
     sink = FileSink(f"file://{tmp_path}/out")
     crashed = open_writer(sink, launch=1)

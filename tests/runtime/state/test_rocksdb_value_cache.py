@@ -175,3 +175,25 @@ def test_a_full_read_cache_forgets_its_older_rows_and_keeps_the_newer(tmp_path: 
         assert kept * 2 >= 16_384 // (ENTRY_OVERHEAD + 8), f"only the newest {kept} rows were kept"
     finally:
         backend.close()
+
+
+def test_large_rows_after_small_ones_keep_the_read_cache_within_its_bound(tmp_path: Path) -> None:
+    """Forgetting the older half frees little when those rows are small: the table
+    forgets again until the new row fits."""
+    backend = RocksDBKeyedStateBackend(8, range(8), tmp_path)
+    try:
+        cf = backend.column_family("s")
+        writer = RocksDBValueTable(ValueStateDescriptor("s"), cf)
+        current = CurrentKey()
+        rows = [(key, key) for key in range(300)] + [(key, "x" * 8_000) for key in range(1_000, 1_020)]
+        for key, value in rows:
+            current.set(key, str(key).encode(), key % 8)
+            writer.put(current, value)
+        writer.flush()
+        table = RocksDBValueTable(ValueStateDescriptor("s"), cf, cache_bytes=16_384)
+        for key, value in rows:
+            current.set(key, str(key).encode(), key % 8)
+            assert table.get(current) == value
+            assert table.cached_bytes <= 16_384, f"{table.cached_bytes} bytes after reading key {key}"
+    finally:
+        backend.close()

@@ -97,6 +97,13 @@ class Source(ABC):
         """Check, on the driver before any task starts, what the source needs (a
         location it writes on the side); raise an error naming it and the problem."""
 
+    def missing_input(self) -> str | None:
+        """Why this source would read nothing at all (its location does not exist, or
+        holds nothing it reads), naming the location and what it looks for; None when
+        it has input or cannot tell. Checked on the driver before any task starts: a run
+        that reads its input to the end refuses the source, an unbounded run warns."""
+        return None
+
     @abstractmethod
     def open_reader(self, context: SubtaskContext, offsets: dict[str, Any]) -> SourceReader:
         """A reader for the subtask's share of the partitions, from `offsets`

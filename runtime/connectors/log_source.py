@@ -1,5 +1,11 @@
 """`LogSource(url)`: a directory of append-only JSON-lines partitions (`part-*.jsonl`).
 
+Only the files whose names match `pattern` (default `part-*.jsonl`, e.g.
+`part-0.jsonl`, `part-17.jsonl`) are read: a location that does not exist or
+holds no such file is refused before a bounded run starts, and warned about
+every minute, naming the location and the pattern, while an unbounded run waits
+for its first file.
+
 Each partition is an ordered, replayable stream; its offset is the byte
 position after the last complete line read (a line still being written, with
 no newline yet, waits; at the end of bounded input it is read as it is). Files
@@ -15,7 +21,9 @@ done once it has read them to their end.
 
 from __future__ import annotations
 
+import logging
 import posixpath
+import time
 from typing import Any
 
 import fsspec
@@ -25,6 +33,11 @@ from lockgate.runtime.connectors.json_lines import decode_line, decode_lines
 from lockgate.runtime.connectors.log_partition import LogPartition, PartitionOffset
 from lockgate.runtime.connectors.output_location import check_url
 from lockgate.runtime.connectors.partitions import assigned
+
+log = logging.getLogger(__name__)
+
+NO_INPUT_WARNING_INTERVAL_S = 60.0
+"""How often an unbounded run that finds no file to read says so."""
 
 
 class MalformedRecordError(ValueError):
@@ -55,6 +68,25 @@ class LogSource(Source):
         if self.dead_letter is not None:
             self.dead_letter.validate(job)
 
+    def missing_input(self) -> str | None:
+        fs, path = fsspec.core.url_to_fs(self.url)
+        directory = path.rstrip("/") or path
+        wanted = f"LogSource reads the files matching {self.pattern!r} in a directory"
+        if not fs.exists(directory):
+            return f"{self.url} does not exist ({wanted})"
+        if not fs.isdir(directory):
+            return f"{self.url} is a file, not a directory ({wanted}: move it into one as part-0.jsonl)"
+        if fs.glob(f"{directory}/{self.pattern}"):
+            return None
+        held = sorted(posixpath.basename(p) for p in fs.ls(directory, detail=False))
+        holds = ", ".join(held[:3]) or "nothing"
+        if len(held) > 3:
+            holds += f" and {len(held) - 3} more"
+        return (
+            f"no file in {self.url} matches {self.pattern!r} (it holds {holds}): name the files "
+            "part-0.jsonl, part-1.jsonl, ..., or pass pattern= to LogSource"
+        )
+
     def open_reader(self, context: SubtaskContext, offsets: dict[str, Any]) -> SourceReader:
         return LogSourceReader(self, context, offsets)
 
@@ -69,17 +101,31 @@ class LogSourceReader(SourceReader):
         self._root = root.rstrip("/")
         self._partitions: dict[str, LogPartition] = {}
         self._restored = {name: PartitionOffset.from_json(value) for name, value in offsets.items()}
+        self._next_no_input_warning = time.monotonic()
         self._discover()
 
     def _discover(self) -> None:
         """Picks up new partitions. A restored partition whose file is gone is kept,
         so that reading it fails with its name."""
         found = [posixpath.basename(p) for p in self._fs.glob(f"{self._root}/{self._source.pattern}")]
+        if not found and not self._restored and self._subtask == 0:
+            self._warn_no_input()
         for name in assigned({*found, *self._restored}, self._subtask, self._parallelism):
             if name not in self._partitions:
                 url = f"{self._source.url.rstrip('/')}/{name}"
                 offset = self._restored.get(name, PartitionOffset())
                 self._partitions[name] = LogPartition(self._fs, f"{self._root}/{name}", url, offset)
+
+    def _warn_no_input(self) -> None:
+        """One subtask speaks for the source, once an interval: the others may
+        legitimately have no partition of their own."""
+        now = time.monotonic()
+        if now < self._next_no_input_warning:
+            return
+        self._next_no_input_warning = now + NO_INPUT_WARNING_INTERVAL_S
+        problem = self._source.missing_input()
+        if problem is not None:
+            log.warning("LogSource %s reads nothing yet: %s", self._source.url, problem)
 
     def poll(self, max_records: int) -> list[Any]:
         return [record for _, records in self.poll_partitions(max_records) for record in records]

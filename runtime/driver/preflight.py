@@ -70,6 +70,19 @@ def _check_storage(settings: JobSettings) -> None:
             raise OptionError(f"argument {flag}: {error}") from None
 
 
+def _check_inputs(settings: JobSettings, graph: JobGraph) -> None:
+    """A source with nothing to read ends a run that reads to the end at once, with
+    nothing written: refused. An unbounded run may be waiting for its input: warned."""
+    for vertex in graph.sources:
+        source = vertex.operator
+        problem = source.missing_input()
+        if problem is None:
+            continue
+        if settings.bounded or source.bounded:
+            raise JobDefinitionError(f"source {vertex.name!r} would read nothing: {problem}")
+        log.warning("source %r has nothing to read yet: %s", vertex.name, problem)
+
+
 def preflight(settings: JobSettings, etcd: EtcdConfig | None) -> JobGraph:
     """The job's graph, built, its connectors validated, and checked against the
     savepoint it restores; a refusal is recorded in `etcd` (when given) and raised."""
@@ -78,6 +91,7 @@ def preflight(settings: JobSettings, etcd: EtcdConfig | None) -> JobGraph:
         graph = build_graph(settings.entrypoint, keys.job, settings.args)
         _check_storage(settings)
         validate_connectors(graph, JobIdentity(keys.namespace, keys.job))
+        _check_inputs(settings, graph)
         _check_savepoint(settings, graph)
     except REFUSED_INPUT as error:
         if etcd is not None:

@@ -223,3 +223,29 @@ def test_a_failure_in_the_jobs_code_on_an_executor_is_its_own_traceback_once(tmp
     assert RUNTIME in debugged.stderr, "--debug: the runtime's frames too"
     assert "INFO lockgate.runtime" not in result.stderr
     assert "DEBUG lockgate.runtime" in debugged.stderr, "--debug logs everything, the tasks' too"
+
+
+@pytest.mark.parametrize("input_name", ["missing", "transactions.jsonl"])
+def test_a_bounded_run_whose_source_has_nothing_to_read_is_refused_before_it_starts(
+    tmp_path: Path, input_name: str
+) -> None:
+    if input_name != "missing":
+        (tmp_path / "in").mkdir()
+        (tmp_path / "in" / input_name).write_text('{"word": "a"}\n')
+    result = _run(
+        tmp_path,
+        LOCKGATE,
+        "run",
+        "tests.jobs.configurable:word_count",
+        "--bounded",
+        "--arg",
+        f"input=file://{tmp_path}/in",
+        "--arg",
+        f"output=file://{tmp_path}/out",
+    )
+    assert result.returncode == 2, result.stderr
+    problem = "does not exist" if input_name == "missing" else f"it holds {input_name}"
+    assert "source 'lines' would read nothing: " in result.stderr, result.stderr
+    assert problem in result.stderr, result.stderr
+    assert "'part-*.jsonl'" in result.stderr, result.stderr
+    assert not (tmp_path / ".lockgate" / "etcd").exists(), "refused before etcd and Spark start"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -277,3 +279,45 @@ def test_invalid_utf8_is_a_malformed_line(log: Path, tmp_path: Path) -> None:
     _checkpoint(reader, 1)
     (letter,) = read_committed(dead)
     assert letter["source"].endswith("part-3.jsonl:21")
+
+
+@pytest.mark.parametrize(
+    ("layout", "says"),
+    [
+        ("missing", r"log does not exist \(LogSource reads the files matching 'part-\*\.jsonl'"),
+        ("a file", r"log is a file, not a directory"),
+        ("misnamed", r"no file in file://.*/log matches 'part-\*\.jsonl' \(it holds transactions\.jsonl\)"),
+        ("empty", r"no file in file://.*/log matches 'part-\*\.jsonl' \(it holds nothing\)"),
+    ],
+)
+def test_a_location_with_nothing_to_read_says_where_and_what_it_looks_for(
+    tmp_path: Path, layout: str, says: str
+) -> None:
+    location = tmp_path / "log"
+    if layout == "a file":
+        location.write_text("{}\n")
+    elif layout != "missing":
+        location.mkdir()
+    if layout == "misnamed":
+        _write(location, "transactions.jsonl", [{"i": 1}])
+    problem = LogSource(f"file://{location}").missing_input()
+    assert problem is not None
+    assert re.search(says, problem), problem
+
+
+def test_a_location_with_a_matching_file_has_input(log: Path) -> None:
+    assert LogSource(f"file://{log}").missing_input() is None
+    assert LogSource(f"file://{log}", pattern="*.csv").missing_input() is not None
+
+
+def test_an_unbounded_reader_with_nothing_to_read_warns_once_an_interval(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "log").mkdir()
+    _write(tmp_path / "log", "transactions.jsonl", [{"i": 1}])
+    with caplog.at_level(logging.WARNING, logger="lockgate.runtime.connectors.log_source"):
+        reader = open_reader(LogSource(f"file://{tmp_path}/log"), 0, 1)
+        assert reader.poll(10) == []
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1, "the second look within the interval stays quiet"
+    assert "matches 'part-*.jsonl' (it holds transactions.jsonl)" in warnings[0]

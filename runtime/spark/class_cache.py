@@ -24,8 +24,10 @@ The archive is about 100 MiB and the JVM trusts it, so it is guarded:
   spaces, which Spark's option splitting would cut) means no cache, said once.
 The name is derived from the Java binary, the options every JVM reads from the
 environment and the pyspark install, so a change of any makes a new archive
-instead of offering a stale one. Archives of other installs are removed once
-unused for `UNUSED_DAYS`: two installs sharing a cache keep theirs.
+instead of offering a stale one. Another install's archive is kept while it
+is one of the `KEPT_ARCHIVES` used last and used within `UNUSED_DAYS`: two
+installs sharing a cache (a project's virtualenv and the demo's) keep theirs,
+and an upgrade's old archive goes once two newer ones were used.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import pyspark
 from lockgate.runtime.spark.java import spark_java
 
 UNUSED_DAYS = 30
+KEPT_ARCHIVES = 2  # this install's and the one used before it: ~100 MiB each
 
 # The JVM writing the archive warns of every class it leaves out (about 140
 # lines on the user's terminal); its errors still show.
@@ -114,20 +117,24 @@ class ClassCache:
 
     def _remove_leftovers(self) -> None:
         """What runs killed while dumping left (~100 MiB each), and the archives of
-        other installs unused for UNUSED_DAYS."""
+        other installs unused for UNUSED_DAYS or older than the KEPT_ARCHIVES used last."""
         unused_since = time.time() - UNUSED_DAYS * 86400
+        others: dict[str, float] = {}  # another install's archive name -> when last used
         for path in self.archive.parent.iterdir():
             parts = path.name.split(".")
             if len(parts) == 3 and parts[2] in ("pending", "check") and parts[1].isdigit():
-                leftover = not _alive(int(parts[1]))
+                if not _alive(int(parts[1])):
+                    _remove(path)
             elif path.stem != self.archive.stem:
                 record = path.with_suffix(".check")
-                leftover = not record.exists() or record.stat().st_mtime < unused_since
-            else:
-                leftover = False
-            if leftover:
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
+                used = record.stat().st_mtime if record.exists() else 0.0
+                others[path.stem] = used
+        ranked = sorted(others, key=others.__getitem__, reverse=True)
+        for rank, stem in enumerate(ranked):
+            if rank >= KEPT_ARCHIVES - 1 or others[stem] < unused_since:
+                for path in self.archive.parent.glob(f"{stem}.*"):
+                    if len(path.name.split(".")) == 2:  # not a dump under way
+                        _remove(path)
 
     def publish(self, jvm_exit_code: int | None) -> bool:
         """After the JVM exited: put what it wrote in place if it exited cleanly."""
@@ -148,6 +155,11 @@ class ClassCache:
         for path in (self.archive, self._check_record):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
 
 
 def _check_of(path: Path) -> str:

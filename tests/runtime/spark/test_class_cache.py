@@ -166,3 +166,22 @@ def test_a_jvm_failing_for_another_reason_ends_the_run_saying_so_and_the_archive
     )
     assert "Traceback" not in err
     assert cache.usable(), "the archive was discarded although the JVM failed without it too"
+
+
+def test_only_the_archive_of_the_install_used_before_this_one_is_kept(tmp_path: Path) -> None:
+    cache = _cache(tmp_path)
+    directory = cache.archive.parent
+    directory.mkdir(parents=True)
+    now = time.time()
+    for age, stem in enumerate(
+        ("driver-2222222222222222", "driver-3333333333333333", "driver-4444444444444444")
+    ):
+        for suffix in (".jsa", ".check"):
+            (directory / f"{stem}{suffix}").write_bytes(b"x")
+        os.utime(directory / f"{stem}.check", (now - 60 * (age + 1), now - 60 * (age + 1)))
+    _published(cache)
+    cache.jvm_options()
+    assert sorted(p.stem for p in directory.glob("*.jsa")) == sorted(
+        [cache.archive.stem, "driver-2222222222222222"]
+    )
+    assert not list(directory.glob("driver-3333333333333333.*")), "the older installs' records go too"

@@ -38,9 +38,6 @@ class TimeWindow:
         """The window's last millisecond: it fires when event time reaches it."""
         return self.end - 1
 
-    def intersects(self, other: TimeWindow) -> bool:
-        return self.start < other.end and other.start < self.end
-
     def cover(self, other: TimeWindow) -> TimeWindow:
         return TimeWindow(min(self.start, other.start), max(self.end, other.end))
 

@@ -161,6 +161,14 @@ def test_session_windows_merge_when_a_record_bridges_them(tmp_path: Path) -> Non
     assert out.timestamps == [12_999]
 
 
+def test_a_record_exactly_the_gap_after_the_last_joins_its_session(tmp_path: Path) -> None:
+    sessions = EventTimeSessionWindows.with_gap(timedelta(seconds=5))
+    operator, out, _ = _window_operator(tmp_path, WindowSpec(sessions, aggregate=MergingCount()))
+    operator.push(_keyed([("a", "x"), ("a", "at the gap"), ("a", "past it")]), [0, 5_000, 10_001])
+    operator.advance_watermark(20_000)
+    assert out.records == [2, 1], "[0, 10000) holds two (Flink's inclusive rule); 10001 starts anew"
+
+
 def test_merged_session_windows_keep_every_element_of_the_windows_they_merge(tmp_path: Path) -> None:
     sessions = EventTimeSessionWindows.with_gap(timedelta(seconds=5))
     operator, out, _ = _window_operator(tmp_path, WindowSpec(sessions, function=Everything()))

@@ -20,10 +20,15 @@ class Clock(Protocol):
 
 
 class SystemClock:
+    """The machine's clocks: wall time for records, a monotonic clock for intervals and
+    deadlines."""
+
     def now_ms(self) -> int:
+        """Wall-clock time in milliseconds since the epoch."""
         return time.time_ns() // 1_000_000
 
     def monotonic_ms(self) -> int:
+        """A monotonic clock in milliseconds, for intervals and deadlines."""
         return time.monotonic_ns() // 1_000_000
 
 
@@ -34,12 +39,15 @@ class ManualClock:
         self._now = start_ms
 
     def now_ms(self) -> int:
+        """The clock's time, in milliseconds since the epoch."""
         return self._now
 
     def monotonic_ms(self) -> int:
+        """The same time, as the monotonic clock: both move only with `advance`."""
         return self._now
 
     def advance(self, ms: int) -> None:
+        """Move time forward by `ms` milliseconds."""
         if ms < 0:
             raise ValueError(f"a clock cannot go backwards (advance by {ms} ms)")
         self._now += ms

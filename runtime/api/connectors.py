@@ -50,6 +50,8 @@ class Committer:
 
 
 class SourceReader(Committer, ABC):
+    """One subtask's reader of its partitions."""
+
     @abstractmethod
     def poll(self, max_records: int) -> list[Any]:
         """Up to `max_records` next records; an empty list when none is ready now."""
@@ -87,6 +89,9 @@ class SourceReader(Committer, ABC):
 
 
 class Source(ABC):
+    """A replayable input split into partitions: each reader reads its subtask's share and
+    reports its offsets, which the checkpoint keeps."""
+
     bounded: bool = False
     """The source knows its input is finite (Flink's Boundedness.BOUNDED): once every
     reader reached its end, it is done, and a job whose sources are all done ends
@@ -111,8 +116,14 @@ class Source(ABC):
 
 
 class SinkWriter(Committer, ABC):
+    """One subtask's writer. Exactly once: `pre_commit` at each checkpoint barrier returns
+    committables that go into the checkpoint; `commit` makes them visible once the
+    checkpoint completed; `recover` commits those a restored checkpoint holds (it may
+    run again for the same ones)."""
+
     @abstractmethod
-    def write(self, record: Any) -> None: ...
+    def write(self, record: Any) -> None:
+        """Take one record of the current epoch."""
 
     def write_batch(self, records: list[Any]) -> None:
         """Write `records` in order; the engine calls this, once per batch. A sink
@@ -123,10 +134,14 @@ class SinkWriter(Committer, ABC):
             write(record)
 
     @abstractmethod
-    def pre_commit(self, checkpoint_id: int) -> list[Any]: ...
+    def pre_commit(self, checkpoint_id: int) -> list[Any]:
+        """At the barrier of checkpoint `checkpoint_id`: prepare what was written since the
+        last barrier and return the committables, which the checkpoint keeps."""
 
     @abstractmethod
-    def commit(self, committables: list[Any]) -> None: ...
+    def commit(self, committables: list[Any]) -> None:
+        """The checkpoint holding `committables` completed: make them visible. Must be
+        idempotent."""
 
     @abstractmethod
     def recover(self, committables: list[Any]) -> None:
@@ -188,8 +203,12 @@ class SubtaskContext:
 
 
 class Sink(ABC):
+    """Where a stream's records go: `validate` checks the location on the driver,
+    `create_writer` makes each subtask's writer."""
+
     @abstractmethod
-    def create_writer(self, context: SubtaskContext) -> SinkWriter: ...
+    def create_writer(self, context: SubtaskContext) -> SinkWriter:
+        """The writer of one subtask; called as the subtask starts, before it restores."""
 
     def validate(self, job: JobIdentity) -> None:  # noqa: B027 - optional hook, nothing to check by default
         """Check, on the driver before any task starts, that `job` can write here (the

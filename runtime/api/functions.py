@@ -25,10 +25,12 @@ class RuntimeContext(Protocol):
     """What a function sees when it opens: its subtask and its state."""
 
     @property
-    def subtask_index(self) -> int: ...
+    def subtask_index(self) -> int:
+        """This subtask's index, 0 to parallelism - 1."""
 
     @property
-    def parallelism(self) -> int: ...
+    def parallelism(self) -> int:
+        """How many subtasks run this function."""
 
     def state(self, descriptor: Any) -> Any:
         """The keyed state for `descriptor` (a ValueStateDescriptor, ...)."""
@@ -48,9 +50,11 @@ class TimerService(Protocol):
         """Fire `on_timer` once the runtime's clock reaches `timestamp`."""
         ...
 
-    def delete_event_time_timer(self, timestamp: int) -> None: ...
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        """Delete the current key's event-time timer at `timestamp`, if there is one."""
 
-    def delete_processing_time_timer(self, timestamp: int) -> None: ...
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        """Delete the current key's processing-time timer at `timestamp`, if there is one."""
 
     def current_watermark(self) -> int:
         """The operator's event time: no record at or before it is still to come
@@ -66,7 +70,8 @@ class Context(Protocol):
     """What a function sees for each record, and for each timer that fires."""
 
     @property
-    def current_key(self) -> Any: ...
+    def current_key(self) -> Any:
+        """The key of the record being processed, or of the timer firing."""
 
     @property
     def timestamp(self) -> int | None:
@@ -75,7 +80,8 @@ class Context(Protocol):
         ...
 
     @property
-    def timers(self) -> TimerService: ...
+    def timers(self) -> TimerService:
+        """The current key's timers."""
 
     @property
     def time_domain(self) -> TimeDomain | None:

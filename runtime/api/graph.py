@@ -42,20 +42,24 @@ class JobGraph:
     vertices: tuple[Vertex, ...]  # in the order they were declared (topological)
 
     def vertex(self, name: str) -> Vertex:
+        """The vertex named `name`."""
         for vertex in self.vertices:
             if vertex.name == name:
                 return vertex
         raise KeyError(name)
 
     def downstream(self, name: str) -> list[Vertex]:
+        """The vertices that read the output of the vertex named `name`."""
         return [v for v in self.vertices if v.input is not None and v.input.upstream == name]
 
     @property
     def sources(self) -> list[Vertex]:
+        """The source vertices, in the order they were declared."""
         return [v for v in self.vertices if v.kind == "source"]
 
     @property
     def sinks(self) -> list[Vertex]:
+        """The sink vertices, in the order they were declared."""
         return [v for v in self.vertices if v.kind == "sink"]
 
     def chains(self) -> list[list[Vertex]]:

@@ -100,14 +100,18 @@ class DataStream:
         return self._env._add(vertex)
 
     def map(self, fn: Callable[[Any], Any], name: str | None = None) -> DataStream:
+        """A stream of `fn(record)` for each record."""
         check_callable("map", fn)
         return self._then("map", fn, name)
 
     def flat_map(self, fn: Callable[[Any], Iterable[Any]], name: str | None = None) -> DataStream:
+        """A stream of every element of `fn(record)` (an iterable, possibly empty) for each
+        record."""
         check_callable("flat_map", fn)
         return self._then("flat_map", fn, name)
 
     def filter(self, fn: Callable[[Any], bool], name: str | None = None) -> DataStream:
+        """A stream of the records for which `fn(record)` is true."""
         check_callable("filter", fn)
         return self._then("filter", fn, name)
 
@@ -118,6 +122,8 @@ class DataStream:
         return KeyedStream(self._env, self._upstream, key_fn)
 
     def process(self, function: KeyedProcessFunction, name: str | None = None) -> DataStream:
+        """Refused on a stream that is not keyed: a KeyedProcessFunction reads keyed state,
+        so call `.key_by(...)` first."""
         label = name or type(function).__qualname__
         raise JobDefinitionError(
             f"process({label}) reads keyed state, which needs a keyed stream: "
@@ -125,12 +131,21 @@ class DataStream:
         )
 
     def sink(self, sink: Sink, name: str | None = None) -> None:
+        """Write the stream to `sink` (FileSink, KafkaSink, CollectSink, ...). `name`
+        identifies the sink's state in checkpoints: keep it stable across versions of a
+        job."""
         _expect(sink, Sink, ".sink() needs a Sink (FileSink, CollectSink, ...)")
         self._then("sink", sink, name)
 
 
 class KeyedStream(DataStream):
+    """A stream partitioned by key (`DataStream.key_by`): keyed functions and windows see
+    one key's records at a time, with that key's state."""
+
     def process(self, function: KeyedProcessFunction, name: str | None = None) -> DataStream:
+        """Run `function` (a KeyedProcessFunction) on each record, with the record's key's
+        state and timers; what it returns or yields goes downstream. `name` identifies
+        its state in checkpoints: keep it stable across versions of a job."""
         if not isinstance(function, KeyedProcessFunction):
             raise JobDefinitionError(
                 f".process() needs a KeyedProcessFunction instance, got "
@@ -167,6 +182,8 @@ class WindowedStream:
         return self._keyed._then("window", spec, name)
 
     def process(self, function: ProcessWindowFunction, name: str | None = None) -> DataStream:
+        """Emit what `function.process(key, window, elements, ctx)` yields when a window
+        fires; the window keeps every element until then."""
         _expect(function, ProcessWindowFunction, "window .process() needs a ProcessWindowFunction instance")
         return self._vertex(replace(self._spec, function=function), name, type(function).__qualname__)
 
@@ -176,6 +193,9 @@ class WindowedStream:
         window_function: WindowResultFunction | None = None,
         name: str | None = None,
     ) -> DataStream:
+        """Keep one accumulator of `function` per window; when a window fires, emit
+        `window_function(key, window, result)` if given, else the result. Session
+        windows need `function.merge`."""
         _expect(function, AggregateFunction, ".aggregate() needs an AggregateFunction instance")
         spec = replace(self._spec, aggregate=function, window_function=window_function)
         return self._vertex(spec, name, type(function).__qualname__)
@@ -186,6 +206,8 @@ class WindowedStream:
         window_function: WindowResultFunction | None = None,
         name: str | None = None,
     ) -> DataStream:
+        """Keep one value per window, folded with `fn(a, b)`; when a window fires, emit
+        `window_function(key, window, value)` if given, else the value."""
         check_callable("reduce", fn)
         return self._vertex(
             replace(self._spec, aggregate=Reducing(fn), window_function=window_function), name, "reduce"

@@ -35,6 +35,9 @@ class WatermarkStrategy:
 
     @staticmethod
     def for_bounded_out_of_orderness(max_out_of_orderness: timedelta) -> WatermarkStrategy:
+        """Watermarks that trail the newest timestamp of each partition by
+        `max_out_of_orderness` (and 1 ms): a record up to that much older than the
+        newest is not late."""
         return WatermarkStrategy(
             milliseconds(max_out_of_orderness, "WatermarkStrategy out-of-orderness", positive=False)
         )

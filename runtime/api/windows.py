@@ -39,6 +39,7 @@ class TimeWindow:
         return self.end - 1
 
     def cover(self, other: TimeWindow) -> TimeWindow:
+        """The smallest window holding both this one and `other`."""
         return TimeWindow(min(self.start, other.start), max(self.end, other.end))
 
 
@@ -70,15 +71,19 @@ class TumblingEventTimeWindows(WindowAssigner):
 
     @classmethod
     def of(cls, size: timedelta, offset: timedelta = timedelta(0)) -> Self:
+        """Windows of `size`, end to end, starting at multiples of `size` (shifted by
+        `offset`) since the epoch."""
         return cls(
             milliseconds(size, f"{cls.__name__}.of size"),
             milliseconds(offset, f"{cls.__name__}.of offset", positive=False),
         )
 
     def fixed_size(self) -> int | None:
+        """The windows' size in milliseconds."""
         return self.size_ms
 
     def assign(self, timestamp: int) -> list[TimeWindow]:
+        """The one window holding `timestamp`."""
         start = _start(timestamp, self.size_ms, self.offset_ms)
         return [TimeWindow(start, start + self.size_ms)]
 
@@ -91,6 +96,8 @@ class SlidingEventTimeWindows(WindowAssigner):
 
     @staticmethod
     def of(size: timedelta, slide: timedelta, offset: timedelta = timedelta(0)) -> SlidingEventTimeWindows:
+        """Windows of `size` starting every `slide` (shifted by `offset`): each record is
+        in size / slide windows."""
         size_ms = milliseconds(size, "SlidingEventTimeWindows.of size")
         slide_ms = milliseconds(slide, "SlidingEventTimeWindows.of slide")
         if slide_ms > size_ms:
@@ -103,9 +110,11 @@ class SlidingEventTimeWindows(WindowAssigner):
         )
 
     def fixed_size(self) -> int | None:
+        """The windows' size in milliseconds."""
         return self.size_ms
 
     def assign(self, timestamp: int) -> list[TimeWindow]:
+        """Every window holding `timestamp`."""
         last = _start(timestamp, self.slide_ms, self.offset_ms)
         return [
             TimeWindow(s, s + self.size_ms) for s in range(last, timestamp - self.size_ms, -self.slide_ms)
@@ -119,9 +128,13 @@ class EventTimeSessionWindows(WindowAssigner):
 
     @staticmethod
     def with_gap(gap: timedelta) -> EventTimeSessionWindows:
+        """Sessions: a key's records closer than `gap` to one another (or exactly `gap`
+        apart) form one window, which ends `gap` after its last record."""
         return EventTimeSessionWindows(milliseconds(gap, "EventTimeSessionWindows.with_gap"))
 
     def assign(self, timestamp: int) -> list[TimeWindow]:
+        """The window [timestamp, timestamp + gap), merged with every open session it
+        touches."""
         return [TimeWindow(timestamp, timestamp + self.gap_ms)]
 
 
@@ -142,6 +155,9 @@ class ProcessWindowFunction:
     def process(
         self, key: Any, window: TimeWindow, elements: list[Any], ctx: Context
     ) -> Iterable[Any] | None:
+        """Called when a window fires, with its key, the window and every element it holds;
+        what it returns or yields is emitted with the window's `max_timestamp` as event
+        time."""
         raise NotImplementedError(
             f"{type(self).__qualname__} must implement process(key, window, elements, ctx)"
         )

@@ -29,13 +29,17 @@ class AggregateFunction(ABC, Generic[IN, ACC, OUT]):
     """Folds inputs into an accumulator, as Flink's AggregateFunction."""
 
     @abstractmethod
-    def create_accumulator(self) -> ACC: ...
+    def create_accumulator(self) -> ACC:
+        """A new, empty accumulator: the start of a key's (or a window's) aggregate."""
 
     @abstractmethod
-    def add(self, value: IN, accumulator: ACC) -> ACC: ...
+    def add(self, value: IN, accumulator: ACC) -> ACC:
+        """The accumulator with `value` folded in; return it (a new one, or the one given,
+        changed)."""
 
     @abstractmethod
-    def get_result(self, accumulator: ACC) -> OUT: ...
+    def get_result(self, accumulator: ACC) -> OUT:
+        """What `get()` returns, or a window emits, for this accumulator."""
 
     def merge(self, a: ACC, b: ACC) -> ACC:
         """Combine two accumulators (session windows merge): implement it to use one."""
@@ -68,6 +72,7 @@ class StateDescriptor:
 
     @property
     def ttl_ms(self) -> int | None:
+        """The time to live in milliseconds, or None when entries never expire."""
         return _ttl_ms(self.ttl, self.name)
 
 

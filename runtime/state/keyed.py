@@ -68,6 +68,8 @@ class _KeyedState:
 
 
 class ValueState(_KeyedState):
+    """One value per key. `value()` is the descriptor's default until something was stored."""
+
     def __init__(
         self, descriptor: ValueStateDescriptor, table: ValueTable, current: CurrentKey, clock: Clock
     ) -> None:
@@ -75,6 +77,8 @@ class ValueState(_KeyedState):
         self._default = descriptor.default
 
     def value(self) -> Any:
+        """The current key's value, or the descriptor's default (None unless given) when
+        there is none or it expired."""
         current = self._current
         # Without TTL and with a key (the common case), in one call.
         stored = self._table.get(current) if self._ttl_ms is None and current.key_group >= 0 else self._read()
@@ -115,18 +119,22 @@ class ListState(_KeyedState):
         return [(expires_at, value) for value in checked]
 
     def get(self) -> list[Any]:
+        """The current key's elements, oldest first (an empty list when there are none)."""
         stored = self._stored_elements()
         return stored if self._ttl_ms is None else [element for _, element in stored]
 
     def add(self, value: Any) -> None:
+        """Append `value` to the current key's list (None is refused)."""
         self.add_all((value,))
 
     def add_all(self, values: Iterable[Any]) -> None:
+        """Append each of `values`, in order."""
         added = self._wrap(values)
         if added:
             self._table.put(self._key(), self._stored_elements() + added)
 
     def update(self, values: Iterable[Any]) -> None:
+        """Replace the current key's list with `values`; an empty iterable clears it."""
         replaced = self._wrap(values)
         if replaced:
             self._table.put(self._key(), replaced)
@@ -135,6 +143,8 @@ class ListState(_KeyedState):
 
 
 class ReducingState(_KeyedState):
+    """One value per key, folded by the descriptor's `reduce_fn(a, b)` as values are added."""
+
     def __init__(
         self, descriptor: ReducingStateDescriptor, table: ValueTable, current: CurrentKey, clock: Clock
     ) -> None:
@@ -142,15 +152,20 @@ class ReducingState(_KeyedState):
         self._reduce = descriptor.reduce_fn
 
     def get(self) -> Any:
+        """The reduced value of the current key, or None when nothing was added."""
         stored = self._read()
         return None if stored is MISSING else stored
 
     def add(self, value: Any) -> None:
+        """Fold `value` into the current key's value with `reduce_fn(current, value)`."""
         stored = self._read()
         self._write(value if stored is MISSING else self._reduce(stored, value))
 
 
 class AggregatingState(_KeyedState):
+    """One accumulator per key, of the descriptor's AggregateFunction: `add` folds a value
+    in, `get` returns the function's result."""
+
     def __init__(
         self, descriptor: AggregatingStateDescriptor, table: ValueTable, current: CurrentKey, clock: Clock
     ) -> None:
@@ -158,10 +173,13 @@ class AggregatingState(_KeyedState):
         self._agg = descriptor.agg_fn
 
     def get(self) -> Any:
+        """`get_result` of the current key's accumulator, or None when nothing was added."""
         stored = self._read()
         return None if stored is MISSING else self._agg.get_result(stored)
 
     def add(self, value: Any) -> None:
+        """Fold `value` into the current key's accumulator (a new one first, when it has
+        none)."""
         stored = self._read()
         accumulator = self._agg.create_accumulator() if stored is MISSING else stored
         self._write(self._agg.add(value, accumulator))
@@ -192,33 +210,43 @@ class MapState(_KeyedState):
         return default if stored is MISSING else stored
 
     def contains(self, key: Any) -> bool:
+        """Whether the current key's map holds `key` (an expired entry does not count)."""
         return self._entry(key) is not MISSING
 
     def put(self, key: Any, value: Any) -> None:
+        """Set `key` to `value` in the current key's map."""
         stored = value if self._ttl_ms is None else (self._expires_at(), value)
         self._table.put(self._key(), serialize_key(key), stored)
 
     def put_all(self, entries: dict[Any, Any]) -> None:
+        """Set each key of `entries` to its value."""
         for key, value in entries.items():
             self.put(key, value)
 
     def remove(self, key: Any) -> None:
+        """Remove `key` from the current key's map (nothing happens when it is absent)."""
         self._table.delete(self._key(), serialize_key(key))
 
     def items(self) -> Iterator[tuple[Any, Any]]:
+        """The (key, value) pairs of the current key's map, in the order of their
+        serialized keys."""
         for map_key, stored in self._table.items(self._key()):
             alive = self._alive(stored)
             if alive is not MISSING:
                 yield deserialize_key(map_key), alive
 
     def keys(self) -> Iterator[Any]:
+        """The keys of the current key's map."""
         return (key for key, _ in self.items())
 
     def values(self) -> Iterator[Any]:
+        """The values of the current key's map."""
         return (value for _, value in self.items())
 
     def is_empty(self) -> bool:
+        """Whether the current key's map holds no (unexpired) entry."""
         return next(self.items(), None) is None
 
     def clear(self) -> None:
+        """Remove every entry of the current key's map."""
         self._table.clear(self._key())

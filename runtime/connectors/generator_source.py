@@ -43,6 +43,7 @@ class GeneratorSource(Source):
         self.clock = clock
 
     def partition_names(self) -> list[str]:
+        """The names of the source's partitions, `generator-00000` on."""
         return [f"generator-{p:05d}" for p in range(self.partitions)]
 
     def open_reader(self, context: SubtaskContext, offsets: dict[str, Any]) -> SourceReader:

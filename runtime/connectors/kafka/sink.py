@@ -63,6 +63,7 @@ class KafkaSink(Sink):
         self.properties = check_properties("KafkaSink", properties)
 
     def client_config(self) -> dict[str, str]:
+        """The producer's configuration: `properties` with the bootstrap servers."""
         return {**self.properties, "bootstrap.servers": self.bootstrap_servers}
 
     def validate(self, job: JobIdentity) -> None:

@@ -88,6 +88,8 @@ class KafkaSource(Source):
         self.properties = check_properties("KafkaSource", properties)
 
     def consumer_config(self) -> dict[str, str]:
+        """The consumer's configuration: `properties` with what Lockgate sets to keep its
+        guarantee."""
         return {
             **self.properties,
             "bootstrap.servers": self.bootstrap_servers,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import logging
 import sys
 import traceback
@@ -48,7 +49,9 @@ FAILED: tuple[type[Exception], ...] = (
 
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(
-        prog="lockgate", description="Stateful streaming on Spark, operated from Kubernetes."
+        prog="lockgate",
+        description="Stateful streaming on Spark, operated from Kubernetes.",
+        allow_abbrev=False,
     )
     root.add_argument("--version", action="version", version=_version())
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -59,7 +62,32 @@ def parser() -> argparse.ArgumentParser:
         plugin.load()(commands)  # e.g. `lockgate operator`, from lockgate.operator
     for command in _leaves(commands):
         verbosity.add(command)
+        command.set_defaults(command_parser=command)
+    for command in _all_parsers(root):
+        command.allow_abbrev = False  # `--bound` is not `--bounded`: a typo must not pick a flag
     return root
+
+
+def _all_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return [
+        parser,
+        *(p for n in nested for child in dict.fromkeys(n.choices.values()) for p in _all_parsers(child)),
+    ]
+
+
+def _parse(root: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """The arguments; flags the command does not know are refused by the command's own
+    parser (its usage, not the top level's), with the flag it most likely meant."""
+    arguments, unknown = root.parse_known_args(argv)
+    if unknown:
+        command: argparse.ArgumentParser = arguments.command_parser
+        known = [option for action in command._actions for option in action.option_strings]
+        flags = [word.split("=", 1)[0] for word in unknown if word.startswith("-")]
+        guesses = [match for flag in flags for match in difflib.get_close_matches(flag, known, n=1)]
+        hint = f" (did you mean {' or '.join(dict.fromkeys(guesses))}?)" if guesses else ""
+        command.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+    return arguments
 
 
 def _leaves(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> list[argparse.ArgumentParser]:
@@ -79,7 +107,7 @@ def _version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format=verbosity.FORMAT)
-    arguments = parser().parse_args(argv)
+    arguments = _parse(parser(), argv)
     verbosity.configure(arguments)
     try:
         status: int = arguments.handler(arguments)

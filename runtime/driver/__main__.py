@@ -26,7 +26,9 @@ REFUSED_OR_BAD_ETCD_OPTIONS: tuple[type[Exception], ...] = (*REFUSED_INPUT, Valu
 
 
 def parser() -> argparse.ArgumentParser:
-    command = argparse.ArgumentParser(prog="python -m lockgate.runtime.driver", description=__doc__)
+    command = argparse.ArgumentParser(
+        prog="python -m lockgate.runtime.driver", description=__doc__, allow_abbrev=False
+    )
     add_job_options(command)
     etcd_group = command.add_argument_group("etcd")
     etcd_group.add_argument(

@@ -17,7 +17,7 @@ from lockgate.runtime.coordination.etcd import EtcdConfig
 from e2e.log_tail import telling_tail
 from e2e.pod_runner import PodRunner
 from e2e.rbac import authorized, chart_operator_grants
-from tests.kube_emulator import VersionedEmulator, emulated_api_server
+from tests.kube_emulator import RESTRICTED, VersionedEmulator, add_namespace, emulated_api_server
 from tests.operator.operator_process import OperatorProcess
 
 NAMESPACE = "streams"
@@ -42,6 +42,7 @@ class EmulatedCluster:
         async with emulated_api_server() as (emulator, url):
             chart_operator_grants()  # rendered once, before the server answers anyone
             emulator.authorized = authorized  # RBAC: Spark's Role, the chart's operator rules
+            add_namespace(emulator, NAMESPACE, RESTRICTED)  # the operator runs jobs only in such
             shared = workdir / "shared"
             root = storage_root or f"file://{shared}/checkpoints"
             operator = await OperatorProcess.start(url, etcd.endpoints[0], workdir, storage_root=root)

@@ -10,7 +10,7 @@ import argparse
 import os
 from typing import Any
 
-from lockgate.operator.job_policy import PRIVILEGED_OPTION, STORAGE_OPTION
+from lockgate.operator.job_policy import PRIVILEGED_OPTION, STORAGE_OPTION, UNRESTRICTED_NAMESPACES_OPTION
 from lockgate.operator.metrics import OPERATOR_METRICS_PORT
 from lockgate.runtime.coordination import etcd_options
 from lockgate.runtime.driver import option_types
@@ -49,6 +49,12 @@ def register(commands: Any) -> None:
         STORAGE_OPTION,
         action="store_true",
         help="let a StreamingJob name checkpoint and savepoint locations outside ROOT/<namespace>",
+    )
+    trust.add_argument(
+        UNRESTRICTED_NAMESPACES_OPTION,
+        action="store_true",
+        help="run StreamingJobs in namespaces that do not enforce Pod Security restricted "
+        "(there a job's code can create any pod its driver's ServiceAccount may)",
     )
     command.add_argument(
         "--observe-interval",

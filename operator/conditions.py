@@ -86,9 +86,12 @@ def stopped(conditions: Conditions | None, reason: str, message: str) -> Conditi
     return set_condition(conditions, "Progressing", true=False, reason=reason, message=message)
 
 
-def refused(conditions: Conditions | None, message: str, generation: int) -> Conditions:
-    """A spec change was refused: Degraded says why, and nothing is being carried out for it."""
-    conditions = set_condition(conditions, "Degraded", true=True, reason="InvalidSpec", message=message)
+def refused(
+    conditions: Conditions | None, message: str, generation: int, reason: str = "InvalidSpec"
+) -> Conditions:
+    """A spec was refused (`reason`: InvalidSpec, NamespaceNotRestricted): Degraded says
+    why, and nothing is being carried out for it."""
+    conditions = set_condition(conditions, "Degraded", true=True, reason=reason, message=message)
     return set_condition(
         conditions, "Progressing", true=False, reason="SpecRefused", message=message, generation=generation
     )

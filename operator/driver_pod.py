@@ -43,8 +43,11 @@ OWNED_CONF_PREFIXES = (
     "spark.executor.instances",
     "spark.executor.cores",
     "spark.kubernetes.namespace",
-    "spark.kubernetes.container.image",
+    "spark.kubernetes.container.image",  # and its .pullPolicy, .pullSecrets
+    "spark.kubernetes.driver.container.image",
+    "spark.kubernetes.executor.container.image",
     "spark.kubernetes.driver.pod.name",
+    "spark.kubernetes.executor.podNamePrefix",
     "spark.kubernetes.executor.label.",
     "spark.kubernetes.executor.podTemplate",
     "spark.driver.host",

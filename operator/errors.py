@@ -13,4 +13,10 @@ class RetryLaterError(Exception):
 
 
 class RefusedError(Exception):
-    """Never, as it stands: a spec the operator will not run (kopf's PermanentError)."""
+    """Never, as it stands: a spec the operator will not run (kopf's PermanentError);
+    or, with `recheck_s`, not until something outside the spec changes (the
+    namespace's labels): checked again after that many seconds (kopf's TemporaryError)."""
+
+    def __init__(self, message: str, recheck_s: float | None = None) -> None:
+        super().__init__(message)
+        self.recheck_s = recheck_s

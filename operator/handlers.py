@@ -1,8 +1,9 @@
 """Every kopf registration of the operator, and nothing else: the work is in
 `reconcile`, which raises the operator's own errors (`errors.py`) and posts
 Events through `Job.events`; this module alone turns them into kopf's. Errors:
-a spec the operator refuses is permanent (kopf stops retrying that change);
-"not yet", etcd or API trouble is temporary, retried after a delay."""
+a spec the operator refuses is permanent (kopf stops retrying that change),
+unless what refuses it lies outside the spec (the namespace's Pod Security
+label): then, as "not yet", etcd or API trouble, it is retried after a delay."""
 
 from __future__ import annotations
 
@@ -101,6 +102,8 @@ async def _guarded(
         except RetryLaterError as error:
             raise kopf.TemporaryError(str(error), delay=error.delay_s) from error
         except RefusedError as error:
+            if error.recheck_s is not None:
+                raise kopf.TemporaryError(str(error), delay=error.recheck_s) from error
             raise kopf.PermanentError(str(error)) from error
         except EtcdAccessError as error:  # the operator's etcd user: fixed by an admin, then retried
             raise kopf.TemporaryError(f"{type(error).__name__}: {error}", delay=60) from error

@@ -35,6 +35,7 @@ class OperatorContext:
     cluster: Cluster
     policy: JobPolicy = field(default_factory=JobPolicy)
     driver_exit_timeout_s: float = 120.0
+    namespace_recheck_s: float = 30.0  # a job refused for its namespace is checked again this often
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     _locks: dict[JobNames, asyncio.Lock] = field(default_factory=dict, init=False, repr=False)
 

@@ -24,6 +24,7 @@ from lockgate.runtime.driver.streaming_job import StreamingJobSpec
 
 PRIVILEGED_OPTION = "--allow-privileged-pods"
 STORAGE_OPTION = "--allow-custom-storage-roots"
+UNRESTRICTED_NAMESPACES_OPTION = "--allow-unrestricted-namespaces"
 
 # Pod fields that place or describe a pod without widening what it can reach.
 _TEMPLATE_KEYS = frozenset({"apiVersion", "kind", "metadata", "spec"})
@@ -45,8 +46,13 @@ _CONTAINER_KEYS = frozenset({"name", "resources", "env", "envFrom"})
 # Volumes of the namespace's own objects or of the pod's own scratch space; hostPath,
 # nfs and the other in-tree kinds reach the node or other tenants' data.
 VOLUME_KINDS = frozenset({"configMap", "secret", "persistentVolumeClaim", "emptyDir", "csi", "ephemeral"})
-# Spark conf keys that would hand pods an identity, secrets, volumes or a whole pod
-# spec past the checks above; each with the spec field to use instead.
+_SCHEDULER = (
+    "a scheduler of the job's choosing places pods past the cluster's placement rules: "
+    "use spec.podTemplate nodeSelector, affinity, tolerations"
+)
+# Spark conf keys that would hand pods an identity, secrets, volumes, a security
+# context, a scheduler or a whole pod spec past the checks above; each with the spec
+# field to use instead.
 _REFUSED_CONF = {
     "spark.kubernetes.authenticate.": "identity: use spec.serviceAccountName",
     "spark.kubernetes.kerberos.": "identity",
@@ -62,16 +68,54 @@ _REFUSED_CONF = {
     "spark.kubernetes.driver.pod.featureSteps": "arbitrary pod changes",
     "spark.kubernetes.executor.pod.featureSteps": "arbitrary pod changes",
     "spark.kubernetes.hadoop.configMapName": "Hadoop identity",
+    "spark.kubernetes.executor.hadoopConfigMapName": "Hadoop identity",
+    "spark.kubernetes.securityContext.": "the pods' security context",
+    "spark.kubernetes.driver.securityContext.": "the pods' security context",
+    "spark.kubernetes.executor.securityContext.": "the pods' security context",
+    "spark.kubernetes.scheduler.name": _SCHEDULER,
+    "spark.kubernetes.driver.scheduler.name": _SCHEDULER,
+    "spark.kubernetes.executor.scheduler.name": _SCHEDULER,
     "spark.master": "the API server the operator chose",
     "spark.kubernetes.driver.master": "the API server the operator chose",
     "spark.kubernetes.context": "the API server the operator chose",
 }
 
 
+# Spark conf keys refused under any policy: they tell one job's pods from another's
+# (the operator names the executors itself: spark.kubernetes.executor.podNamePrefix).
+_IDENTIFYING_CONF = {
+    "spark.app.id": "the application id labels the job's executor pods; another job's would make "
+    "this driver take that job's executors for its own",
+    "spark.kubernetes.driver.resourceNamePrefix": "it names the objects the driver creates; "
+    "another job's would collide with that job's",
+}
+# Spark conf keys whose remainder is a pod annotation.
+_ANNOTATION_CONF = ("spark.kubernetes.driver.annotation.", "spark.kubernetes.executor.annotation.")
+# Annotations the kubelet or the container runtime read to change a pod's confinement:
+# AppArmor (container.apparmor.security.beta.kubernetes.io/*), seccomp
+# (seccomp.security.alpha.kubernetes.io/pod, container.seccomp.security.alpha.kubernetes.io/*),
+# sysctls, and the runtimes' own options (CRI-O's devices and user namespaces, Kata's
+# hypervisor settings, crun's). Matched by domain, the way the readers match them.
+_CONFINEMENT_DOMAINS = ("security.alpha.kubernetes.io", "security.beta.kubernetes.io")
+_RUNTIME_ANNOTATIONS = ("io.kubernetes.cri-o.", "io.containerd.", "io.katacontainers.", "run.oci.")
+_CONFINEMENT = "an annotation that sets the pods' AppArmor, seccomp, sysctls or container runtime options"
+
+
 # The annotation by which whoever manages a namespace lets its StreamingJobs run as a
 # ServiceAccount (and so with its cloud identity and its rights).
 SERVICE_ACCOUNT_ANNOTATION = "lockgate.dev/streaming-jobs"
 SERVICE_ACCOUNT_ALLOWED = "allowed"
+# Pod Security admission's label. A namespace that enforces "restricted" refuses every
+# pod beyond it, whoever asks: the operator, Spark's driver creating executors, or the
+# job's own code with the driver's ServiceAccount (which may create pods). Without it,
+# this policy binds only the pods the operator and Spark build.
+POD_SECURITY_LABEL = "pod-security.kubernetes.io/enforce"
+POD_SECURITY_RESTRICTED = "restricted"
+
+
+class NamespaceNotRestrictedError(SpecError):
+    """The job's namespace does not enforce Pod Security "restricted": whoever manages
+    the namespace can fix it without a change of the job (so it is checked again)."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +124,7 @@ class JobPolicy:
 
     allow_privileged_pods: bool = False
     allow_custom_storage_roots: bool = False
+    allow_unrestricted_namespaces: bool = False
 
 
 def check_job(spec: StreamingJobSpec, names: JobNames, cluster: Cluster, policy: JobPolicy) -> None:
@@ -97,15 +142,32 @@ def _pod_problems(spec: StreamingJobSpec) -> Iterator[str]:
     yield from _template_problems(spec.pod_template)
     yield from _volume_problems(spec.volumes, "spec.volumes")
     for key in spec.spark_conf:
+        if key in _IDENTIFYING_CONF:  # under any policy
+            raise SpecError(f"spec.sparkConf[{key!r}] is refused ({_IDENTIFYING_CONF[key]}); remove it")
         for prefix, what in _REFUSED_CONF.items():
             if key.startswith(prefix):
                 yield f"spec.sparkConf[{key!r}] is refused ({what})"
+        annotation = next((key[len(p) :] for p in _ANNOTATION_CONF if key.startswith(p)), None)
+        if annotation is not None and _confines(annotation):
+            yield f"spec.sparkConf[{key!r}] is refused ({_CONFINEMENT})"
+
+
+def _confines(annotation: str) -> bool:
+    """Whether the annotation key `annotation` changes what confines a pod's containers."""
+    key = annotation.lower()
+    domain = key.split("/", 1)[0] if "/" in key else ""
+    confinement = any(domain == d or domain.endswith(f".{d}") for d in _CONFINEMENT_DOMAINS)
+    return confinement or key.startswith(_RUNTIME_ANNOTATIONS)
 
 
 def _template_problems(template: Mapping[str, Any]) -> Iterator[str]:
     yield from _unknown(template, _TEMPLATE_KEYS, "spec.podTemplate")
     metadata = _mapping(template.get("metadata"), "spec.podTemplate.metadata")
     yield from _unknown(metadata, _METADATA_KEYS, "spec.podTemplate.metadata")
+    annotations = _mapping(metadata.get("annotations"), "spec.podTemplate.metadata.annotations")
+    for key in annotations:
+        if _confines(str(key)):
+            yield f"spec.podTemplate.metadata.annotations[{key!r}] is refused ({_CONFINEMENT})"
     pod = _mapping(template.get("spec"), "spec.podTemplate.spec")
     yield from _unknown(pod, _POD_SPEC_KEYS, "spec.podTemplate.spec")
     volumes = pod.get("volumes", [])
@@ -115,10 +177,20 @@ def _template_problems(template: Mapping[str, Any]) -> Iterator[str]:
     containers = pod.get("containers", [])
     if not isinstance(containers, list):
         raise SpecError(f"spec.podTemplate.spec.containers must be a list, got {containers!r}")
+    named: dict[str, int] = {}
     for index, item in enumerate(containers):
         where = f"spec.podTemplate.spec.containers[{index}]"
         container = _mapping(item, where)
-        if container.get("name") not in _CONTAINER_NAMES:
+        name = container.get("name")
+        # Under any policy: which of two containers of one name would get the operator's settings?
+        if isinstance(name, str) and name in named:
+            raise SpecError(
+                f"{where} is named {name!r} like spec.podTemplate.spec.containers[{named[name]}]: "
+                "a pod's containers need distinct names"
+            )
+        if isinstance(name, str):
+            named[name] = index
+        if name not in _CONTAINER_NAMES:
             yield f"{where}: only containers named {' or '.join(_CONTAINER_NAMES)} may be given, not sidecars"
         yield from _unknown(container, _CONTAINER_KEYS, where)
 
@@ -212,3 +284,22 @@ def check_service_account(
             f"{SERVICE_ACCOUNT_ANNOTATION}={SERVICE_ACCOUNT_ALLOWED}`, or a cluster admin allows every "
             f"account with the operator's {PRIVILEGED_OPTION}"
         )
+
+
+def check_namespace(namespace: str, labels: Mapping[str, str] | None, policy: JobPolicy) -> None:
+    """The job's namespace (`labels`: its labels, None if it cannot be read as
+    existing) enforces Pod Security "restricted", unless the operator allows others."""
+    if policy.allow_unrestricted_namespaces:
+        return
+    enforced = (labels or {}).get(POD_SECURITY_LABEL)
+    if enforced == POD_SECURITY_RESTRICTED:
+        return
+    found = "not set" if enforced is None else f"{enforced!r}"
+    raise NamespaceNotRestrictedError(
+        f'namespace {namespace} does not enforce Pod Security "restricted" (its label '
+        f"{POD_SECURITY_LABEL} is {found}): a job's driver may create pods, and only that label keeps "
+        f"them restricted. Whoever manages the namespace sets it with `kubectl label namespace "
+        f"{namespace} {POD_SECURITY_LABEL}={POD_SECURITY_RESTRICTED}` (the job then starts without a "
+        f"change), or a cluster admin allows such namespaces with the operator's "
+        f"{UNRESTRICTED_NAMESPACES_OPTION}"
+    )

@@ -70,6 +70,14 @@ class Kube:
         metadata = account.metadata
         return dict((metadata.annotations if metadata is not None else None) or {})
 
+    async def namespace_labels(self, name: str) -> dict[str, str] | None:
+        """The labels of a namespace; None if it does not exist."""
+        namespace = await _unless_not_found(self._core.read_namespace, name)
+        if namespace is None:
+            return None
+        metadata = namespace.metadata
+        return dict((metadata.labels if metadata is not None else None) or {})
+
     async def delete_pod(self, namespace: str, name: str) -> None:
         await _unless_not_found(self._core.delete_namespaced_pod, name, namespace)
 

@@ -9,10 +9,11 @@ import time
 from typing import Any
 
 from lockgate.operator.conditions import changing, iso_time, refused, runs, set_condition
-from lockgate.operator.driver_pod import Launch, driver_pod, storage_layout
+from lockgate.operator.driver_pod import storage_layout
 from lockgate.operator.errors import RefusedError, RetryLaterError
 from lockgate.operator.job import Job
-from lockgate.operator.job_policy import check_job, check_service_account
+from lockgate.operator.job_policy import NamespaceNotRestrictedError
+from lockgate.operator.launch_check import check_launch
 from lockgate.operator.phase import JobPhase
 from lockgate.operator.savepoints import (
     ask_savepoint,
@@ -48,24 +49,14 @@ async def checked_spec(job: Job) -> StreamingJobSpec:
                 f"spec.maxParallelism cannot change from {recorded} to {spec.max_parallelism}: "
                 "the job's state is split into that many key groups"
             )
-        limit = max_parallelism(job, spec)
-        if spec.replicas > limit:
-            raise SpecError(f"spec.replicas {spec.replicas} exceeds the job's max parallelism {limit}")
-        check_job(spec, job.names, job.context.cluster, job.context.policy)
-        # What only building the driver's pod checks (memory below Spark's minimum, conf
-        # keys the operator sets): refused now, not at a launch after the old driver stopped.
-        driver_pod(job.names, spec, Launch(job.next_launch, limit, "latest", None), job.context.cluster)
-        if spec.service_account_name is not None:
-            kube, namespace = job.context.kube, job.names.namespace
-            annotations = await kube.service_account_annotations(namespace, spec.service_account_name)
-            check_service_account(spec, namespace, annotations, job.context.policy)
+        await check_launch(job, spec)
     except SpecError as error:
         # The last good spec keeps running; the conditions and an Event say why the new one is not.
-        message = f"spec of generation {job.generation} not applied: {error}"
-        conditions = refused(job.status.get("conditions"), message, job.generation)
-        await job.record(conditions=conditions, message=message)
-        job.warn("InvalidSpec", message)
-        raise RefusedError(str(error)) from error
+        await _refuse(job, error, f"spec of generation {job.generation} not applied: {error}")
+        # Labelling the namespace lets a job refused for it start without a change of the job.
+        namespace = isinstance(error, NamespaceNotRestrictedError)
+        recheck = job.context.namespace_recheck_s if namespace else None
+        raise RefusedError(str(error), recheck) from error
     accepted: dict[str, Any] = {
         "acceptedSpec": json.dumps(job.raw_spec, sort_keys=True),
         "acceptedGeneration": job.generation,
@@ -77,6 +68,17 @@ async def checked_spec(job: Job) -> StreamingJobSpec:
         accepted["message"] = None
     await job.record(**accepted)
     return spec
+
+
+async def _refuse(job: Job, error: SpecError, message: str) -> None:
+    """Degraded, with the reason for `error`, and a Warning Event, once per refusal
+    (a job checked again and refused alike is not announced again)."""
+    reason = "NamespaceNotRestricted" if isinstance(error, NamespaceNotRestrictedError) else "InvalidSpec"
+    if job.refused == message:
+        return
+    conditions = refused(job.status.get("conditions"), message, job.generation, reason)
+    await job.record(conditions=conditions, message=message)
+    job.warn(reason, message)
 
 
 async def _checked_then_recorded(job: Job) -> StreamingJobSpec:
@@ -340,7 +342,27 @@ async def _driver_lost(job: Job, pod_phase: str | None, cause: str | None) -> No
         )
         job.warn("Restarting", f"{why}; restart {restarts + 1} in {decision.delay_s:g} s")
         return
-    if time.time() < restart_at:
+    if time.time() < restart_at or not await _relaunch_allowed(job):
         return
     await job.record(driverRestarts=restarts + 1, restartAt=None)
     await carry_out(job, restart_plan(job, "driver-lost"))
+
+
+RELAUNCH_REFUSED = "driver not relaunched"
+
+
+async def _relaunch_allowed(job: Job) -> bool:
+    """Whether the spec the lost driver ran passes the operator's checks now: the
+    policy, its ServiceAccount and its namespace may have changed since it was
+    accepted. While it does not, the job stays Restarting and Degraded says why; it
+    is checked again at each observation."""
+    try:
+        await check_launch(job, job.applied_spec)
+    except SpecError as error:
+        ran = f"the spec it ran (generation {job.accepted_generation()})"
+        await _refuse(job, error, f"{RELAUNCH_REFUSED}: {ran} is refused now: {error}")
+        return False
+    if (job.refused or "").startswith(RELAUNCH_REFUSED):  # refused at an earlier observation
+        conditions = set_condition(job.status.get("conditions"), "Degraded", true=False, reason="SpecValid")
+        await job.record(conditions=conditions, message=None)
+    return True

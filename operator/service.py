@@ -55,7 +55,11 @@ def run_operator(arguments: argparse.Namespace) -> int:
     cluster = Cluster(
         ",".join(etcd.endpoints), arguments.checkpoint_storage, arguments.etcd_tls_secret, job_users
     )
-    policy = JobPolicy(arguments.allow_privileged_pods, arguments.allow_custom_storage_roots)
+    policy = JobPolicy(
+        arguments.allow_privileged_pods,
+        arguments.allow_custom_storage_roots,
+        arguments.allow_unrestricted_namespaces,
+    )
     try:
         config.load_kube_config()  # type: ignore[no-untyped-call]
     except config.ConfigException:

@@ -18,7 +18,8 @@ from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.spark import local_session
 
 from tests.kafka_broker import KafkaBroker, kafka_broker
-from tests.kube_emulator import emulated_api_server
+from tests.kube_emulator import RESTRICTED, add_namespace, emulated_api_server
+from tests.operator.cluster_helpers import NAMESPACE
 
 BACKENDS = ("heap", "rocksdb")
 
@@ -113,6 +114,9 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
 
 @pytest_asyncio.fixture
 async def cluster() -> AsyncIterator[tuple[kmock.KubernetesEmulator, str]]:
-    """The emulated Kubernetes API server (the one stand-in) and its URL."""
+    """The emulated Kubernetes API server (the one stand-in) and its URL, with the
+    tests' namespace, which enforces Pod Security "restricted" (the operator runs
+    jobs only in such namespaces)."""
     async with emulated_api_server() as served:
+        add_namespace(served[0], NAMESPACE, RESTRICTED)
         yield served

@@ -88,11 +88,14 @@ class VersionedEmulator(kmock.KubernetesEmulator):
         return int(stored.raw.get("metadata", {}).get("generation", 0))
 
     async def _handle(self, request: kmock.Request) -> Any:
-        call = self._note_call(request)
+        namespace = _namespace_read(request)
+        call = self._note_call(request) if namespace is None else self._note_namespace_read(request)
         if call is not None and not self.authorized(call):
             self.refused.add(call)
             message = f"{call.client} cannot {call.verb} resource {call.resource!r}"
             return aiohttp.web.json_response(_status(403, "Forbidden", message), status=403)
+        if namespace is not None:
+            return self._serve_namespace(namespace)
         if request.resource is not None and request.method == kmock.method.DELETE and request.name is None:
             return await self._delete_collection(request)
         raw = request._raw_request
@@ -123,6 +126,19 @@ class VersionedEmulator(kmock.KubernetesEmulator):
         call = Call(raw.headers.get("User-Agent", ""), _verb(request), resource)
         self.calls.add(call)
         return call
+
+    def _note_namespace_read(self, request: kmock.Request) -> Call:
+        raw = request._raw_request
+        call = Call(raw.headers.get("User-Agent", "") if raw is not None else "", "get", "namespaces")
+        self.calls.add(call)
+        return call
+
+    def _serve_namespace(self, name: str) -> aiohttp.web.StreamResponse:
+        key = (NAMESPACES, None, name)
+        if key not in self.objects or self.objects[key].deleted:  # ObjectsArray has no get()
+            message = f'namespaces "{name}" not found'
+            return aiohttp.web.json_response(_status(404, "NotFound", message), status=404)
+        return aiohttp.web.json_response(self.objects[key].raw)
 
     def _assign(self, request: kmock.Request) -> None:
         data = request.data
@@ -258,6 +274,38 @@ class VersionedEmulator(kmock.KubernetesEmulator):
             version = obj.get("metadata", {}).get("resourceVersion")
             if (version is None or int(version) > since) and matches(obj):
                 yield event
+
+
+NAMESPACES = kmock.resource(group="", version="v1", plural="namespaces")
+RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
+
+
+def _namespace_read(request: kmock.Request) -> str | None:
+    """The name of the Namespace a `GET /api/v1/namespaces/NAME` reads (kmock takes that
+    path for the namespace of no resource), else None."""
+    resource = request.resource
+    if (
+        resource is not None
+        and (resource.group, resource.version, resource.plural) == ("", "v1", None)
+        and request.namespace is not None
+        and request.name is None
+        and request.method == kmock.method.GET
+        and request.action is not kmock.action.WATCH
+    ):
+        return request.namespace
+    return None
+
+
+def add_namespace(emulator: kmock.KubernetesEmulator, name: str, labels: dict[str, str]) -> None:
+    """Namespace `name` with `labels` (only those), as an admin's `kubectl create namespace`
+    and `kubectl label` leave it (kmock cannot take the POST of a cluster-scoped object
+    at /api/v1/namespaces)."""
+    metadata = {"name": name, "labels": labels, "resourceVersion": "1", "uid": str(uuid.uuid4())}
+    emulator.objects["v1/namespaces", None, name] = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": metadata,
+    }
 
 
 def _verb(request: kmock.Request) -> str:

@@ -76,6 +76,7 @@ def test_by_default_one_operator_watches_every_namespace_with_its_own_etcd() -> 
     assert options.peering is None, "one replica: no peering"
     assert not options.allow_privileged_pods, "jobs get restricted pods unless the admin says otherwise"
     assert not options.allow_custom_storage_roots
+    assert not options.allow_unrestricted_namespaces, "jobs run only in namespaces enforcing restricted"
     assert options.etcd_tls_secret is None
     assert options.etcd_user is None, "the bundled etcd has no auth: the operator warns that jobs share it"
     statefulset = find(objects, "StatefulSet")[0]
@@ -112,7 +113,15 @@ def test_external_etcd_with_tls_and_named_namespaces() -> None:
     pod = find(objects, "Deployment")[0]["spec"]["template"]["spec"]
     assert {"name": "etcd-tls", "secret": {"secretName": "etcd-client"}} in pod["volumes"]
     assert find(objects, "StatefulSet") == [], "no bundled etcd"
-    assert find(objects, "ClusterRole") == [], "a Role per watched namespace, nothing cluster-wide"
+    (reader,) = find(objects, "ClusterRole")  # besides a Role per watched namespace: to read those
+    assert reader["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["namespaces"],
+            "resourceNames": ["streams", "batch"],
+            "verbs": ["get"],
+        }
+    ], "is the job's namespace restricted? Nothing else cluster-wide"
     assert sorted(r["metadata"]["namespace"] for r in find(objects, "Role")) == ["batch", "streams"]
     assert sorted(p["metadata"]["namespace"] for p in find(objects, "KopfPeering")) == ["batch", "streams"]
     for monitor in find(objects, "PodMonitor"):
@@ -132,7 +141,7 @@ def _covers(rules: list[dict[str, Any]], group: str, resource: str, verb: str) -
 @pytest.mark.parametrize("values", [None, NON_DEFAULT], ids=["cluster-wide", "namespaced"])
 def test_the_operator_holds_what_it_grants_its_drivers(values: dict[str, Any] | None) -> None:
     """Kubernetes lets a Role grant only what its creator holds."""
-    roles = find(render(values), "ClusterRole") or find(render(values), "Role")
+    roles = find(render(values), "ClusterRole", "lockgate-operator") or find(render(values), "Role")
     driver = role(JobNames("streams", "sums"))
     for held in roles:
         for rule in driver["rules"]:
@@ -145,6 +154,15 @@ def test_the_operator_holds_what_it_grants_its_drivers(values: dict[str, Any] | 
         for rule in held["rules"]:
             assert "deletecollection" not in rule["verbs"], f"{rule}: a whole namespace's objects at once"
             assert "persistentvolumeclaims" not in rule["resources"], f"{rule}: jobs get no claims"
+
+
+def test_the_operator_reads_the_namespaces_of_jobs_unless_it_runs_them_in_any() -> None:
+    """It refuses jobs in namespaces that do not enforce Pod Security restricted."""
+    (cluster_role,) = find(render(), "ClusterRole", "lockgate-operator")
+    assert _covers(cluster_role["rules"], "", "namespaces", "get")
+    anywhere = render({"operator": {"watchNamespaces": ["streams"], "allowUnrestrictedNamespaces": True}})
+    assert _parse_operator_args(operator_args(anywhere)).allow_unrestricted_namespaces
+    assert find(anywhere, "ClusterRole") == [], "nothing to read: nothing cluster-wide"
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ from lockgate.operator.driver_pod import Cluster
 from lockgate.operator.handlers import configure, register
 from lockgate.operator.job import OperatorContext
 from lockgate.operator.job_etcd import JobEtcd
+from lockgate.operator.job_policy import JobPolicy
 from lockgate.operator.kube import Kube
 from lockgate.runtime.coordination.etcd import EtcdConfig
 
@@ -36,6 +37,7 @@ class Operator:
     etcd_config: EtcdConfig
     storage: str
     etcd_job_users: bool = False  # as the operator started with --etcd-user (etcd auth on)
+    policy: JobPolicy = field(default_factory=JobPolicy)  # the switches it started with
     task: asyncio.Task[None] | None = None
     context: OperatorContext | None = None
     stop_flag: asyncio.Event = field(default_factory=asyncio.Event)
@@ -55,7 +57,9 @@ class Operator:
             Kube(self.api()),
             JobEtcd(self.etcd_config),
             Cluster(endpoints, self.storage, etcd_job_users=self.etcd_job_users),
+            self.policy,
             driver_exit_timeout_s=10,
+            namespace_recheck_s=0.5,
         )
         register(registry, context, observe_every_s=0.3)
         settings = configure(kopf.OperatorSettings())

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tests.kube_emulator import RESTRICTED
 from tests.operator.cluster_helpers import NAMESPACE
 
 
@@ -36,6 +37,8 @@ class FakeKube:
         self.statuses: dict[tuple[str, str], dict[str, Any]] = {}  # StreamingJobs' (namespace, name)
         self.status_patches: list[dict[str, Any]] = []
         self.service_accounts: dict[tuple[str, str], dict[str, str]] = {}  # their annotations
+        # Namespaces' labels: the tests' enforces Pod Security "restricted".
+        self.namespaces: dict[str, dict[str, str]] = {NAMESPACE: dict(RESTRICTED)}
 
     async def create(self, obj: dict[str, Any]) -> bool:
         metadata = obj["metadata"]
@@ -57,6 +60,10 @@ class FakeKube:
 
     async def service_account_annotations(self, namespace: str, name: str) -> dict[str, str] | None:
         return self.service_accounts.get((namespace, name))
+
+    async def namespace_labels(self, name: str) -> dict[str, str] | None:
+        labels = self.namespaces.get(name)
+        return None if labels is None else dict(labels)
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         self.objects.pop(("Pod", namespace, name), None)

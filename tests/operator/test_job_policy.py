@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 import yaml
 from lockgate.operator.driver_pod import Cluster, Launch, driver_pod
-from lockgate.operator.job_policy import JobPolicy, check_job, check_service_account
+from lockgate.operator.job_policy import (
+    JobPolicy,
+    NamespaceNotRestrictedError,
+    check_job,
+    check_namespace,
+    check_service_account,
+)
 from lockgate.operator.naming import JobNames
 from lockgate.operator.owned import owned_objects
 from lockgate.operator.spec import SpecError, parse_spec
@@ -92,6 +98,91 @@ REFUSED_PODS = [
 ]
 
 
+def _annotated(annotations: dict[str, str]) -> dict[str, Any]:
+    return {"podTemplate": {"metadata": {"annotations": annotations}}}
+
+
+# What loosens the pods' confinement past the allowlist above: annotations the kubelet
+# and the container runtime read, and the Spark conf keys that set a security context
+# or a scheduler of the job's choosing.
+REFUSED_CONFINEMENT = [
+    (
+        _annotated({"container.apparmor.security.beta.kubernetes.io/executor": "unconfined"}),
+        "spec.podTemplate.metadata.annotations['container.apparmor.security.beta.kubernetes.io/executor']",
+    ),
+    (
+        _annotated({"container.apparmor.security.beta.kubernetes.io/driver": "localhost/loose"}),
+        "annotations['container.apparmor.security.beta.kubernetes.io/driver'] is refused (an annotation",
+    ),
+    (
+        _annotated({"seccomp.security.alpha.kubernetes.io/pod": "unconfined"}),
+        "annotations['seccomp.security.alpha.kubernetes.io/pod'] is refused",
+    ),
+    (
+        _annotated({"container.seccomp.security.alpha.kubernetes.io/executor": "unconfined"}),
+        "annotations['container.seccomp.security.alpha.kubernetes.io/executor'] is refused",
+    ),
+    (
+        _annotated({"security.alpha.kubernetes.io/unsafe-sysctls": "kernel.msgmax=1"}),
+        "annotations['security.alpha.kubernetes.io/unsafe-sysctls'] is refused",
+    ),
+    (
+        _annotated({"io.kubernetes.cri-o.Devices": "/dev/mem"}),
+        "annotations['io.kubernetes.cri-o.Devices'] is refused",
+    ),
+    (
+        {
+            "sparkConf": {
+                "spark.kubernetes.executor.annotation.container.apparmor.security.beta.kubernetes.io/executor": "unconfined"
+            }
+        },
+        "spec.sparkConf['spark.kubernetes.executor.annotation.container.apparmor.security.beta.kubernetes.io/executor'] is refused (an annotation",
+    ),
+    (
+        {
+            "sparkConf": {
+                "spark.kubernetes.executor.annotation.seccomp.security.alpha.kubernetes.io/pod": "unconfined"
+            }
+        },
+        "spec.sparkConf['spark.kubernetes.executor.annotation.seccomp.security.alpha.kubernetes.io/pod'] is refused",
+    ),
+    (
+        {
+            "sparkConf": {
+                "spark.kubernetes.driver.annotation.Container.AppArmor.Security.Beta.Kubernetes.io/driver": "unconfined"
+            }
+        },
+        "is refused (an annotation that sets the pods' AppArmor",
+    ),
+    (
+        {"sparkConf": {"spark.kubernetes.executor.securityContext.allowPrivilegeEscalation": "true"}},
+        "spec.sparkConf['spark.kubernetes.executor.securityContext.allowPrivilegeEscalation'] is refused (the pods' security context)",
+    ),
+    (
+        {"sparkConf": {"spark.kubernetes.securityContext.allowPrivilegeEscalation": "true"}},
+        "spec.sparkConf['spark.kubernetes.securityContext.allowPrivilegeEscalation'] is refused",
+    ),
+    (
+        {"sparkConf": {"spark.kubernetes.executor.scheduler.name": "anywhere"}},
+        "spec.sparkConf['spark.kubernetes.executor.scheduler.name'] is refused (a scheduler of the job's choosing",
+    ),
+    (
+        {"sparkConf": {"spark.kubernetes.scheduler.name": "anywhere"}},
+        "spec.sparkConf['spark.kubernetes.scheduler.name'] is refused (a scheduler",
+    ),
+    (
+        {"sparkConf": {"spark.kubernetes.driver.scheduler.name": "anywhere"}},
+        "spec.sparkConf['spark.kubernetes.driver.scheduler.name'] is refused (a scheduler",
+    ),
+    (_template({"schedulerName": "anywhere"}), "spec.podTemplate.spec.schedulerName is refused"),
+    (
+        {"sparkConf": {"spark.kubernetes.executor.hadoopConfigMapName": "admin-hadoop"}},
+        "spec.sparkConf['spark.kubernetes.executor.hadoopConfigMapName'] is refused (Hadoop identity)",
+    ),
+]
+REFUSED_PODS += REFUSED_CONFINEMENT
+
+
 @pytest.mark.parametrize(("change", "culprit"), REFUSED_PODS)
 def test_a_pod_field_beyond_a_restricted_pod_is_refused_naming_it(
     change: dict[str, Any], culprit: str
@@ -104,6 +195,76 @@ def test_a_pod_field_beyond_a_restricted_pod_is_refused_naming_it(
 @pytest.mark.parametrize(("change", "culprit"), REFUSED_PODS)
 def test_the_privileged_option_lets_it_through(change: dict[str, Any], culprit: str) -> None:
     _check(change, JobPolicy(allow_privileged_pods=True))
+
+
+def test_annotations_that_confine_nothing_are_allowed() -> None:
+    note = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false", "prometheus.io/scrape": "true"}
+    _check(_annotated(note))
+    _check(
+        {"sparkConf": {f"spark.kubernetes.executor.annotation.{key}": value for key, value in note.items()}}
+    )
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "spark.kubernetes.container.image",
+        "spark.kubernetes.container.image.pullPolicy",
+        "spark.kubernetes.container.image.pullSecrets",
+        "spark.kubernetes.driver.container.image",
+        "spark.kubernetes.executor.container.image",
+        "spark.kubernetes.executor.podNamePrefix",
+    ],
+)
+def test_the_image_and_the_executors_names_come_from_the_operator(key: str) -> None:
+    """Another image for the executors than spec.image, or another job's executor
+    names (`<job>-<launch>`): refused however trusting the operator is."""
+    spec = parse_spec({**SPEC, "sparkConf": {key: "team-b-other-1"}})
+    with pytest.raises(SpecError, match=rf"spec\.sparkConf\['{key}'\] is set by the operator"):
+        driver_pod(NAMES, spec, Launch(1, 128, "latest"), CLUSTER)
+
+
+@pytest.mark.parametrize("key", ["spark.app.id", "spark.kubernetes.driver.resourceNamePrefix"])
+def test_what_tells_one_jobs_pods_from_anothers_is_refused_under_any_policy(key: str) -> None:
+    for policy in (STRICT, TRUSTING):
+        with pytest.raises(SpecError, match=rf"spec\.sparkConf\['{key}'\] is refused \(.*another job's"):
+            _check({"sparkConf": {key: "spark-of-team-b"}}, policy)
+
+
+@pytest.mark.parametrize("name", ["executor", "driver", "sidecar"])
+def test_two_containers_of_one_name_are_refused_under_any_policy(name: str) -> None:
+    """The operator gives the first `executor` its settings; Spark merges into one of
+    them: a second container of the name would run beside it as written."""
+    twice = _template({"containers": [{"name": name}, {"name": name, "env": [{"name": "A", "value": "1"}]}]})
+    for policy in (STRICT, TRUSTING):
+        with pytest.raises(SpecError) as error:
+            _check(twice, policy)
+        assert str(error.value) == (
+            f"spec.podTemplate.spec.containers[1] is named {name!r} like spec.podTemplate.spec.containers[0]: "
+            "a pod's containers need distinct names"
+        )
+
+
+def test_a_job_runs_only_in_a_namespace_enforcing_pod_security_restricted() -> None:
+    check_namespace("team-a", {"pod-security.kubernetes.io/enforce": "restricted"}, STRICT)
+    for labels, found in [
+        (None, "not set"),
+        ({}, "not set"),
+        ({"pod-security.kubernetes.io/enforce": "baseline"}, "'baseline'"),
+        ({"pod-security.kubernetes.io/warn": "restricted"}, "not set"),
+    ]:
+        with pytest.raises(NamespaceNotRestrictedError) as error:
+            check_namespace("team-a", labels, STRICT)
+        message = str(error.value)
+        assert message.startswith(
+            'namespace team-a does not enforce Pod Security "restricted" '
+            f"(its label pod-security.kubernetes.io/enforce is {found})"
+        )
+        assert "kubectl label namespace team-a pod-security.kubernetes.io/enforce=restricted" in message
+        assert "--allow-unrestricted-namespaces" in message
+        check_namespace("team-a", labels, JobPolicy(allow_unrestricted_namespaces=True))
+    with pytest.raises(NamespaceNotRestrictedError):  # trusted with the nodes is not this
+        check_namespace("team-a", {}, JobPolicy(allow_privileged_pods=True))
 
 
 def test_what_places_and_feeds_a_pod_is_allowed() -> None:

@@ -8,13 +8,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import kmock
 import kubernetes_validate
 import pytest
 from kubernetes import client
+from lockgate.operator.job_policy import JobPolicy
 from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import CompletedCheckpoint, encode
 
+from tests.kube_emulator import RESTRICTED, add_namespace
 from tests.operator.cluster_helpers import (
     JOBS,
     NAMESPACE,
@@ -384,6 +387,88 @@ async def test_a_job_asking_for_the_node_is_refused_before_anything_is_created(
     assert "--allow-privileged-pods" in condition["message"]
     for kind, name in [(PODS, f"{job_name}-driver-1"), (CONFIG_MAPS, f"{job_name}-lockgate-job")]:
         assert not kubectl.exists(kind, name), f"{name} was created for a refused job"
+
+
+# Two of what the operator's policy let through before (test_job_policy.py has each):
+# one the privileged switch would allow, one refused under any policy.
+ADMISSION_GAPS = [
+    (
+        {
+            "podTemplate": {
+                "metadata": {
+                    "annotations": {"container.apparmor.security.beta.kubernetes.io/executor": "unconfined"}
+                }
+            }
+        },
+        "spec.podTemplate.metadata.annotations['container.apparmor.security.beta.kubernetes.io/executor'] is refused",
+        "a cluster admin can allow it with the operator's --allow-privileged-pods",
+    ),
+    (
+        {"sparkConf": {"spark.kubernetes.executor.container.image": "elsewhere:1"}},
+        "spec.sparkConf['spark.kubernetes.executor.container.image'] is set by the operator",
+        "remove it",
+    ),
+]
+
+
+@pytest.mark.parametrize(("change", "culprit", "remedy"), ADMISSION_GAPS)
+async def test_an_admission_gap_is_refused_naming_the_field_before_anything_is_created(
+    kubectl: Kubectl, job_name: str, change: dict[str, Any], culprit: str, remedy: str
+) -> None:
+    await kubectl.apply(job_name, {**SPEC, **change})
+
+    await _degraded(kubectl, job_name)
+    condition = next(c for c in kubectl.status(job_name)["conditions"] if c["type"] == "Degraded")
+    assert condition["reason"] == "InvalidSpec"
+    assert culprit in condition["message"]
+    assert remedy in condition["message"]
+    await eventually(lambda: "InvalidSpec" in kubectl.event_reasons(job_name), "a warning event is posted")
+    (event,) = [event for event in kubectl.events(job_name) if event[1] == "InvalidSpec"]
+    assert event[0] == "Warning"
+    assert culprit in event[2]
+    for kind, name in [(PODS, f"{job_name}-driver-1"), (CONFIG_MAPS, f"{job_name}-lockgate-job")]:
+        assert not kubectl.exists(kind, name), f"{name} was created for a refused job"
+
+
+async def test_a_job_in_a_namespace_without_pod_security_restricted_starts_once_it_is_labelled(
+    cluster: tuple[kmock.KubernetesEmulator, str], kubectl: Kubectl, job_name: str
+) -> None:
+    """Without the label, the job's code could create any pod its driver's
+    ServiceAccount may: the operator creates nothing, says why and what to do, and
+    checks again (the label needs no change of the job)."""
+    add_namespace(cluster[0], NAMESPACE, {"pod-security.kubernetes.io/enforce": "baseline"})
+    await kubectl.apply(job_name, SPEC)
+
+    await _degraded(kubectl, job_name)
+    condition = next(c for c in kubectl.status(job_name)["conditions"] if c["type"] == "Degraded")
+    assert condition["reason"] == "NamespaceNotRestricted"
+    await eventually(
+        lambda: "NamespaceNotRestricted" in kubectl.event_reasons(job_name), "a warning event is posted"
+    )
+    ((kind, _, message),) = [e for e in kubectl.events(job_name) if e[1] == "NamespaceNotRestricted"]
+    assert kind == "Warning"
+    assert f'namespace {NAMESPACE} does not enforce Pod Security "restricted"' in message
+    assert f"kubectl label namespace {NAMESPACE} pod-security.kubernetes.io/enforce=restricted" in message
+    assert "--allow-unrestricted-namespaces" in message
+    for kind, name in [(PODS, f"{job_name}-driver-1"), (CONFIG_MAPS, f"{job_name}-lockgate-job")]:
+        assert not kubectl.exists(kind, name), f"{name} was created in an unrestricted namespace"
+
+    add_namespace(cluster[0], NAMESPACE, RESTRICTED)
+    await _launched(kubectl, job_name, 1)
+    condition = next(c for c in kubectl.status(job_name)["conditions"] if c["type"] == "Degraded")
+    assert condition["status"] == "False"
+    assert kubectl.event_reasons(job_name).count("NamespaceNotRestricted") == 1, "said once, not each check"
+
+
+async def test_the_unrestricted_namespaces_switch_runs_a_job_in_any_namespace(
+    cluster: tuple[kmock.KubernetesEmulator, str], kubectl: Kubectl, job_name: str, operator: Operator
+) -> None:
+    await operator.stop()
+    operator.policy = JobPolicy(allow_unrestricted_namespaces=True)
+    await operator.start()
+    add_namespace(cluster[0], NAMESPACE, {})
+    await kubectl.apply(job_name, SPEC)
+    await _launched(kubectl, job_name, 1)
 
 
 async def test_a_job_runs_as_a_service_account_only_once_the_namespace_marked_it(

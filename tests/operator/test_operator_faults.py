@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from lockgate.operator import reconcile
 from lockgate.operator.conditions import iso_time
 from lockgate.operator.errors import RefusedError
+from lockgate.operator.job_policy import JobPolicy
 from lockgate.operator.metrics import OperatorMetrics
 from lockgate.operator.savepoint_history import SavepointEntry
 from lockgate.operator.savepoints import MAX_ENTRIES
@@ -389,3 +391,107 @@ async def test_a_history_past_the_crds_limit_drops_its_oldest_saying_so(
     assert [entry["request"] for entry in kept] == [f"periodic-{i}" for i in range(MAX_ENTRIES)]
     (message,) = [m for _, reason, m in under_test.events.events if reason == "SavepointHistoryFull"]
     assert message.endswith("periodic, periodic, periodic, periodic, periodic")
+
+
+async def _lose_driver(under_test: JobUnderTest, spec: dict[str, Any]) -> None:
+    """Driver 1 fails, and the restart strategy's delay has passed."""
+    await under_test.kube.set_pod_phase(f"{under_test.name}-driver-1", "Failed")
+    await reconcile.observe(await under_test.job(spec))
+    await under_test.kube.patch_status(NAMESPACE, under_test.name, {"restartAt": time.time() - 1})
+
+
+def _unmark_uploader(under_test: JobUnderTest) -> None:
+    under_test.kube.service_accounts[NAMESPACE, "uploader"] = {}
+
+
+def _unlabel_namespace(under_test: JobUnderTest) -> None:
+    under_test.kube.namespaces[NAMESPACE] = {}
+
+
+def _drop_privileged_switch(under_test: JobUnderTest) -> None:
+    """The operator restarted without --allow-privileged-pods."""
+    under_test.context = dataclasses.replace(under_test.context, policy=JobPolicy())
+
+
+@pytest.mark.parametrize(
+    ("spec", "since", "reason", "why"),
+    [
+        (
+            {**SPEC, "serviceAccountName": "uploader"},
+            _unmark_uploader,
+            "InvalidSpec",
+            "spec.serviceAccountName 'uploader' is not marked for StreamingJobs",
+        ),
+        (
+            SPEC,
+            _unlabel_namespace,
+            "NamespaceNotRestricted",
+            f'namespace {NAMESPACE} does not enforce Pod Security "restricted"',
+        ),
+        (
+            {**SPEC, "volumes": [{"name": "host", "hostPath": {"path": "/"}}]},
+            _drop_privileged_switch,
+            "InvalidSpec",
+            "spec.volumes[0] (host) is of kind hostPath",
+        ),
+    ],
+)
+async def test_a_lost_driver_is_not_relaunched_with_a_spec_that_no_longer_passes(
+    under_test: JobUnderTest,
+    spec: dict[str, Any],
+    since: Callable[[JobUnderTest], None],
+    reason: str,
+    why: str,
+) -> None:
+    """Failed before: the lost driver's accepted spec was relaunched as it was,
+    whatever had changed since its acceptance: the account's mark, the namespace's
+    label, the operator's switches."""
+    under_test.kube.service_accounts[NAMESPACE, "uploader"] = {"lockgate.dev/streaming-jobs": "allowed"}
+    if since is _drop_privileged_switch:  # accepted under it
+        policy = JobPolicy(allow_privileged_pods=True)
+        under_test.context = dataclasses.replace(under_test.context, policy=policy)
+    await under_test.running(spec)
+    since(under_test)
+    await _lose_driver(under_test, spec)
+    for _ in range(2):  # every observation checks again, and says it once
+        await reconcile.observe(await under_test.job(spec))
+    assert under_test.pod(2) is None, "relaunched with a spec that no longer passes"
+    status = under_test.status()
+    assert status["phase"] == "Restarting"
+    degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", reason)
+    assert degraded["message"].startswith(
+        "driver not relaunched: the spec it ran (generation 1) is refused now: "
+    )
+    assert why in degraded["message"]
+    warnings = [(kind, message) for kind, r, message in under_test.events.events if r == reason]
+    assert warnings == [("Warning", degraded["message"])]
+
+
+async def test_a_relaunch_refused_goes_ahead_once_the_spec_passes_again(under_test: JobUnderTest) -> None:
+    await under_test.running(SPEC)
+    _unlabel_namespace(under_test)
+    await _lose_driver(under_test, SPEC)
+    await reconcile.observe(await under_test.job(SPEC))
+    assert under_test.pod(2) is None
+
+    under_test.kube.namespaces[NAMESPACE] = {"pod-security.kubernetes.io/enforce": "restricted"}
+    await reconcile.observe(await under_test.job(SPEC))
+    assert under_test.pod(2) is not None, "relaunched once the namespace is labelled"
+    degraded = next(c for c in under_test.status()["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("False", "SpecValid")
+    assert "message" not in under_test.status() or "not relaunched" not in under_test.status()["message"]
+
+
+async def test_the_unrestricted_namespaces_switch_runs_a_job_in_an_unlabelled_namespace(
+    under_test: JobUnderTest,
+) -> None:
+    _unlabel_namespace(under_test)
+    with pytest.raises(RefusedError) as refusal:
+        await reconcile.on_create(await under_test.job(SPEC))
+    assert refusal.value.recheck_s == under_test.context.namespace_recheck_s, "checked again later"
+    assert under_test.pod(1) is None
+    policy = JobPolicy(allow_unrestricted_namespaces=True)
+    under_test.context = dataclasses.replace(under_test.context, policy=policy)
+    await reconcile.on_create(await under_test.job(SPEC))
+    assert under_test.pod(1) is not None

@@ -1,0 +1,226 @@
+"""Takeover of a job's leadership does not rest on the coordinator's lease, which
+any etcd user can keep alive: what etcd's auth isolates between two jobs' users and
+what it does not, and a successor that takes over from a dead, paused or live holder.
+Real etcd with auth enabled, each job with its own user as the operator makes them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from urllib.parse import urlparse
+
+import aetcd
+import aetcd.exceptions
+import pytest
+import pytest_asyncio
+from aetcd import rpc
+from lockgate.runtime.clock import ManualClock
+from lockgate.runtime.coordination.errors import CoordinatorConflictError
+from lockgate.runtime.coordination.etcd import Etcd, EtcdAccessError, EtcdConfig
+from lockgate.runtime.coordination.job_identity import JobIdentity, grant
+from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.kv_store import Put
+from lockgate.runtime.coordination.leadership import Leadership
+from lockgate.runtime.coordination.records import CoordinatorRecord, decode
+from lockgate.runtime.engine.control import CheckpointControl
+
+from tests.etcd_auth import as_user
+from tests.polling import eventually, eventually_true
+
+TEAM_A, TEAM_B = JobKeys("team-a", "orders"), JobKeys("team-b", "orders")
+TTL_S = 2
+
+
+async def _user(root: EtcdConfig, keys: JobKeys) -> EtcdConfig:
+    """The job's own etcd user, as the operator grants it."""
+    password = f"password-of-{keys.namespace}"
+    async with Etcd(root) as etcd:
+        await grant(etcd, JobIdentity(keys), password)
+    return as_user(root, JobIdentity(keys).name, password)
+
+
+@pytest_asyncio.fixture
+async def team_a(root_config: EtcdConfig) -> EtcdConfig:
+    return await _user(root_config, TEAM_A)
+
+
+@pytest_asyncio.fixture
+async def team_b(root_config: EtcdConfig) -> AsyncIterator[Etcd]:
+    async with Etcd(await _user(root_config, TEAM_B)) as etcd:
+        yield etcd
+
+
+@contextlib.asynccontextmanager
+async def _raw_client(config: EtcdConfig) -> AsyncIterator[aetcd.Client]:
+    """An etcd client as another tenant would write it: the lease API as etcd has it."""
+    endpoint = urlparse(config.endpoints[0])
+    assert endpoint.hostname is not None and endpoint.port is not None
+    async with aetcd.Client(
+        endpoint.hostname, endpoint.port, username=config.username, password=config.password
+    ) as client:
+        yield client
+
+
+async def _leases(client: aetcd.Client) -> list[int]:
+    reply = await client.leasestub.LeaseLeases(rpc.LeaseLeasesRequest(), metadata=client.metadata)
+    return [lease.ID for lease in reply.leases]
+
+
+@contextlib.asynccontextmanager
+async def _keeping_every_lease_alive(config: EtcdConfig) -> AsyncIterator[None]:
+    """Another tenant that keeps every lease in etcd alive, as its own user."""
+
+    async def attack(client: aetcd.Client) -> None:
+        while True:
+            for lease in await _leases(client):
+                with contextlib.suppress(aetcd.exceptions.ClientError):
+                    await client.refresh_lease(lease)
+            await asyncio.sleep(TTL_S / 5)  # the attacker's own pace, well inside the TTL
+
+    async with _raw_client(config) as client:
+        attacker = asyncio.create_task(attack(client))
+        try:
+            yield
+        finally:
+            attacker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await attacker
+
+
+async def _record(etcd: Etcd, keys: JobKeys) -> CoordinatorRecord | None:
+    data = await etcd.get(keys.coordinator)
+    return None if data is None else decode(CoordinatorRecord, data)
+
+
+async def test_etcd_auth_isolates_keys_but_not_leases(team_a: EtcdConfig, team_b: Etcd) -> None:
+    """What the docs' security model says of etcd's auth, on this etcd."""
+    lease = await team_b.grant_lease(60)
+    await team_b.put(TEAM_B.coordinator, b"team-b's record", lease=lease)
+    async with Etcd(team_a) as etcd_a, _raw_client(team_a) as client_a:
+        with pytest.raises(EtcdAccessError, match="may not get key"):
+            await etcd_a.get(TEAM_B.coordinator)
+        # Leases are not: team-a lists team-b's, keeps it alive, and (before etcd
+        # 3.4.26 / 3.5.9, which check read permission on the keys) reads its keys' names.
+        assert lease in await _leases(client_a)
+        assert await etcd_a.refresh_lease(lease) == 60
+        status = await client_a.status()
+        version = tuple(int(part) for part in status.version.split(".")[:3])
+        if version < (3, 4, 26) or (3, 5, 0) <= version < (3, 5, 9):
+            info = await client_a.get_lease_info(lease, keys=True)
+            assert list(info.keys) == [TEAM_B.coordinator]
+        # Revoking a lease takes write permission on every key it holds; a key goes
+        # on a lease only if the writer may write the lease's keys too.
+        with pytest.raises(EtcdAccessError, match="may not revoke_lease"):
+            await etcd_a.revoke_lease(lease)
+        with pytest.raises(EtcdAccessError, match="may not put"):
+            await etcd_a.put(TEAM_A.coordinator, b"team-a's record", lease=lease)
+        # A lease that holds no key yet, anyone may revoke.
+        empty = await team_b.grant_lease(60)
+        await etcd_a.revoke_lease(empty)
+        assert empty not in await _leases(client_a)
+    assert await team_b.get(TEAM_B.coordinator) == b"team-b's record"
+
+
+async def test_a_replacement_takes_over_while_another_tenant_keeps_the_dead_drivers_lease_alive(
+    team_a: EtcdConfig, team_b: Etcd
+) -> None:
+    dead = Leadership(team_b, TEAM_B, TTL_S)
+    await dead.acquire()
+    dead.abandon()  # killed: it beats no more
+    async with _keeping_every_lease_alive(team_a):
+        replacement = Leadership(team_b, TEAM_B, TTL_S)
+        started = time.monotonic()
+        await replacement.acquire(wait_s=5 * TTL_S)
+        took_s = time.monotonic() - started
+        assert await team_b.get(TEAM_B.coordinator) is not None
+    try:
+        assert took_s < 2 * TTL_S, f"the replacement took over after {took_s:.1f} s, not within a TTL"
+        record = await _record(team_b, TEAM_B)
+        assert record is not None and (record.coordinator_id, record.launch) == (replacement.record.coordinator_id, 2)
+    finally:
+        await replacement.release()
+
+
+async def _beaten(etcd: Etcd, keys: JobKeys, beat: int) -> None:
+    async def landed() -> bool:
+        return await etcd.get(keys.coordinator_heartbeat) == str(beat).encode()
+
+    await eventually_true(landed, f"heartbeat {beat} reached etcd")
+
+
+async def test_a_live_holder_is_never_displaced_and_a_silent_one_is_replaced_after_a_ttl(
+    team_a: EtcdConfig, team_b: Etcd, root_config: EtcdConfig
+) -> None:
+    clock = ManualClock()
+    ttl_ms = 10 * 1000  # the lease's real TTL too: long enough that etcd never expires it here
+    holder = Leadership(team_b, TEAM_B, ttl_ms // 1000, clock=clock)
+    await holder.acquire()
+    task = CheckpointControl(as_user(root_config, JobIdentity(TEAM_B).name, "password-of-team-b"), TEAM_B, 0, 1)
+    task.start()
+    successor = Leadership(team_b, TEAM_B, ttl_ms // 1000, clock=clock)
+    taking = asyncio.create_task(successor.acquire(wait_s=3600))
+    try:
+        async with _keeping_every_lease_alive(team_a):
+            # The holder's keep-alive and the successor's wait both sleep on the clock.
+            await eventually(lambda: clock.sleepers == 2, "the holder beats and the successor waits")
+            for beat in range(1, 31):  # ten TTLs
+                clock.advance(ttl_ms // 3 + 1)
+                await _beaten(team_b, TEAM_B, beat)
+            assert not taking.done(), "a holder that beats was displaced"
+            assert not holder.lost.is_set()
+            assert task.deposed is None, "a heartbeat deposed the launch's tasks"
+
+            holder.abandon()  # stops beating, its lease kept alive by team-a
+            await eventually(lambda: clock.sleepers == 1, "only the successor waits")
+            clock.advance(ttl_ms)
+            await asyncio.wait_for(taking, 10)
+        record = await _record(team_b, TEAM_B)
+        assert record is not None and record.launch == 2 == successor.launch
+        await eventually(lambda: task.deposed is not None, "the launch's tasks are deposed")
+        assert task.deposed == "launch 2 has replaced launch 1"
+    finally:
+        task.close()
+        taking.cancel()
+        await successor.release()
+        await holder.release()
+
+
+async def test_a_paused_holder_that_resumes_is_fenced_and_writes_nothing(
+    team_a: EtcdConfig, team_b: Etcd
+) -> None:
+    holder_clock, successor_clock = ManualClock(), ManualClock()
+    holder = Leadership(team_b, TEAM_B, 10, clock=holder_clock)
+    await holder.acquire()
+    successor = Leadership(team_b, TEAM_B, 10, clock=successor_clock)
+    async with _keeping_every_lease_alive(team_a):
+        # The holder is paused: its clock (and so its keep-alive) stands still.
+        taking = asyncio.create_task(successor.acquire(wait_s=3600))
+        await eventually(lambda: successor_clock.sleepers == 1, "the successor waits")
+        successor_clock.advance(10_000)
+        await asyncio.wait_for(taking, 10)
+    try:
+        holder_clock.advance(10_000 // 3 + 1)  # it resumes, and beats
+        await asyncio.wait_for(holder.lost.wait(), 10)
+        assert not await team_b.transaction([holder.guard], [Put(TEAM_B.latest, b"7")])
+        assert await team_b.get(TEAM_B.latest) is None
+        assert await team_b.get(TEAM_B.coordinator_heartbeat) == b"0", "the paused holder's beat landed"
+        record = await _record(team_b, TEAM_B)
+        assert record is not None and record.coordinator_id == successor.record.coordinator_id
+        await holder.release()  # deletes nothing of its successor's
+        assert await _record(team_b, TEAM_B) == record
+    finally:
+        await successor.release()
+
+
+async def test_a_successor_without_a_wait_is_refused_and_a_release_deletes_the_record(team_b: Etcd) -> None:
+    holder = Leadership(team_b, TEAM_B, TTL_S, clock=ManualClock())
+    await holder.acquire()
+    try:
+        with pytest.raises(CoordinatorConflictError, match=r"within 2 s of its last heartbeat"):
+            await Leadership(team_b, TEAM_B, TTL_S, clock=ManualClock()).acquire(wait_s=0)
+    finally:
+        await holder.release()
+    assert await team_b.get(TEAM_B.coordinator) is None
+    assert await team_b.get(TEAM_B.coordinator_heartbeat) is None

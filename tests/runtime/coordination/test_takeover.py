@@ -1,7 +1,8 @@
-"""Takeover of a job's leadership does not rest on the coordinator's lease, which
-any etcd user can keep alive: what etcd's auth isolates between two jobs' users and
-what it does not, and a successor that takes over from a dead, paused or live holder.
-Real etcd with auth enabled, each job with its own user as the operator makes them."""
+"""Nothing that decides whether a driver is gone rests on a lease, which any etcd
+user can keep alive: what etcd's auth isolates between two jobs' users and what it
+does not; a successor that takes over from a dead, paused or live holder; the
+operator's reading of a hung driver's status. Real etcd with auth enabled, each
+job with its own user as the operator makes them."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from lockgate.runtime.clock import ManualClock
 from lockgate.runtime.coordination.errors import CoordinatorConflictError
 from lockgate.runtime.coordination.etcd import Etcd, EtcdAccessError, EtcdConfig
 from lockgate.runtime.coordination.job_identity import JobIdentity, grant
+from lockgate.runtime.coordination.job_status import StatusHeartbeat, StatusReader, read_status
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.kv_store import Put
 from lockgate.runtime.coordination.leadership import Leadership
@@ -56,7 +58,8 @@ async def team_b(root_config: EtcdConfig) -> AsyncIterator[Etcd]:
 async def _raw_client(config: EtcdConfig) -> AsyncIterator[aetcd.Client]:
     """An etcd client as another tenant would write it: the lease API as etcd has it."""
     endpoint = urlparse(config.endpoints[0])
-    assert endpoint.hostname is not None and endpoint.port is not None
+    assert endpoint.hostname is not None
+    assert endpoint.port is not None
     async with aetcd.Client(
         endpoint.hostname, endpoint.port, username=config.username, password=config.password
     ) as client:
@@ -138,7 +141,11 @@ async def test_a_replacement_takes_over_while_another_tenant_keeps_the_dead_driv
     try:
         assert took_s < 2 * TTL_S, f"the replacement took over after {took_s:.1f} s, not within a TTL"
         record = await _record(team_b, TEAM_B)
-        assert record is not None and (record.coordinator_id, record.launch) == (replacement.record.coordinator_id, 2)
+        assert record is not None
+        assert (record.coordinator_id, record.launch) == (
+            replacement.record.coordinator_id,
+            2,
+        )
     finally:
         await replacement.release()
 
@@ -157,7 +164,9 @@ async def test_a_live_holder_is_never_displaced_and_a_silent_one_is_replaced_aft
     ttl_ms = 10 * 1000  # the lease's real TTL too: long enough that etcd never expires it here
     holder = Leadership(team_b, TEAM_B, ttl_ms // 1000, clock=clock)
     await holder.acquire()
-    task = CheckpointControl(as_user(root_config, JobIdentity(TEAM_B).name, "password-of-team-b"), TEAM_B, 0, 1)
+    task = CheckpointControl(
+        as_user(root_config, JobIdentity(TEAM_B).name, "password-of-team-b"), TEAM_B, 0, 1
+    )
     task.start()
     successor = Leadership(team_b, TEAM_B, ttl_ms // 1000, clock=clock)
     taking = asyncio.create_task(successor.acquire(wait_s=3600))
@@ -177,7 +186,8 @@ async def test_a_live_holder_is_never_displaced_and_a_silent_one_is_replaced_aft
             clock.advance(ttl_ms)
             await asyncio.wait_for(taking, 10)
         record = await _record(team_b, TEAM_B)
-        assert record is not None and record.launch == 2 == successor.launch
+        assert record is not None
+        assert record.launch == 2 == successor.launch
         await eventually(lambda: task.deposed is not None, "the launch's tasks are deposed")
         assert task.deposed == "launch 2 has replaced launch 1"
     finally:
@@ -207,7 +217,8 @@ async def test_a_paused_holder_that_resumes_is_fenced_and_writes_nothing(
         assert await team_b.get(TEAM_B.latest) is None
         assert await team_b.get(TEAM_B.coordinator_heartbeat) == b"0", "the paused holder's beat landed"
         record = await _record(team_b, TEAM_B)
-        assert record is not None and record.coordinator_id == successor.record.coordinator_id
+        assert record is not None
+        assert record.coordinator_id == successor.record.coordinator_id
         await holder.release()  # deletes nothing of its successor's
         assert await _record(team_b, TEAM_B) == record
     finally:
@@ -224,3 +235,29 @@ async def test_a_successor_without_a_wait_is_refused_and_a_release_deletes_the_r
         await holder.release()
     assert await team_b.get(TEAM_B.coordinator) is None
     assert await team_b.get(TEAM_B.coordinator_heartbeat) is None
+
+
+async def test_a_hung_drivers_running_status_reads_as_lost_while_another_tenant_keeps_its_lease(
+    team_a: EtcdConfig, team_b: Etcd
+) -> None:
+    heartbeat = StatusHeartbeat(team_b, TEAM_B, parallelism=2, restarts=lambda: 0, ttl_s=TTL_S)
+    await heartbeat.start()
+    heartbeat.abandon()  # the driver hangs: it beats no more
+    clock = ManualClock()
+    operator = StatusReader(team_b, ttl_s=TTL_S, clock=clock)
+    async with _keeping_every_lease_alive(team_a):
+        first = await operator.read(TEAM_B)
+        assert first is not None
+        assert first.state == "running"
+        clock.advance(TTL_S * 1000 - 1)
+        assert await operator.read(TEAM_B) == first
+        clock.advance(1)
+        assert await operator.read(TEAM_B) is None, (
+            "a beat that stood still for the TTL still reads as running"
+        )
+        assert await read_status(team_b, TEAM_B) == first, "the lease was kept alive all along"
+        # An outcome is kept, never read as a beat that stood still.
+        await heartbeat.finish("finished")
+        finished = await operator.read(TEAM_B)
+        assert finished is not None
+        assert finished.state == "finished"

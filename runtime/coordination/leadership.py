@@ -13,7 +13,9 @@ heartbeat stand still for a TTL by its own clock (no two hosts' clocks are
 compared) replaces the record in a transaction guarded on exactly the record and
 heartbeat it saw, so a holder that beat in between keeps the job. The record
 also sits on a lease: when nobody interferes, a dead holder's keys go with it
-and a successor starts without waiting out the TTL.
+and a successor starts without waiting out the TTL. A record with no heartbeat
+beside it (written by a Lockgate from before heartbeats) is waited out on its
+lease alone: it cannot show that its holder is alive.
 """
 
 from __future__ import annotations
@@ -181,7 +183,7 @@ class Leadership:
     async def _wait_for_silence(self, holder: _Holder, revision: int, deadline: float) -> _Holder | None:
         """`holder` (as read at `revision`) once its heartbeat has stood still for a TTL
         on this process's clock, with the beat it stands at; None as soon as its record
-        changes or goes, or at `deadline`."""
+        changes or goes, or at `deadline` (never earlier for a record without a heartbeat)."""
         changes: list[tuple[bytes, bytes | None]] = []
         changed = asyncio.Event()
 
@@ -202,11 +204,12 @@ class Leadership:
                 changes.clear()
                 changed.clear()
                 now = self._now_s()
-                if now - since >= self.ttl_s:
+                if beat is not None and now - since >= self.ttl_s:
                     return replace(holder, beat=beat)
                 if now >= deadline:
                     return None
-                await self._until(changed, min(since + self.ttl_s, deadline) - now, watcher)
+                wake = deadline if beat is None else min(since + self.ttl_s, deadline)
+                await self._until(changed, wake - now, watcher)
         finally:
             watcher.cancel()
 

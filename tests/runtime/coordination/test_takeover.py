@@ -25,7 +25,7 @@ from lockgate.runtime.coordination.job_status import StatusHeartbeat, StatusRead
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.kv_store import Put
 from lockgate.runtime.coordination.leadership import Leadership
-from lockgate.runtime.coordination.records import CoordinatorRecord, decode
+from lockgate.runtime.coordination.records import CoordinatorRecord, decode, encode
 from lockgate.runtime.engine.control import CheckpointControl
 
 from tests.etcd_auth import as_user
@@ -261,3 +261,25 @@ async def test_a_hung_drivers_running_status_reads_as_lost_while_another_tenant_
         finished = await operator.read(TEAM_B)
         assert finished is not None
         assert finished.state == "finished"
+
+
+async def test_a_record_without_a_heartbeat_is_waited_out_on_its_lease_alone(team_b: Etcd) -> None:
+    """A driver of a Lockgate from before heartbeats holds the job by its lease alone:
+    its record cannot show that it is alive, so no silence replaces it."""
+    lease = await team_b.grant_lease(60)
+    earlier = CoordinatorRecord("an-earlier-lockgate", "host", 1, 0, launch=1)
+    await team_b.put(TEAM_B.coordinator, encode(earlier), lease=lease)
+    await team_b.put(TEAM_B.launch, b"1")
+    clock = ManualClock()
+    successor = Leadership(team_b, TEAM_B, TTL_S, clock=clock)
+    taking = asyncio.create_task(successor.acquire(wait_s=10 * TTL_S))
+    await eventually(lambda: clock.sleepers == 1, "the successor waits")
+    clock.advance(10 * TTL_S * 1000)
+    with pytest.raises(CoordinatorConflictError, match="an-earlier-lockgate"):
+        await asyncio.wait_for(taking, 10)
+    await team_b.revoke_lease(lease)  # that driver stops: its lease ends
+    await successor.acquire()
+    try:
+        assert successor.launch == 2
+    finally:
+        await successor.release()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import sys
 import time
 from collections.abc import AsyncIterator
 from urllib.parse import urlparse
@@ -126,26 +128,67 @@ async def test_etcd_auth_isolates_keys_but_not_leases(team_a: EtcdConfig, team_b
     assert await team_b.get(TEAM_B.coordinator) == b"team-b's record"
 
 
-async def test_a_replacement_takes_over_while_another_tenant_keeps_the_dead_drivers_lease_alive(
+# A driver's coordinator, in a process of its own, to be killed holding the job.
+_DRIVER = """
+import asyncio, os, sys
+from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
+from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.leadership import Leadership
+
+async def main():
+    config = EtcdConfig((sys.argv[1],), username=sys.argv[2], password=os.environ["PASSWORD"])
+    async with Etcd(config) as etcd:
+        leadership = Leadership(etcd, JobKeys(sys.argv[3], sys.argv[4]), int(sys.argv[5]))
+        await leadership.acquire()
+        print(leadership.record.coordinator_id, flush=True)
+        await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+async def _killed_driver(config: EtcdConfig, keys: JobKeys) -> str:
+    """Starts a coordinator in a process of its own and kills it (SIGKILL) once it
+    holds the job: its record and lease are left behind. Its coordinator id."""
+    assert config.username is not None
+    assert config.password is not None
+    driver = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _DRIVER,
+        config.endpoints[0],
+        config.username,
+        keys.namespace,
+        keys.job,
+        str(TTL_S),
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "PASSWORD": config.password},
+    )
+    try:
+        assert driver.stdout is not None
+        coordinator_id = (await asyncio.wait_for(driver.stdout.readline(), 30)).decode().strip()
+    finally:
+        driver.kill()
+        await driver.wait()
+    assert coordinator_id, "the driver never held the job"
+    return coordinator_id
+
+
+async def test_a_replacement_takes_over_while_another_tenant_keeps_the_killed_drivers_lease_alive(
     team_a: EtcdConfig, team_b: Etcd
 ) -> None:
-    dead = Leadership(team_b, TEAM_B, TTL_S)
-    await dead.acquire()
-    dead.abandon()  # killed: it beats no more
+    killed = await _killed_driver(team_b.config, TEAM_B)
     async with _keeping_every_lease_alive(team_a):
         replacement = Leadership(team_b, TEAM_B, TTL_S)
         started = time.monotonic()
         await replacement.acquire(wait_s=5 * TTL_S)
         took_s = time.monotonic() - started
-        assert await team_b.get(TEAM_B.coordinator) is not None
     try:
         assert took_s < 2 * TTL_S, f"the replacement took over after {took_s:.1f} s, not within a TTL"
         record = await _record(team_b, TEAM_B)
         assert record is not None
-        assert (record.coordinator_id, record.launch) == (
-            replacement.record.coordinator_id,
-            2,
-        )
+        assert record.coordinator_id == replacement.record.coordinator_id != killed
+        assert record.launch == 2
     finally:
         await replacement.release()
 

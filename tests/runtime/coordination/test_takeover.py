@@ -326,3 +326,34 @@ async def test_a_record_without_a_heartbeat_is_waited_out_on_its_lease_alone(tea
         assert successor.launch == 2
     finally:
         await successor.release()
+
+
+class FirstLeaseRevokedByAnotherTenant(Etcd):
+    """Real etcd, as team-b; team-a revokes the first lease granted before it holds
+    a key, as any etcd user may (one that holds keys needs write permission on them)."""
+
+    attacker: Etcd
+    revoked: int | None = None
+
+    async def grant_lease(self, ttl_s: int) -> int:
+        lease = await super().grant_lease(ttl_s)
+        if self.revoked is None:
+            self.revoked = lease
+            await self.attacker.revoke_lease(lease)
+        return lease
+
+
+async def test_a_coordinator_whose_new_lease_another_tenant_revoked_takes_the_job_on_another(
+    team_a: EtcdConfig, team_b: Etcd
+) -> None:
+    async with Etcd(team_a) as attacker, FirstLeaseRevokedByAnotherTenant(team_b.config) as etcd:
+        etcd.attacker = attacker
+        leadership = Leadership(etcd, TEAM_B, TTL_S)
+        await leadership.acquire()
+        try:
+            assert etcd.revoked is not None
+            assert leadership.lease_id != etcd.revoked
+            assert leadership.launch == 1
+            assert await etcd.get(TEAM_B.coordinator) is not None
+        finally:
+            await leadership.release()

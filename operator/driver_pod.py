@@ -34,9 +34,10 @@ DRIVER_PORT, BLOCK_MANAGER_PORT, UI_PORT = 7078, 7079, 4040
 # Prometheus ports, both named METRICS_PORT_NAME: the driver's and each executor's one task's.
 DRIVER_METRICS_PORT, TASK_METRICS_PORT, METRICS_PORT_NAME = 9249, 9250, "metrics"
 API_SERVER = "k8s://https://kubernetes.default.svc"
-# A driver replacing a killed one waits for the dead one's coordinator lease to
-# expire (at most LEASE_TTL_S after its last refresh) instead of failing on it;
-# the margin covers etcd's expiry sweep on a busy node.
+# A driver replacing a killed one waits for the dead one's coordinator record to go
+# (its lease expired, or its heartbeat stood still for LEASE_TTL_S while another etcd
+# user keeps the lease alive) instead of failing on it; the margin covers etcd's
+# expiry sweep on a busy node.
 TAKEOVER_WAIT_S = 2 * LEASE_TTL_S
 # spark-submit options the operator derives from the spec; a sparkConf entry may not override them.
 OWNED_CONF_PREFIXES = (

@@ -3,9 +3,10 @@ contract (`lockgate.runtime.coordination`), nothing of its internals."""
 
 from __future__ import annotations
 
+from lockgate.runtime.clock import Clock
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.job_identity import JobIdentity, grant, revoke
-from lockgate.runtime.coordination.job_status import read_status
+from lockgate.runtime.coordination.job_status import StatusReader
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import CompletedCheckpoint, JobStatus, SavepointResult, decode
 from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
@@ -15,14 +16,17 @@ class JobEtcd:
     """One etcd connection for the operator's lifetime (observations run every few
     seconds per job: a connection each would be a gRPC handshake each)."""
 
-    def __init__(self, config: EtcdConfig) -> None:
+    def __init__(self, config: EtcdConfig, clock: Clock | None = None) -> None:
         self._etcd = Etcd(config)  # connects on first use, fails over between endpoints
+        self._status = StatusReader(self._etcd, clock=clock)
 
     async def close(self) -> None:
         await self._etcd.close()
 
     async def status(self, keys: JobKeys) -> JobStatus | None:
-        return await read_status(self._etcd, keys)
+        """The job's status; None also for a `running` one whose beat stood still for
+        its TTL, even while another etcd user keeps its lease alive."""
+        return await self._status.read(keys)
 
     async def latest_checkpoint(self, keys: JobKeys) -> CompletedCheckpoint | None:
         latest = await self._etcd.get(keys.latest)

@@ -88,7 +88,7 @@ def run_command(arguments: argparse.Namespace) -> int:
     sys.path.insert(0, os.getcwd())
     if not arguments.etcd and arguments.takeover_wait is None:
         # The embedded etcd is this directory's alone (the run lock): a coordinator it
-        # still records is a killed run's, whose lease lapses within its TTL.
+        # still records is a killed run's, which a successor replaces within its TTL.
         arguments.takeover_wait = LEASE_TTL_S + 2.0
     settings = settings_from(arguments, WORK_DIR, fresh_by_default=True)
     _check_slots(arguments.master, settings.parallelism)

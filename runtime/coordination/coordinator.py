@@ -240,7 +240,7 @@ class CheckpointCoordinator:
         deadline; trigger one if the interval, pause and concurrency allow. `run()`
         ticks whenever something happens or a deadline comes."""
         if self.leadership.lost.is_set():
-            raise CoordinatorFencedError("the coordinator lease expired")
+            raise CoordinatorFencedError("this coordinator was replaced, or no heartbeat reached etcd")
         if self._failure is not None:
             raise JobFailedError(self._failure)
         self._raise_if_crashed()

@@ -6,11 +6,11 @@ from lockgate.runtime.coordination.keys import JobKeys
 
 
 class CoordinatorConflictError(RuntimeError):
-    """Another live coordinator holds the job: stop it, or wait for its lease."""
+    """Another live coordinator holds the job: stop it, or wait for it to stop beating."""
 
 
 class CoordinatorFencedError(RuntimeError):
-    """This coordinator lost its lease or was replaced: it must stop at once."""
+    """This coordinator was replaced or lost etcd for a TTL: it must stop at once."""
 
 
 class JobFailedError(RuntimeError):

@@ -3,8 +3,11 @@ outcome when it ends.
 
 The heartbeat is bound to a lease, so a driver that dies without a word leaves
 no `running` status behind once its lease expires — an operator tells a live
-job from a lost one without asking Kubernetes. The outcome is written without
-a lease: it must outlive the driver, for whoever restarts or upgrades the job.
+job from a lost one without asking Kubernetes. Any etcd user can keep a lease
+alive, though, so an observer that reads again and again (`StatusReader`) also
+takes a `running` status whose beat has stood still for the TTL as lost. The
+outcome is written without a lease: it must outlive the driver, for whoever
+restarts or upgrades the job.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
-from lockgate.runtime.clock import SystemClock
+from lockgate.runtime.clock import Clock, SystemClock
 from lockgate.runtime.coordination.cancellation import cancel_and_wait
 from lockgate.runtime.coordination.etcd import EtcdUnavailableError
 from lockgate.runtime.coordination.keys import JobKeys
@@ -24,6 +27,8 @@ from lockgate.runtime.coordination.records import JobState, JobStatus, decode, e
 
 log = logging.getLogger(__name__)
 now_ms = SystemClock().now_ms
+# A driver beats every third of this; a `running` status older goes with its lease.
+STATUS_TTL_S = 10
 
 
 class StatusHeartbeat:
@@ -37,7 +42,7 @@ class StatusHeartbeat:
         restarts: Callable[[], int],
         *,
         driver: str | None = None,
-        ttl_s: int = 10,
+        ttl_s: int = STATUS_TTL_S,
     ) -> None:
         self._store = store
         self._keys = keys
@@ -118,3 +123,29 @@ async def read_status(store: KeyValueStore, keys: JobKeys) -> JobStatus | None:
     """The job's status; None when no driver ever reported, or a running one was lost."""
     data = await store.get(keys.status)
     return None if data is None else decode(JobStatus, data)
+
+
+class StatusReader:
+    """Reads jobs' status for an observer that reads again and again (the operator).
+    A `running` status whose beat (`at_ms`, here only a value that changes each
+    beat: no two hosts' clocks are compared) has not moved for `ttl_s` on this
+    reader's clock reads as None, as it would once its lease lapsed: another etcd
+    user may be keeping that lease alive."""
+
+    def __init__(self, store: KeyValueStore, ttl_s: int = STATUS_TTL_S, clock: Clock | None = None) -> None:
+        self._store = store
+        self._ttl_ms = ttl_s * 1000
+        self._clock: Clock = clock or SystemClock()
+        self._beats: dict[bytes, tuple[int, int]] = {}  # status key -> (beat, when it was first read)
+
+    async def read(self, keys: JobKeys) -> JobStatus | None:
+        status = await read_status(self._store, keys)
+        if status is None or status.state != "running":
+            self._beats.pop(keys.status, None)
+            return status
+        now = self._clock.monotonic_ms()
+        beat, since = self._beats.get(keys.status, (None, now))
+        if beat != status.at_ms:
+            self._beats[keys.status] = (status.at_ms, now)
+            return status
+        return None if now - since >= self._ttl_ms else status

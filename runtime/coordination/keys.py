@@ -1,6 +1,9 @@
 """The etcd keys of a job: the contract between operator, driver, tasks and tools.
 
-/lockgate/<namespace>/<job>/coordinator                 lease-bound record of the live driver
+/lockgate/<namespace>/<job>/coordinator                 record of the driver that coordinates the job
+/lockgate/<namespace>/<job>/coordinator-heartbeat       a count that driver moves up every TTL / 3, under
+                                                        the guard of its record: a successor takes over
+                                                        once it stands still for a TTL (Leadership)
 /lockgate/<namespace>/<job>/launch                      the newest launch number (the fencing epoch)
 /lockgate/<namespace>/<job>/checkpoints/trigger         current trigger
 /lockgate/<namespace>/<job>/checkpoints/last-id         the last checkpoint id allocated
@@ -59,6 +62,11 @@ class JobKeys:
     @property
     def coordinator(self) -> bytes:
         return self._key("coordinator")
+
+    @property
+    def coordinator_heartbeat(self) -> bytes:
+        """Starts with `coordinator`: one prefix watch sees the record and its beats."""
+        return self._key("coordinator-heartbeat")
 
     @property
     def launch(self) -> bytes:

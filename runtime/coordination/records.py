@@ -23,7 +23,7 @@ def decode(cls: type[R], data: bytes) -> R:
 
 @dataclass(frozen=True)
 class CoordinatorRecord:
-    """Who coordinates a job now; bound to that coordinator's lease."""
+    """Who coordinates a job now; it keeps the job while it beats (Leadership)."""
 
     coordinator_id: str
     host: str

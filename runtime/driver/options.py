@@ -130,9 +130,9 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
         "--takeover-wait",
         type=types.seconds,
         metavar="SECONDS",
-        help="when another driver still coordinates the job (a killed one's lease lingers), wait this "
-        "long for it to go instead of failing at once (default 0; with `lockgate run`'s embedded "
-        "etcd, the lease's TTL and a little more)",
+        help="when another driver still coordinates the job (a killed one's record lingers until its "
+        "heartbeat has stood still for the TTL), wait this long for it to go instead of failing at once "
+        "(default 0; with `lockgate run`'s embedded etcd, the TTL and a little more)",
     )
     command.add_argument(
         "--in-flight-target",

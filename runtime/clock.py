@@ -11,6 +11,10 @@ from typing import Protocol
 
 
 class Clock(Protocol):
+    """Where the runtime reads time: `now_ms` for records, timers and TTL, `monotonic_ms`
+    for intervals and deadlines. `SystemClock` in jobs; `ManualClock` in tests, moved by
+    hand."""
+
     def now_ms(self) -> int:
         """Milliseconds since the epoch: what records carry."""
         ...
@@ -44,6 +48,7 @@ class SystemClock:
         return time.monotonic_ns() // 1_000_000
 
     async def sleep(self, seconds: float) -> None:
+        """Wait `seconds` of real time."""
         await asyncio.sleep(seconds)
 
 

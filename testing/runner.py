@@ -51,6 +51,9 @@ CHECKPOINT_INTERVAL_S = 0.02  # short: a bounded run ends at its next checkpoint
 
 @dataclass(frozen=True)
 class JobResult:
+    """What `run_job` returns: each sink's committed records, and the savepoint a stopped
+    run took."""
+
     outputs: Mapping[str, list[Any]]
     """Per sink vertex, the records it committed, in commit order (each subtask's in its order)."""
     savepoint: Savepoint | None

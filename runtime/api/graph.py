@@ -38,6 +38,9 @@ class Vertex:
 
 @dataclass(frozen=True)
 class JobGraph:
+    """A job's dataflow as `build(env)` declared it: its vertices (sources, functions,
+    windows, sinks) and the edges between them."""
+
     name: str
     vertices: tuple[Vertex, ...]  # in the order they were declared (topological)
 

@@ -28,6 +28,10 @@ TimestampAssigner = Callable[[Any], int]
 
 @dataclass(frozen=True)
 class WatermarkStrategy:
+    """How a source's records get event time (`with_timestamp_assigner`) and how its
+    watermarks trail them: made with `for_bounded_out_of_orderness` or
+    `for_monotonous_timestamps`."""
+
     out_of_orderness_ms: int
     timestamp_assigner: TimestampAssigner | None = None
     idleness_ms: int | None = None

@@ -30,6 +30,8 @@ from lockgate.runtime.state.descriptors import AggregateFunction
 
 @dataclass(frozen=True, order=True)
 class TimeWindow:
+    """A window of time, `[start, end)` in milliseconds since the epoch."""
+
     start: int
     end: int  # exclusive
 
@@ -66,6 +68,8 @@ def _start(timestamp: int, size: int, offset: int) -> int:
 
 @dataclass(frozen=True)
 class TumblingEventTimeWindows(WindowAssigner):
+    """Windows of event time, end to end: made with `of(size)`."""
+
     size_ms: int
     offset_ms: int = 0
 
@@ -90,6 +94,8 @@ class TumblingEventTimeWindows(WindowAssigner):
 
 @dataclass(frozen=True)
 class SlidingEventTimeWindows(WindowAssigner):
+    """Windows of event time that overlap: made with `of(size, slide)`."""
+
     size_ms: int
     slide_ms: int
     offset_ms: int = 0
@@ -123,6 +129,8 @@ class SlidingEventTimeWindows(WindowAssigner):
 
 @dataclass(frozen=True)
 class EventTimeSessionWindows(WindowAssigner):
+    """Session windows of event time: made with `with_gap`."""
+
     gap_ms: int
     merging: ClassVar[bool] = True
 

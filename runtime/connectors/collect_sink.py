@@ -38,6 +38,9 @@ class CollectedRecords:
 
 
 class CollectSink(Sink):
+    """Committed records into a list of this process (`CollectSink.committed(name)`),
+    exactly once: for tests."""
+
     _lock: ClassVar[threading.Lock] = threading.Lock()
     _committed: ClassVar[dict[str, list[Any]]] = {}
     # Per name, the transactions committed into it (or counted as committed: those a

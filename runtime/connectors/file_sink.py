@@ -45,6 +45,9 @@ class SinkCommitError(RuntimeError):
 
 
 class FileSink(Sink):
+    """JSON lines into the directory `url` (any fsspec URL), exactly once: files named
+    `<prefix>-…` become visible when the checkpoint holding them completes."""
+
     def __init__(self, url: str, prefix: str = "part") -> None:
         check_prefix(prefix)
         check_url(url)

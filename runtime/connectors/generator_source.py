@@ -19,6 +19,9 @@ from lockgate.runtime.connectors.partitions import assigned
 
 
 class GeneratorSource(Source):
+    """`count` records `record_fn(n)` (default `{"n": n, "key": n % keys}`) over
+    `partitions` partitions, at most `rate` per second; `count=None` generates forever."""
+
     def __init__(
         self,
         count: int | None,

@@ -48,6 +48,9 @@ DEAD_LETTER_PREFIX = "dead-letter"
 
 
 class LogSource(Source):
+    """The JSON-lines files matching `pattern` (default `part-*.jsonl`) in the directory
+    `url`, each a partition read in order and followed as it grows."""
+
     def __init__(
         self,
         url: str,

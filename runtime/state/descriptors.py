@@ -78,6 +78,8 @@ class StateDescriptor:
 
 @dataclass(frozen=True)
 class ValueStateDescriptor(StateDescriptor):
+    """A ValueState: one value per key; `value()` returns `default` while the key has none."""
+
     default: Any = None
 
 
@@ -97,6 +99,9 @@ class MapStateDescriptor(StateDescriptor):
 
 @dataclass(frozen=True)
 class ReducingStateDescriptor(StateDescriptor):
+    """A ReducingState: one value per key, folded with `reduce_fn(a, b)` (associative) as
+    values are added."""
+
     reduce_fn: Callable[[Any, Any], Any]
 
     kind: ClassVar[StateKind] = StateKind.REDUCING
@@ -112,6 +117,8 @@ class ReducingStateDescriptor(StateDescriptor):
 
 @dataclass(frozen=True)
 class AggregatingStateDescriptor(StateDescriptor):
+    """An AggregatingState: one accumulator of `agg_fn` (an AggregateFunction) per key."""
+
     agg_fn: AggregateFunction[Any, Any, Any]
 
     kind: ClassVar[StateKind] = StateKind.AGGREGATING

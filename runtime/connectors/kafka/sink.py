@@ -45,6 +45,8 @@ from lockgate.runtime.connectors.kafka.settings import (
 
 
 class KafkaSink(Sink):
+    """Records to a Kafka topic; exactly once through one Kafka transaction per checkpoint."""
+
     def __init__(
         self,
         bootstrap_servers: str,

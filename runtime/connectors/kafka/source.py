@@ -59,6 +59,9 @@ class KafkaRecord:
 
 
 class KafkaSource(Source):
+    """Records from Kafka topics, their offsets kept in the checkpoint (not in the consumer
+    group)."""
+
     def __init__(
         self,
         bootstrap_servers: str,

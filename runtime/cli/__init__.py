@@ -15,6 +15,7 @@ from lockgate.runtime.coordination.errors import (
     CoordinatorConflictError,
     JobFailedError,
     NoUsableCheckpointError,
+    RestoreBehindCommittedOutputError,
 )
 from lockgate.runtime.coordination.etcd import EtcdConfigError, EtcdUnavailableError
 from lockgate.runtime.coordination.etcd_server import EtcdServerError
@@ -37,6 +38,7 @@ FAILED: tuple[type[Exception], ...] = (
     EarlierRunError,
     JobGaveUpError,
     NoUsableCheckpointError,
+    RestoreBehindCommittedOutputError,
     EtcdServerError,
     SparkStartError,
     JavaError,

@@ -123,6 +123,29 @@ async def test_a_stop_nobody_served_in_time_expires_instead_of_stopping_a_later_
         await coordinator.close()
 
 
+async def test_a_savepoint_dir_no_task_can_write_is_refused_before_anything_is_sent(
+    job: Job, etcd_server: EtcdServer
+) -> None:
+    """Failed before: `--dir memory://loot` (or a relative dir) was sent, the job stopped
+    with a savepoint that no later run could read, as `run --savepoint-dir` refuses."""
+    coordinator = job.coordinator(CheckpointConfig(interval_s=60, timeout_s=30))
+    await coordinator.start()
+    try:
+        run = asyncio.create_task(coordinator.run())
+        for directory, why in (
+            ("memory://loot", "memory:// lives in one process"),
+            ("loot", "a relative path"),
+        ):
+            code, _, err = await lockgate("savepoint", *_etcd(job, etcd_server), "--stop", "--dir", directory)
+            assert code == 2, err
+            assert f"argument --dir: {directory}: {why}" in err
+        assert await job.store.get_prefix(job.keys.savepoint_requests) == [], "nothing was sent"
+        assert not run.done(), "the job runs on"
+    finally:
+        run.cancel()
+        await coordinator.close()
+
+
 async def _absent(job: Job, key: bytes) -> bool:
     return await job.store.get(key) is None
 

@@ -239,9 +239,9 @@ async def _recorded_as(store: CompletedCheckpointStore, url: str) -> Recorded | 
         if _place(summary.path) == place:
             return Recorded(store.keys, summary.checkpoint_id, summary.metadata_sha256)
     for result in await store.savepoint_results():
-        completed = result.status == "completed" and result.checkpoint_id is not None
-        if completed and result.path is not None and _place(result.path) == place:
-            assert result.checkpoint_id is not None
+        if result.status != "completed" or result.path is None or result.checkpoint_id is None:
+            continue
+        if _place(result.path) == place:
             return Recorded(store.keys, result.checkpoint_id, result.metadata_sha256)
     return None
 

@@ -18,6 +18,7 @@ from lockgate.runtime.coordination.errors import NoUsableCheckpointError, Restor
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.records import encode
 from lockgate.runtime.coordination.restore_point import resolve_relaunch_point, resolve_restore_point
+from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
 from lockgate.runtime.snapshot.retention import referenced_shared_files
 from lockgate.runtime.snapshot.storage import SnapshotCorruptError
 
@@ -199,6 +200,30 @@ async def test_a_damaged_explicit_savepoint_is_an_error(job: Job, tmp_path: Path
     Path(savepoint.path.removeprefix("file://"), "_metadata").unlink()
     with pytest.raises(SnapshotCorruptError, match="_metadata: missing"):
         await resolve_restore_point(coordinator.store, savepoint.path)
+
+
+async def test_a_named_savepoint_whose_summary_retention_forgot_is_held_to_its_result(job: Job) -> None:
+    """Retention forgets a savepoint's summary; the request's result keeps its digest."""
+    coordinator = job.coordinator(CheckpointConfig(interval_s=None, timeout_s=30, retained=1))
+    await coordinator.start()
+    runner = asyncio.create_task(coordinator.run())
+    try:
+        taken = []
+        for _ in range(2):
+            request_id = await request_savepoint(job.store, job.keys, expires_in_s=60)
+            taken.append(await await_savepoint(job.store, job.keys, request_id, 20))
+        for _ in range(2):
+            await asyncio.wait_for(coordinator.trigger(), 10)
+    finally:
+        runner.cancel()
+        await coordinator.close()
+    assert [c.kind for c in await coordinator.store.all()] == ["checkpoint"], "both summaries forgotten"
+    first, second = (result.path.removeprefix("file://") for result in taken if result.path is not None)
+    shutil.copy(f"{first}/_metadata", f"{second}/_metadata")
+
+    with pytest.raises(SnapshotCorruptError, match="is not the one etcd recorded"):
+        await resolve_restore_point(coordinator.store, f"file://{second}")
+    assert (await resolve_restore_point(coordinator.store, f"file://{first}")) is not None
 
 
 def _keyed_file(job: Job, checkpoint_id: int, subtask: int) -> Path:

@@ -220,14 +220,18 @@ async def _named_savepoint(store: CompletedCheckpointStore, url: str, trust: Tru
     recorded = await _recorded_as(store, url)
     point = await asyncio.to_thread(verify, url, trust, recorded)
     newest = await _newest_completed(store, 0)
-    if newest is not None and (recorded is None or recorded.checkpoint_id < newest):
-        log.warning(
-            "restoring %s, named by --from-savepoint, although checkpoint %s of this job completed "
-            "%s: the output committed after it is written again (a sink cannot take back committed output)",
-            url,
-            newest,
-            "before" if recorded is None else "after it",
-        )
+    if newest is None or (recorded is not None and recorded.checkpoint_id >= newest):
+        return point
+    if recorded is None:
+        when = f"its output up to checkpoint {newest} is committed"
+    else:
+        when = f"checkpoint {newest} completed after it"
+    log.warning(
+        "restoring %s, named by --from-savepoint, although %s: what the job committed after the "
+        "savepoint's point is written again (a sink cannot take back committed output)",
+        url,
+        when,
+    )
     return point
 
 

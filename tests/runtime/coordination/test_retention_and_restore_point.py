@@ -69,7 +69,9 @@ async def test_retention_deletes_exactly_what_no_retained_checkpoint_needs(job: 
         assert not job.storage.exists(job.storage.checkpoint_dir(job.keys.job, gone))
 
 
-async def test_restore_point_prefers_an_explicit_savepoint_then_the_latest(job: Job) -> None:
+async def test_restore_point_prefers_an_explicit_savepoint_then_the_latest(
+    job: Job, caplog: pytest.LogCaptureFixture
+) -> None:
     coordinator = job.coordinator(CheckpointConfig(interval_s=None, timeout_s=30, retained=3))
     await coordinator.start()
     try:
@@ -84,9 +86,15 @@ async def test_restore_point_prefers_an_explicit_savepoint_then_the_latest(job: 
     point = await resolve_restore_point(coordinator.store)
     assert point is not None
     assert point.metadata.checkpoint_id == latest.checkpoint_id
-    explicit = await resolve_restore_point(coordinator.store, savepoint.path)
+    with caplog.at_level(logging.WARNING):
+        explicit = await resolve_restore_point(coordinator.store, savepoint.path)
     assert explicit is not None
     assert explicit.metadata.kind == "savepoint"
+    # The user's choice, restored as named; what it writes again is said.
+    assert (
+        f"named by --from-savepoint, although checkpoint {latest.checkpoint_id} completed after it"
+        in caplog.text
+    )
     assert first.checkpoint_id == 1
 
 

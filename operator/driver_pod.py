@@ -270,6 +270,8 @@ def driver_arguments(names: JobNames, spec: StreamingJobSpec, launch: Launch, cl
     flags += [] if user is None else ["--etcd-user", user]
     if spec.job.allow_non_restored_state:
         flags += ["--allow-non-restored-state"]
+    if spec.job.accept_duplicate_output:
+        flags += ["--accept-duplicate-output"]
     if launch.restore == "savepoint":
         flags += ["--from-savepoint", str(launch.savepoint)]
         flags += ["--import-unsigned-savepoint"] if launch.import_unsigned else []

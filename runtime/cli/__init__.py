@@ -16,6 +16,7 @@ from lockgate.runtime.coordination.errors import (
     CoordinatorConflictError,
     JobFailedError,
     NoUsableCheckpointError,
+    RestoreBehindCommittedOutputError,
 )
 from lockgate.runtime.coordination.etcd import EtcdConfigError, EtcdUnavailableError
 from lockgate.runtime.coordination.etcd_server import EtcdServerError
@@ -38,6 +39,7 @@ FAILED: tuple[type[Exception], ...] = (
     EarlierRunError,
     JobGaveUpError,
     NoUsableCheckpointError,
+    RestoreBehindCommittedOutputError,
     EtcdServerError,
     SparkStartError,
     JavaError,

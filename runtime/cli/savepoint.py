@@ -9,13 +9,18 @@ from lockgate.runtime.cli import etcd_options
 from lockgate.runtime.coordination.cancellation import run_with_bounded_shutdown
 from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
+from lockgate.runtime.driver import option_types as types
 
 
 def register(commands: Any) -> None:
     command = commands.add_parser("savepoint", help="take a savepoint of a running job; prints its path last")
     etcd_options.add(command)
     command.add_argument("--stop", action="store_true", help="stop the job after the savepoint")
-    command.add_argument("--dir", help="savepoint directory URL (default: the job's savepoints.dir)")
+    command.add_argument(
+        "--dir",
+        type=types.storage_url,  # as `run --savepoint-dir`: every task writes there
+        help="savepoint directory URL (default: the job's savepoints.dir)",
+    )
     command.add_argument("--id", dest="request_id", help="request id; a repeated id is served once")
     command.add_argument(
         "--timeout",

@@ -2,8 +2,9 @@
 
 Savepoints are recorded like checkpoints (a restart may restore from one) but
 their files belong to the user: retention forgets their etcd summary once a
-newer checkpoint is retained and never deletes their directory. A checkpoint
-found damaged is marked (`unusable`); the mark goes when its summary does.
+newer checkpoint is retained and never deletes their directory; their results
+(`savepoints/results/<id>`) stay. A checkpoint found damaged is marked
+(`unusable`); the mark goes when its summary does.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from lockgate.runtime.coordination.kv_store import (
     Operation,
     Put,
 )
-from lockgate.runtime.coordination.records import CompletedCheckpoint, decode, encode
+from lockgate.runtime.coordination.records import CompletedCheckpoint, SavepointResult, decode, encode
 from lockgate.runtime.coordination.unusable import UnusableCheckpoints
 from lockgate.runtime.snapshot.retention import delete_unreferenced_shared_files
 from lockgate.runtime.snapshot.storage import CheckpointStorage
@@ -47,6 +48,11 @@ class CompletedCheckpointStore:
         return sorted(
             (decode(CompletedCheckpoint, value) for _, value in rows), key=lambda c: c.checkpoint_id
         )
+
+    async def savepoint_results(self) -> list[SavepointResult]:
+        """The answer to every savepoint request the job's drivers served."""
+        rows = await self._store.get_prefix(self.keys.savepoint_results)
+        return [decode(SavepointResult, value) for _, value in rows]
 
     async def latest_id(self) -> int | None:
         data = await self._store.get(self.keys.latest)

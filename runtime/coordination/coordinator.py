@@ -395,6 +395,7 @@ class CheckpointCoordinator:
         target = CheckpointStorage(trigger.target)
         metadata = CheckpointMetadata(
             job_id=self.keys.job,
+            namespace=self.keys.namespace,
             checkpoint_id=n,
             kind=trigger.kind,
             timestamp_ms=trigger.timestamp_ms,
@@ -408,7 +409,8 @@ class CheckpointCoordinator:
             },
         )
         try:
-            await asyncio.to_thread(write_metadata, target, target.root, metadata, self._snapshot_key)
+            key = self._snapshot_key
+            digest = await asyncio.to_thread(write_metadata, target, target.root, metadata, key)
         except OSError as error:
             await self._abort(n, f"writing its _metadata failed: {error}")
             return
@@ -423,6 +425,7 @@ class CheckpointCoordinator:
             completed_ms=self._clock.now_ms(),
             final=bool(self._plan.sources) and pending.drained >= self._plan.source_subtasks,
             launch=self.launch,
+            metadata_sha256=digest,
         )
         if not await self._guarded(self.store.completion_ops(summary, newest=n > self._latest_completed)):
             await asyncio.to_thread(target.delete, f"{target.root}/_metadata")

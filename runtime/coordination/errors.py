@@ -42,3 +42,28 @@ class NoUsableCheckpointError(RuntimeError):
             "job's checkpoints)."
         )
         self.failures = failures
+
+
+ACCEPT_DUPLICATES_OPTION = "--accept-duplicate-output"
+ACCEPT_DUPLICATES_FIELD = "spec.job.acceptDuplicateOutput"
+
+
+class RestoreBehindCommittedOutputError(RuntimeError):
+    """The newest snapshot that can be restored is older than one that completed: the
+    sinks committed the output of the epochs in between (a sink commits an epoch only
+    once its checkpoint completed), and restoring would write it again. Refused unless
+    the user accepts the duplicates (`--accept-duplicate-output`)."""
+
+    def __init__(self, keys: JobKeys, restore: str, newest: int, failures: list[str]) -> None:
+        listed = "".join(f"\n  {failure}" for failure in failures)
+        super().__init__(
+            f"job {keys.namespace}/{keys.job}: the newest snapshot that can be restored is {restore}, but "
+            f"checkpoint {newest} completed after it, and the sinks committed the job's output up to "
+            f"its epoch {newest}. What is wrong with the newer ones:{listed}\n"
+            "Restoring it would write the output committed after it again (a sink cannot take back "
+            "what it committed), so the job does not start. Restore a copy of a newer snapshot you "
+            f"trust with --from-savepoint PATH, or accept the duplicates with {ACCEPT_DUPLICATES_OPTION} "
+            f"({ACCEPT_DUPLICATES_FIELD}: true in a StreamingJob)."
+        )
+        self.newest = newest
+        self.failures = failures

@@ -8,12 +8,13 @@
 /lockgate/<namespace>/<job>/checkpoints/trigger         current trigger
 /lockgate/<namespace>/<job>/checkpoints/last-id         the last checkpoint id allocated
 /lockgate/<namespace>/<job>/checkpoints/acks/<n>/<vertex>/<subtask>
-/lockgate/<namespace>/<job>/checkpoints/completed/<n>   summary of a completed checkpoint
+/lockgate/<namespace>/<job>/checkpoints/completed/<n>   summary of a completed checkpoint, with
+                                                        the SHA-256 of its `_metadata`
 /lockgate/<namespace>/<job>/checkpoints/latest          n
 /lockgate/<namespace>/<job>/checkpoints/unusable/<n>    checkpoint n failed verification: never
                                                         restored again (UnusableCheckpoint)
 /lockgate/<namespace>/<job>/savepoints/requests/<id>    {stop, dir}
-/lockgate/<namespace>/<job>/savepoints/results/<id>     {status, path, error}
+/lockgate/<namespace>/<job>/savepoints/results/<id>     {status, path, error, metadata_sha256}
 /lockgate/<namespace>/<job>/status                      lease-bound heartbeat of the running job,
                                                         then its outcome, kept (JobStatus)
 /lockgate/<namespace>/<job>/sources/drained/<vertex>/<subtask>
@@ -150,6 +151,10 @@ class JobKeys:
 
     def savepoint_request(self, request_id: str) -> bytes:
         return self._key(f"savepoints/requests/{check_name('savepoint request id', request_id)}")
+
+    @property
+    def savepoint_results(self) -> bytes:
+        return self._key("savepoints/results/")
 
     def savepoint_result(self, request_id: str) -> bytes:
         return self._key(f"savepoints/results/{check_name('savepoint request id', request_id)}")

@@ -91,6 +91,9 @@ class CompletedCheckpoint:
     final: bool = False
     # The launch whose tasks took it: only they commit its sink transactions.
     launch: int = 0
+    # The SHA-256 of its `_metadata` as the coordinator wrote it: a restore takes only
+    # that file (None: recorded before digests were).
+    metadata_sha256: str | None = None
 
     @property
     def duration_ms(self) -> int:
@@ -117,6 +120,7 @@ class SavepointResult:
     error: str | None = None
     checkpoint_id: int | None = None
     bytes: int | None = None  # the size of the savepoint's state files, once completed
+    metadata_sha256: str | None = None  # its `_metadata`'s, as in `CompletedCheckpoint`
 
 
 JobState = Literal["running", "finished", "stopped", "failed"]

@@ -113,7 +113,11 @@ class SavepointQueue:
         await self._result(
             request_id,
             SavepointResult(
-                "completed", path=target, checkpoint_id=summary.checkpoint_id, bytes=summary.bytes
+                "completed",
+                path=target,
+                checkpoint_id=summary.checkpoint_id,
+                bytes=summary.bytes,
+                metadata_sha256=summary.metadata_sha256,
             ),
         )
         log.info("savepoint %s complete at %s", request_id, target)

@@ -62,6 +62,7 @@ async def drive(
         listener=metrics,
         takeover_wait_s=settings.takeover_wait_s,
         allow_non_restored_state=settings.allow_non_restored_state,
+        accept_duplicate_output=settings.accept_duplicate_output,
         trust=settings.trust,
     )
     async with contextlib.AsyncExitStack() as stack:

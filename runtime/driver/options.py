@@ -11,6 +11,7 @@ from typing import Any
 
 from lockgate.runtime.api.entrypoint import default_job_name, module_entrypoint
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
+from lockgate.runtime.coordination.errors import ACCEPT_DUPLICATES_FIELD
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.restore_point import Trust
 from lockgate.runtime.driver import option_types as types
@@ -39,6 +40,7 @@ DEFAULTS: dict[str, object] = {
     "namespace": "default",
     "restart_strategy": "fixed-delay",
     "allow_non_restored_state": False,
+    "accept_duplicate_output": False,
 }
 """Applied after the manifest: an option is None until a flag or the manifest sets it."""
 
@@ -111,6 +113,14 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
         default=None,
         help="restore although some state in the savepoint belongs to no vertex of the job: that state "
         "is dropped (default: refuse, naming it)",
+    )
+    command.add_argument(
+        "--accept-duplicate-output",
+        action="store_true",
+        default=None,
+        help="restore a checkpoint older than the newest one that completed, when the newer ones are "
+        "lost, damaged or replaced in storage: the output the sinks committed after it is written "
+        "again (default: refuse, naming the checkpoints)",
     )
     command.add_argument(
         "--fresh",
@@ -212,6 +222,7 @@ class JobSettings:
     local_dir: Path
     from_savepoint: str | None
     allow_non_restored_state: bool
+    accept_duplicate_output: bool
     trust: Trust
     earlier_checkpoints: EarlierCheckpoints
     arguments: argparse.Namespace
@@ -241,6 +252,7 @@ MANIFEST_FIELDS = {
     "max_parallelism": "spec.maxParallelism",
     "state_backend": "spec.stateBackend",
     "allow_non_restored_state": "spec.job.allowNonRestoredState",
+    "accept_duplicate_output": ACCEPT_DUPLICATES_FIELD,
     "checkpoint_interval": "spec.checkpointing.interval",
     "checkpoint_timeout": "spec.checkpointing.timeout",
     "min_pause": "spec.checkpointing.minPause",
@@ -406,6 +418,7 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
         from_savepoint=arguments.from_savepoint,
         trust=_trust(arguments, work, keys),
         allow_non_restored_state=arguments.allow_non_restored_state,
+        accept_duplicate_output=arguments.accept_duplicate_output,
         earlier_checkpoints=earlier,
         arguments=arguments,
         driver_name=arguments.driver_name,

@@ -117,6 +117,9 @@ class JobSection(_Object):
     allow_non_restored_state: bool = False
     """Restore a snapshot although some of its state belongs to no vertex of the job
     (that state is dropped), as Flink's `allowNonRestoredState`."""
+    accept_duplicate_output: bool = False
+    """Restore a checkpoint older than the newest completed one (the newer ones lost,
+    damaged or replaced in storage), writing again the output committed after it."""
     import_unsigned_savepoint: StorageUrl | None = None
     """A snapshot to restore although the job's key did not sign it (one from before
     snapshot signing, or another job's): the one snapshot its author vouches for."""

@@ -18,7 +18,11 @@ from lockgate.runtime.coordination.coordinator import (
     CheckpointCoordinator,
     CheckpointListener,
 )
-from lockgate.runtime.coordination.errors import CoordinatorConflictError, NoUsableCheckpointError
+from lockgate.runtime.coordination.errors import (
+    CoordinatorConflictError,
+    NoUsableCheckpointError,
+    RestoreBehindCommittedOutputError,
+)
 from lockgate.runtime.coordination.restore_point import (
     UNCHECKED,
     RestorePoint,
@@ -102,6 +106,7 @@ PERMANENT_FAILURES: tuple[type[BaseException], ...] = (
     CoordinatorConflictError,
     SnapshotCorruptError,  # a savepoint the user named (a task's finding is handled first)
     NoUsableCheckpointError,
+    RestoreBehindCommittedOutputError,
 )
 
 
@@ -121,9 +126,13 @@ class JobMaster:
         listener: JobListener | None = None,
         takeover_wait_s: float = 0.0,
         allow_non_restored_state: bool = False,
+        accept_duplicate_output: bool = False,
         trust: Trust = UNCHECKED,
     ) -> None:
         self.spec = spec
+        # Restore a checkpoint older than the newest completed one (lost, damaged or
+        # replaced), writing again the output committed after it.
+        self._accept_duplicates = accept_duplicate_output
         # Which snapshots it signs and restores: the job's key, and a savepoint the user vouched for.
         self._trust = trust
         # Restore although some state of the snapshot belongs to no vertex (dropping it).
@@ -233,7 +242,7 @@ class JobMaster:
             if from_savepoint is None and earlier in ("refuse", "discard"):
                 await _handle_earlier_checkpoints(coordinator, earlier)
             self._restored = self._first_restore = await resolve_restore_point(
-                store, from_savepoint, self._trust
+                store, from_savepoint, self._trust, accept_duplicates=self._accept_duplicates
             )
             if earlier == "require" and self._restored is None:
                 keys = coordinator.keys
@@ -244,9 +253,13 @@ class JobMaster:
             self._first_id = coordinator.next_checkpoint_id
             self._launched = True
         elif from_savepoint is None:
-            self._restored = await resolve_restore_point(store, trust=self._trust)
+            self._restored = await resolve_restore_point(
+                store, trust=self._trust, accept_duplicates=self._accept_duplicates
+            )
         else:
-            self._restored = await resolve_relaunch_point(store, self._first_id, from_savepoint, self._trust)
+            self._restored = await resolve_relaunch_point(
+                store, self._first_id, from_savepoint, self._trust, accept_duplicates=self._accept_duplicates
+            )
         return self._restored
 
     async def _set_aside_damaged_restore(self, failure: BaseException, from_savepoint: str | None) -> bool:
@@ -268,7 +281,8 @@ class JobMaster:
             )
         log.error(
             "a task found checkpoint %s damaged (%s: %s); it is marked unusable, and the next "
-            "launch restores the newest intact checkpoint before it",
+            "launch restores the newest intact checkpoint before it (if the output it committed "
+            "may be written again)",
             checkpoint_id,
             path,
             problem,

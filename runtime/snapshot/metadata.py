@@ -4,10 +4,17 @@ JSON, followed by a line with its CRC-32 and one with its signature (the job's
 snapshot key's HMAC-SHA256, `snapshot_key.py`), written last: a checkpoint
 without a readable `_metadata` is incomplete and never restored from, and one
 that the job's key did not sign is refused unless the user vouches for it.
+
+The signed body names the job, its namespace and the checkpoint id, and the
+coordinator records the SHA-256 of the whole file in etcd when the checkpoint
+completes: a restore takes a `_metadata` only if it is the very one etcd recorded
+for that checkpoint, so a signed `_metadata` of an older checkpoint copied over a
+newer one (by whoever can write storage, without the key) rolls nothing back.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zlib
 from dataclasses import dataclass, field
@@ -82,11 +89,13 @@ class CheckpointMetadata:
     kind: SnapshotKind
     timestamp_ms: int
     vertices: dict[str, VertexState] = field(default_factory=dict)
+    namespace: str | None = None  # None: written before the namespace was signed
 
     def to_json(self) -> dict[str, Any]:
         return {
             "format_version": FORMAT_VERSION,
             "job_id": self.job_id,
+            "namespace": self.namespace,
             "checkpoint_id": self.checkpoint_id,
             "kind": self.kind,
             "timestamp_ms": self.timestamp_ms,
@@ -110,7 +119,14 @@ class CheckpointMetadata:
             kind=kind,
             timestamp_ms=int(data["timestamp_ms"]),
             vertices={n: VertexState.from_json(v) for n, v in data["vertices"].items()},
+            namespace=None if data.get("namespace") is None else str(data["namespace"]),
         )
+
+    @property
+    def identity(self) -> str:
+        """What the signed body says it is, for messages."""
+        job = self.job_id if self.namespace is None else f"{self.namespace}/{self.job_id}"
+        return f"{self.kind} {self.checkpoint_id} of job {job}"
 
     @property
     def state_bytes(self) -> int:
@@ -137,10 +153,16 @@ def _check_signature(path: str, body: bytes, footers: list[bytes], key: Snapshot
     )
 
 
+def metadata_digest(data: bytes) -> str:
+    """The SHA-256 of a whole `_metadata` file, as etcd records it."""
+    return hashlib.sha256(data).hexdigest()
+
+
 def write_metadata(
     storage: CheckpointStorage, snapshot_dir: str, meta: CheckpointMetadata, key: SnapshotKey | None
-) -> None:
-    """Write `_metadata` (last, after every state file): it makes the snapshot complete."""
+) -> str:
+    """Write `_metadata` (last, after every state file): it makes the snapshot complete.
+    Returns its digest (`metadata_digest`)."""
     path = f"{snapshot_dir}/{METADATA}"
     staging = f"{snapshot_dir}/.{METADATA}.inprogress"
     storage.fs.makedirs(snapshot_dir, exist_ok=True)
@@ -149,8 +171,10 @@ def write_metadata(
     if key is not None:
         lines.append(SIGNATURE + key.sign(body).encode("ascii"))
     # A rename, so that a crash mid-write never leaves a `_metadata` behind.
-    storage.fs.pipe_file(staging, b"\n".join(lines) + b"\n")
+    data = b"\n".join(lines) + b"\n"
+    storage.fs.pipe_file(staging, data)
     storage.fs.mv(staging, path)
+    return metadata_digest(data)
 
 
 def read_metadata(
@@ -159,10 +183,12 @@ def read_metadata(
     key: SnapshotKey | None = None,
     *,
     trust_unsigned: bool = False,
+    digest: str | None = None,
 ) -> CheckpointMetadata:
     """`_metadata`'s record of `snapshot_dir`; with `key`, only if that key signed it (or
-    `trust_unsigned`). Without a key nothing is trusted to be the job's: only for looking
-    at a snapshot."""
+    `trust_unsigned`); with `digest`, only if it is the file of that digest, byte for
+    byte. Without a key nothing is trusted to be the job's: only for looking at a
+    snapshot."""
     path = f"{snapshot_dir}/{METADATA}"
     if not storage.exists(path):
         raise SnapshotCorruptError(path, "missing: the snapshot is incomplete")
@@ -177,6 +203,12 @@ def read_metadata(
         raise SnapshotCorruptError(path, "unreadable checksum line") from None
     if zlib.crc32(body) != expected:
         raise SnapshotCorruptError(path, "checksum mismatch")
+    if digest is not None and metadata_digest(data) != digest:
+        raise SnapshotCorruptError(
+            path,
+            "is not the one etcd recorded when this snapshot completed (its SHA-256 differs): it was "
+            "replaced, e.g. by an older snapshot copied over it",
+        )
     if key is not None and not trust_unsigned:
         _check_signature(path, body, footers, key)
     return CheckpointMetadata.from_json(json.loads(body))

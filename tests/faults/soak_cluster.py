@@ -126,6 +126,9 @@ class SoakCluster:
         command += ["--takeover-wait", str(o.takeover_wait_s)]
         command += ["--restart-strategy", "fixed-delay", "--restart-attempts", "1000"]
         command += ["--restart-delay", str(o.restart_delay_s)]
+        # A corrupted latest checkpoint leaves an older one to restore: the soak takes the
+        # duplicates it announces (each checked against what the damaged one committed).
+        command += ["--accept-duplicate-output"]
         command += ["--arg", f"input={self.input_url}", "--arg", f"output={self.output_url}"]
         return command
 

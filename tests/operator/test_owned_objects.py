@@ -189,6 +189,21 @@ def test_allow_non_restored_state_reaches_the_driver_only_when_the_spec_sets_it(
     assert "--allow-non-restored-state" in _driver_args(driver_pod(NAMES, allowing, launch, CLUSTER))
 
 
+def test_accepting_duplicate_output_reaches_the_driver_only_when_the_spec_sets_it(tmp_path: Path) -> None:
+    launch = Launch(2, 128, "latest")
+    assert "--accept-duplicate-output" not in _driver_args(
+        driver_pod(NAMES, parse_spec(SPEC), launch, CLUSTER)
+    )
+    spec = {**SPEC, "job": {**SPEC["job"], "acceptDuplicateOutput": True}}  # type: ignore[dict-item]
+    flags = driver_arguments(NAMES, parse_spec(spec), launch, CLUSTER)
+    assert "--accept-duplicate-output" in flags
+    # The manifest the driver reads says the same on its own (a local `lockgate run job.yaml`).
+    config_map = owned_objects(NAMES, spec, CLUSTER, own_service_account=False)[0]
+    (tmp_path / "job.yaml").write_text(config_map["data"]["job.yaml"])
+    arguments = driver_parser().parse_args([str(tmp_path / "job.yaml"), "--etcd", CLUSTER.etcd_endpoints])
+    assert settings_from(arguments, tmp_path, fresh_by_default=False).accept_duplicate_output
+
+
 def test_the_config_map_is_the_manifest_the_driver_reads(tmp_path: Path) -> None:
     config_map = owned_objects(NAMES, SPEC, CLUSTER, own_service_account=False)[0]
     (tmp_path / "job.yaml").write_text(config_map["data"]["job.yaml"])

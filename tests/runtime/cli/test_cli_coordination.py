@@ -64,7 +64,7 @@ async def test_checkpoints_list_shows_a_checkpoint_found_damaged(job: Job, etcd_
     coordinator = await job.take_checkpoints(2)
     damaged = Path(job.storage.checkpoint_dir(job.keys.job, 2), "count", "0", "keyed")
     flip_byte(str(damaged), 10)
-    point = await resolve_restore_point(coordinator.store)
+    point = await resolve_restore_point(coordinator.store, accept_duplicates=True)
     assert point is not None
 
     code, out, _ = await lockgate("checkpoints", "list", *_etcd(job, etcd_server))
@@ -118,6 +118,29 @@ async def test_a_stop_nobody_served_in_time_expires_instead_of_stopping_a_later_
         await asyncio.wait_for(coordinator.trigger(), 10)
         assert not run.done(), "the launch that started after the request expired keeps running"
         assert await job.store.get(job.keys.savepoint_result("late")) is None
+    finally:
+        run.cancel()
+        await coordinator.close()
+
+
+async def test_a_savepoint_dir_no_task_can_write_is_refused_before_anything_is_sent(
+    job: Job, etcd_server: EtcdServer
+) -> None:
+    """Failed before: `--dir memory://loot` (or a relative dir) was sent, the job stopped
+    with a savepoint that no later run could read, as `run --savepoint-dir` refuses."""
+    coordinator = job.coordinator(CheckpointConfig(interval_s=60, timeout_s=30))
+    await coordinator.start()
+    try:
+        run = asyncio.create_task(coordinator.run())
+        for directory, why in (
+            ("memory://loot", "memory:// lives in one process"),
+            ("loot", "a relative path"),
+        ):
+            code, _, err = await lockgate("savepoint", *_etcd(job, etcd_server), "--stop", "--dir", directory)
+            assert code == 2, err
+            assert f"argument --dir: {directory}: {why}" in err
+        assert await job.store.get_prefix(job.keys.savepoint_requests) == [], "nothing was sent"
+        assert not run.done(), "the job runs on"
     finally:
         run.cancel()
         await coordinator.close()

@@ -61,9 +61,9 @@ def test_a_partitioned_exchange_fails_the_launch_within_seconds(tmp_path: Path) 
 
 @pytest.mark.timeout(600)
 def test_a_corrupted_latest_checkpoint_falls_back_to_the_one_before(tmp_path: Path) -> None:
-    """A same-size byte flip in the latest checkpoint: the job restores the checkpoint
-    before it instead of restarting on the damaged one forever, loses nothing and
-    keeps every sum right. The one cost, logged and documented, is the output the
+    """A same-size byte flip in the latest checkpoint: the job (its drivers run with
+    --accept-duplicate-output) restores the checkpoint before it instead of restarting
+    on the damaged one forever, loses nothing and keeps every sum right. The one cost, logged and documented, is the output the
     damaged checkpoint's sinks had committed: replayed from the one before, it is
     committed a second time; the check allows exactly that (records of the files a
     checkpoint marked unusable committed, each exactly twice) and nothing more."""

@@ -1,6 +1,6 @@
 """A task on Spark finds the checkpoint it restores damaged: its error reaches the
 driver only as the text of Spark's stage failure, and that is enough to mark the
-checkpoint unusable and relaunch from the one before it."""
+checkpoint unusable and, the duplicates accepted, relaunch from the one before it."""
 
 from __future__ import annotations
 
@@ -21,7 +21,9 @@ async def test_a_spark_task_finding_its_checkpoint_damaged_moves_the_job_to_the_
     duplicated = driver.committed_by(latest)
 
     stage = WatchedStage(BarrierStage(spark), damage=True)
-    master = await driver.run(stage, restart_strategy("fixed-delay", attempts=3, delay_s=0))
+    master = await driver.run(
+        stage, restart_strategy("fixed-delay", attempts=3, delay_s=0), accept_duplicates=True
+    )
 
     assert stage.restored == [latest.path, older.path]
     assert master.restarts == 1

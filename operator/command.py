@@ -29,6 +29,12 @@ def register(commands: Any) -> None:
     etcd = command.add_argument_group("etcd security")
     etcd_options.add_security(etcd)
     etcd.add_argument(
+        "--etcd-enable-auth",
+        action="store_true",
+        help="at start, if etcd's authentication is off: add the user root with --etcd-user root's "
+        "password and enable it (for an etcd that admits only clients with a certificate of its CA)",
+    )
+    etcd.add_argument(
         "--etcd-tls-secret",
         metavar="NAME",
         help="a Secret with ca.crt, tls.crt and tls.key in each job's namespace, mounted into "

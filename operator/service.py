@@ -21,9 +21,7 @@ from lockgate.operator.job_policy import JobPolicy
 from lockgate.operator.kube import Kube
 from lockgate.operator.metrics import OperatorMetrics
 from lockgate.runtime.coordination import etcd_options
-from lockgate.runtime.coordination.etcd import EtcdConfig
 from lockgate.runtime.coordination.etcd_auth import enable_auth
-from lockgate.runtime.driver.options import OptionError
 from prometheus_client import start_http_server
 
 log = logging.getLogger(__name__)
@@ -45,8 +43,8 @@ def run_operator(arguments: argparse.Namespace) -> int:
         return kopf.login_via_client(**kwargs)
 
     etcd = etcd_options.config_of(arguments.etcd, arguments)
-    if arguments.etcd_enable_auth:
-        _enable_etcd_auth(etcd)
+    if arguments.etcd_enable_auth and asyncio.run(enable_auth(etcd)):  # command.py checked it is safe
+        log.info("etcd authentication enabled: user root; each job gets a user of its own")
     metrics = OperatorMetrics()
     if arguments.metrics_port:
         start_http_server(arguments.metrics_port, registry=metrics.registry)
@@ -83,16 +81,3 @@ def run_operator(arguments: argparse.Namespace) -> int:
         )
     )
     return 0
-
-
-def _enable_etcd_auth(etcd: EtcdConfig) -> None:
-    """--etcd-enable-auth. Until auth is on etcd lets any client it admits do
-    anything: only an etcd that admits certificate holders alone may be switched so."""
-    if etcd.cert_file is None or not all(e.startswith("https://") for e in etcd.endpoints):
-        raise OptionError(
-            f"--etcd-enable-auth with --etcd {','.join(etcd.endpoints)}: enabling etcd's authentication "
-            "needs https endpoints and a client certificate (--etcd-cert, --etcd-key), an etcd that "
-            "admits no client without one (--client-cert-auth)"
-        )
-    if asyncio.run(enable_auth(etcd)):
-        log.info("etcd authentication enabled: user root; each job gets a user of its own")

@@ -4,6 +4,7 @@ drivers and executors reach its client port, members its peer port, nothing else
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -14,6 +15,11 @@ from tests.helm.job_pods import job_driver_pod, spark_executor_pod
 from tests.kube_selectors import label_matcher
 
 CLIENT, PEER = 2379, 2380
+
+
+@functools.cache
+def _defaults() -> list[dict[str, Any]]:
+    return render()
 
 
 def _reaches(policy: dict[str, Any], labels: dict[str, str], namespace: str, port: int) -> bool:
@@ -39,14 +45,14 @@ def _pod_labels(objects: list[dict[str, Any]], kind: str) -> dict[str, str]:
 
 
 def test_the_policy_selects_the_etcd_member() -> None:
-    objects = render()
+    objects = _defaults()
     (policy,) = find(objects, "NetworkPolicy")
     assert policy["spec"]["policyTypes"] == ["Ingress"], "what no rule admits is refused"
     assert label_matcher(selector_string(policy["spec"]["podSelector"]))(_pod_labels(objects, "StatefulSet"))
 
 
 def test_the_operator_and_the_jobs_pods_reach_etcds_client_port_only() -> None:
-    objects = render()
+    objects = _defaults()
     (policy,) = find(objects, "NetworkPolicy")
     operator = _pod_labels(objects, "Deployment")
     driver = job_driver_pod()["metadata"]["labels"]
@@ -73,7 +79,7 @@ def test_the_operator_and_the_jobs_pods_reach_etcds_client_port_only() -> None:
     ],
 )
 def test_other_pods_do_not_reach_etcd(labels: dict[str, str], namespace: str) -> None:
-    (policy,) = find(render(), "NetworkPolicy")
+    (policy,) = find(_defaults(), "NetworkPolicy")
     assert not _reaches(policy, labels, namespace, CLIENT)
     assert not _reaches(policy, labels, namespace, PEER)
 

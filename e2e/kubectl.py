@@ -97,6 +97,11 @@ class Kubectl:
         pods = [dict(self.core.api_client.sanitize_for_serialization(pod)) for pod in listing.items]
         return sorted(pods, key=lambda pod: str(pod["metadata"]["name"]))
 
+    async def service_accounts(self) -> list[dict[str, Any]]:
+        """`kubectl get serviceaccounts -o yaml`."""
+        listing = await asyncio.to_thread(self.core.list_namespaced_service_account, self.namespace)
+        return [dict(self.core.api_client.sanitize_for_serialization(account)) for account in listing.items]
+
     async def driver_pods(self, job: str) -> list[str]:
         """The names of the job's driver pods."""
         pods = await self.pods(f"{JOB_LABEL}={job},{COMPONENT_LABEL}=driver")

@@ -14,6 +14,8 @@ from e2e.executor_pods import executors_are, running_executor_pods
 from e2e.kubectl import Kubectl
 from e2e.platform import Platform
 from e2e.word_count_job import WordCountJob
+from tests.helm.chart import render
+from tests.helm.job_pod_policy import JobPodPolicy, service_account_user
 from tests.pod_security import restricted_violations
 from tests.polling import eventually_true
 
@@ -57,6 +59,11 @@ async def test_spark_creates_an_executor_pod_per_replica_owned_by_the_driver_pod
     assert len(addresses) == 3, "every pod has an address of its own"
     for pod in [driver, *executors]:  # Spark merges its executor pods into the operator's template
         assert restricted_violations(pod) == [], pod["metadata"]["name"]
+    policy, accounts = JobPodPolicy(render()), await kubectl.service_accounts()
+    requester = service_account_user(kubectl.namespace, job.names.service_account)
+    for pod in executors:  # the chart's admission policy lets the driver create them
+        decision = policy.decide(pod, requester, kubectl.namespace, accounts)
+        assert (decision.applies, decision.denials) == (True, []), pod["metadata"]["name"]
 
     job.words.append()
     await job.output_is_exact()

@@ -29,6 +29,12 @@ def register(commands: Any) -> None:
     etcd = command.add_argument_group("etcd security")
     etcd_options.add_security(etcd)
     etcd.add_argument(
+        "--etcd-enable-auth",
+        action="store_true",
+        help="at start, if etcd's authentication is off: add the user root with --etcd-user root's "
+        "password and enable it (for an etcd that admits only clients with a certificate of its CA)",
+    )
+    etcd.add_argument(
         "--etcd-tls-secret",
         metavar="NAME",
         help="a Secret with ca.crt, tls.crt and tls.key in each job's namespace, mounted into "
@@ -76,10 +82,25 @@ def register(commands: Any) -> None:
         help=f"Prometheus metrics port (default {OPERATOR_METRICS_PORT}; 0: none)",
     )
     command.add_argument("--liveness", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
-    command.set_defaults(handler=_run_operator)
+    command.set_defaults(handler=lambda arguments: _run_operator(command, arguments))
 
 
-def _run_operator(arguments: argparse.Namespace) -> int:
+def _check_enable_auth(command: argparse.ArgumentParser, arguments: argparse.Namespace) -> None:
+    """--etcd-enable-auth. Until auth is on etcd lets any client it admits do
+    anything: only an etcd that admits certificate holders alone may be switched so."""
+    endpoints = [e.strip() for e in (arguments.etcd or "").split(",") if e.strip()]
+    if arguments.etcd_enable_auth and (
+        not arguments.etcd_cert or not all(e.startswith("https://") for e in endpoints)
+    ):
+        command.error(
+            f"--etcd-enable-auth with --etcd {arguments.etcd}: enabling etcd's authentication needs "
+            "https endpoints and a client certificate (--etcd-cert, --etcd-key), an etcd that admits "
+            "no client without one (--client-cert-auth)"
+        )
+
+
+def _run_operator(command: argparse.ArgumentParser, arguments: argparse.Namespace) -> int:
+    _check_enable_auth(command, arguments)
     # kopf and the Kubernetes client take about 0.3 s to import: only `lockgate
     # operator` pays it, not every `lockgate run`, whose parser lists this command.
     try:

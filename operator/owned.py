@@ -24,6 +24,7 @@ from lockgate.operator.driver_pod import (
     Cluster,
 )
 from lockgate.operator.naming import API_VERSION, KIND, JobNames
+from lockgate.operator.spec import image_of, parse_spec
 from lockgate.runtime.snapshot.snapshot_key import new_key_text
 
 
@@ -116,8 +117,15 @@ def driver_service(names: JobNames) -> dict[str, Any]:
     }
 
 
-def service_account(names: JobNames) -> dict[str, Any]:
-    return _owned("v1", "ServiceAccount", names, names.service_account, "driver")
+IMAGE_ANNOTATION = "lockgate.dev/image"
+"""On the driver's ServiceAccount: the one image the chart's admission policy
+(helm/lockgate/templates/job-pod-policy.yaml) lets the driver create pods with."""
+
+
+def service_account(names: JobNames, image: str) -> dict[str, Any]:
+    account = _owned("v1", "ServiceAccount", names, names.service_account, "driver")
+    account["metadata"]["annotations"] = {IMAGE_ANNOTATION: image}
+    return account
 
 
 def role(names: JobNames) -> dict[str, Any]:
@@ -151,5 +159,5 @@ def owned_objects(
     """Everything but the driver pod, in the order they must exist."""
     objects = [config_map(names, spec, cluster), driver_service(names)]
     if own_service_account:
-        objects += [service_account(names), role(names), role_binding(names)]
+        objects += [service_account(names, image_of(parse_spec(spec))), role(names), role_binding(names)]
     return objects

@@ -21,6 +21,7 @@ from lockgate.operator.job_policy import JobPolicy
 from lockgate.operator.kube import Kube
 from lockgate.operator.metrics import OperatorMetrics
 from lockgate.runtime.coordination import etcd_options
+from lockgate.runtime.coordination.etcd_auth import enable_auth
 from prometheus_client import start_http_server
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,8 @@ def run_operator(arguments: argparse.Namespace) -> int:
         return kopf.login_via_client(**kwargs)
 
     etcd = etcd_options.config_of(arguments.etcd, arguments)
+    if arguments.etcd_enable_auth and asyncio.run(enable_auth(etcd)):  # command.py checked it is safe
+        log.info("etcd authentication enabled: user root; each job gets a user of its own")
     metrics = OperatorMetrics()
     if arguments.metrics_port:
         start_http_server(arguments.metrics_port, registry=metrics.registry)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from aetcd import rpc
-from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
+from lockgate.runtime.coordination import etcd_auth
+from lockgate.runtime.coordination.etcd import EtcdConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 
 ROOT_PASSWORD = "root-password-for-tests"
@@ -14,12 +14,9 @@ ROOT_PASSWORD = "root-password-for-tests"
 
 async def enable_auth(server: EtcdServer) -> EtcdConfig:
     """Turn authentication on in `server`; the root user's config."""
-    anonymous = EtcdConfig((server.endpoint,))
-    async with Etcd(anonymous) as etcd:
-        await etcd.auth("UserAdd", rpc.AuthUserAddRequest(name="root", password=ROOT_PASSWORD))
-        await etcd.auth("UserGrantRole", rpc.AuthUserGrantRoleRequest(user="root", role="root"))
-        await etcd.auth("AuthEnable", rpc.AuthEnableRequest())
-    return replace(anonymous, username="root", password=ROOT_PASSWORD)
+    root = EtcdConfig((server.endpoint,), username=etcd_auth.ROOT, password=ROOT_PASSWORD)
+    assert await etcd_auth.enable_auth(root), "auth was off"
+    return root
 
 
 def as_user(config: EtcdConfig, user: str, password: str) -> EtcdConfig:

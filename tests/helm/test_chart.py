@@ -72,13 +72,13 @@ def test_by_default_one_operator_watches_every_namespace_with_its_own_etcd() -> 
     objects = render()
     options = _parse_operator_args(operator_args(objects))
     assert options.all_namespaces
-    assert options.etcd == f"http://lockgate-etcd.{NAMESPACE}.svc:2379"
+    assert options.etcd == f"https://lockgate-etcd.{NAMESPACE}.svc:2379"
     assert options.peering is None, "one replica: no peering"
     assert not options.allow_privileged_pods, "jobs get restricted pods unless the admin says otherwise"
     assert not options.allow_custom_storage_roots
     assert not options.allow_unrestricted_namespaces, "jobs run only in namespaces enforcing restricted"
-    assert options.etcd_tls_secret is None
-    assert options.etcd_user is None, "the bundled etcd has no auth: the operator warns that jobs share it"
+    assert options.etcd_tls_secret == "lockgate-etcd-client", "the generated client certificate"
+    assert (options.etcd_user, options.etcd_enable_auth) == ("root", True), "the operator turns etcd auth on"
     statefulset = find(objects, "StatefulSet")[0]
     assert statefulset["spec"]["serviceName"] == "lockgate-etcd"
     assert find(objects, "ClusterRole")
@@ -182,6 +182,13 @@ def test_bad_values_are_refused_naming_the_key(values: dict[str, Any], culprit: 
 def test_an_etcd_user_needs_its_password_secret() -> None:
     with pytest.raises(helm.HelmRenderError, match=r"etcd\.auth\.passwordSecret is required"):
         render({"etcd": {"auth": {"user": "root"}}})
+    with pytest.raises(helm.HelmRenderError, match=r"etcd\.auth\.passwordSecret is required"):
+        render({"etcd": {"bundled": {"auth": False}, "auth": {"user": "alice"}}})
+
+
+def test_the_bundled_etcds_auth_is_enabled_as_root() -> None:
+    with pytest.raises(helm.HelmRenderError, match=r"etcd\.auth\.user \"alice\": .* leave it empty or root"):
+        render({"etcd": {"auth": {"user": "alice", "passwordSecret": "alices"}}})
 
 
 def test_external_etcd_needs_endpoints() -> None:
@@ -193,3 +200,71 @@ def test_the_values_file_documents_every_default(tmp_path: Path) -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     helm.Chart.load(CHART).validate_schema(values)
     assert helm.Chart.load(CHART).values == values
+
+
+def _etcd_command(objects: list[dict[str, Any]]) -> list[str]:
+    command: list[str] = find(objects, "StatefulSet")[0]["spec"]["template"]["spec"]["containers"][0][
+        "command"
+    ]
+    return command
+
+
+def test_the_bundled_etcd_admits_only_certificate_holders_and_the_operator_turns_auth_on() -> None:
+    objects = render()
+    command = _etcd_command(objects)
+    assert "--client-cert-auth=true" in command
+    assert "--peer-client-cert-auth=true" in command
+    assert not [flag for flag in command if "http://0.0.0.0:2379" in flag or "http://0.0.0.0:2380" in flag]
+    operator = find(objects, "Deployment")[0]["spec"]["template"]["spec"]
+    password = {"secretKeyRef": {"name": "lockgate-etcd-root", "key": "password"}}
+    assert {"name": "LOCKGATE_ETCD_PASSWORD", "valueFrom": password} in operator["containers"][0]["env"]
+    assert {"name": "etcd-tls", "secret": {"secretName": "lockgate-etcd-client"}} in operator["volumes"]
+    generated = {s["metadata"]["name"]: s for s in find(objects, "Secret")}
+    assert set(generated) == {"lockgate-etcd-server", "lockgate-etcd-client", "lockgate-etcd-root"}
+    for secret in generated.values():
+        assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep", (
+            "the etcd volume outlives"
+        )
+    assert "ca.key" not in generated["lockgate-etcd-client"]["data"], "nobody can mint a certificate"
+    assert find(objects, "NetworkPolicy", "lockgate-etcd")
+
+
+def test_each_etcd_guard_can_be_turned_off() -> None:
+    objects = render({"etcd": {"bundled": {"tls": False, "auth": False, "networkPolicy": False}}})
+    options = _parse_operator_args(operator_args(objects))
+    assert options.etcd == f"http://lockgate-etcd.{NAMESPACE}.svc:2379"
+    assert (options.etcd_user, options.etcd_tls_secret, options.etcd_enable_auth) == (None, None, False)
+    assert "--listen-client-urls=http://0.0.0.0:2379" in _etcd_command(objects)
+    assert find(objects, "Secret") == []
+    assert find(objects, "NetworkPolicy") == []
+
+
+def test_the_bundled_etcd_with_certificates_of_ones_own() -> None:
+    values = {
+        "etcd": {"bundled": {"serverSecret": "my-etcd-member"}, "tls": {"secretName": "my-etcd-client"}}
+    }
+    objects = render(values)
+    options = _parse_operator_args(operator_args(objects))
+    assert options.etcd_tls_secret == "my-etcd-client"
+    etcd_pod = find(objects, "StatefulSet")[0]["spec"]["template"]["spec"]
+    assert {"name": "tls", "secret": {"secretName": "my-etcd-member"}} in etcd_pod["volumes"]
+    assert [s["metadata"]["name"] for s in find(objects, "Secret")] == ["lockgate-etcd-root"]
+
+
+def test_watched_namespaces_get_the_client_certificate_their_jobs_mount() -> None:
+    objects = render({"operator": {"watchNamespaces": ["streams", "batch"]}})
+    copies = find(objects, "Secret", "lockgate-etcd-client")
+    assert sorted(s["metadata"]["namespace"] for s in copies) == ["batch", NAMESPACE, "streams"]
+    assert len({s["data"]["tls.crt"] for s in copies}) == 1
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"etcd": {"bundled": {"tls": False}}}, r"etcd\.bundled\.auth needs etcd\.bundled\.tls"),
+        ({"etcd": {"bundled": {"serverSecret": "mine"}}}, r"name both \(certificates of one CA\) or neither"),
+    ],
+)
+def test_an_open_window_or_two_cas_are_refused(values: dict[str, Any], message: str) -> None:
+    with pytest.raises(helm.HelmRenderError, match=message):
+        render(values)

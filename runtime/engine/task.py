@@ -187,7 +187,9 @@ class Task:
         config = self.config
         exactly_once = config.mode == "exactly-once"
         launch = self.control.launch
-        return SubtaskContext(job, config.index, config.parallelism, launch, vertex, exactly_once)
+        return SubtaskContext(
+            job, config.index, config.parallelism, launch, vertex, exactly_once, self.control.confirm_launch
+        )
 
     # -- checkpoints -----------------------------------------------------------------
 

@@ -20,6 +20,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+EXCHANGE_FRAME_LIMIT_BYTES = 1 << 30
+"""The most one frame of a keyed exchange carries between tasks: a record larger
+than this cannot cross one, so a source refuses it (or routes it aside) as it reads."""
+
+
+class UnreadableRecordError(ValueError):
+    """A record of a source's input that cannot be read (not in its format, too large)
+    and that the source has no dead-letter location for: a restart would read it
+    again, so the job stops. The message names the record (where it is) and the
+    option that routes such records aside."""
+
 
 @dataclass(frozen=True)
 class Backlog:

@@ -28,10 +28,10 @@ its `init_transactions` would fence the current producer and, finding a marker
 its checkpoint does not name, send an epoch the broker already has. So the
 writer asks the control plane whether its launch is still current before
 `init_transactions` (a late writer fences nobody) and again after it (a launch
-that began in between has either fenced this producer, or started its own
-writer after this one and had it fenced here: then its next transaction step
-fails and it restarts from its checkpoint, losing nothing); only then does it
-read the marker and send.
+that began in between initialised its producer either after this one, and
+fenced it, or before, and was fenced by it: then this check fails, and that
+launch's next transaction step is refused, so it restarts from its checkpoint,
+losing nothing); only then does it read the marker and send.
 """
 
 from __future__ import annotations

@@ -7,7 +7,11 @@ Fault classes: worker, executor and driver (SIGKILL; SIGSTOP/SIGCONT, the driver
 past its lease, with or without a replacement driver taking over); etcd (SIGKILL,
 SIGSTOP, restart); storage through `faulty://` (EIO on write, rename, delete;
 ENOSPC; slow uploads); a partition of the exchange through blackholing proxies;
-the latest checkpoint corrupted on disk (a byte flipped, a file truncated).
+the latest checkpoint corrupted on disk (a byte flipped, a file truncated); a late
+Kafka writer of an earlier launch (a relaunch's writer held before it starts while
+its driver stalls and a replacement commits past the same checkpoint; the job
+then also writes its sums to a Kafka topic of a broker of the soak's own, checked
+exactly like the files).
 
     .venv/bin/python bench/fault_soak.py --seed 14 --rounds 60 --faults-per-round 4
 

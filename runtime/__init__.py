@@ -12,6 +12,7 @@ from lockgate.runtime.api.connectors import (
     Source,
     SourceReader,
     SubtaskContext,
+    UnreadableRecordError,
 )
 from lockgate.runtime.api.functions import Context, KeyedProcessFunction, RuntimeContext, TimerService
 from lockgate.runtime.api.graph import JobGraph
@@ -105,6 +106,7 @@ __all__ = [
     "TimerService",
     "TumblingEventTimeWindows",
     "TumblingProcessingTimeWindows",
+    "UnreadableRecordError",
     "ValueState",
     "ValueStateDescriptor",
     "WatermarkStrategy",

@@ -16,8 +16,20 @@ what it leaves behind can be told apart from other jobs' and other launches'.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
+
+EXCHANGE_FRAME_LIMIT_BYTES = 1 << 30
+"""The most one frame of a keyed exchange carries between tasks: a record larger
+than this cannot cross one, so a source refuses it (or routes it aside) as it reads."""
+
+
+class UnreadableRecordError(ValueError):
+    """A record of a source's input that cannot be read (not in its format, too large)
+    and that the source has no dead-letter location for: a restart would read it
+    again, so the job stops. The message names the record (where it is) and the
+    option that routes such records aside."""
 
 
 @dataclass(frozen=True)
@@ -188,11 +200,20 @@ class JobIdentity:
         return f"{self.namespace}/{self.job}"
 
 
+def _outside_a_job() -> None:
+    """A context made by hand (a connector's unit test) has no control plane to ask."""
+
+
 @dataclass(frozen=True)
 class SubtaskContext:
     """Whose a source reader or sink writer is: subtask `subtask` of `parallelism`,
     in launch `launch` of `job`. Launch numbers grow with each (re)start of the job;
-    a launch runs one reader or writer per subtask of a vertex."""
+    a launch runs one reader or writer per subtask of a vertex.
+
+    `confirm_launch()` raises unless `launch` still coordinates the job, asked of the
+    control plane at that moment: a task can be held (a GC pause, a frozen executor)
+    while a later launch restores the same checkpoint and commits past it, so a sink
+    whose commits are not idempotent asks before it acts on the restored committables."""
 
     job: JobIdentity
     subtask: int
@@ -200,6 +221,7 @@ class SubtaskContext:
     launch: int
     vertex: str = ""  # the source's or sink's name in the job graph
     exactly_once: bool = True  # the job's mode; False: at-least-once
+    confirm_launch: Callable[[], None] = field(default=_outside_a_job, compare=False, repr=False)
 
 
 class Sink(ABC):

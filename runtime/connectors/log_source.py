@@ -27,8 +27,15 @@ import time
 from typing import Any
 
 import fsspec
-from lockgate.runtime.api.connectors import Backlog, JobIdentity, Source, SourceReader, SubtaskContext
-from lockgate.runtime.connectors.file_sink import FileSink
+from lockgate.runtime.api.connectors import (
+    Backlog,
+    JobIdentity,
+    Source,
+    SourceReader,
+    SubtaskContext,
+    UnreadableRecordError,
+)
+from lockgate.runtime.connectors.dead_letters import DeadLetterPolicy
 from lockgate.runtime.connectors.json_lines import decode_line, decode_lines
 from lockgate.runtime.connectors.log_partition import LogPartition, PartitionOffset
 from lockgate.runtime.connectors.output_location import check_url
@@ -40,11 +47,8 @@ NO_INPUT_WARNING_INTERVAL_S = 60.0
 """How often an unbounded run that finds no file to read says so."""
 
 
-class MalformedRecordError(ValueError):
+class MalformedRecordError(UnreadableRecordError):
     """A line that is not a JSON document, with no dead-letter file configured."""
-
-
-DEAD_LETTER_PREFIX = "dead-letter"
 
 
 class LogSource(Source):
@@ -64,12 +68,11 @@ class LogSource(Source):
             raise TypeError(f"LogSource {url}: bounded= takes True or False, got {bounded!r}")
         self.url = url
         self.bounded = bounded  # the files hold all there is: read to their end, then done
-        self.dead_letter = None if dead_letter is None else FileSink(dead_letter, DEAD_LETTER_PREFIX)
+        self.dead_letter = DeadLetterPolicy(dead_letter)
         self.pattern = pattern
 
     def validate(self, job: JobIdentity) -> None:
-        if self.dead_letter is not None:
-            self.dead_letter.validate(job)
+        self.dead_letter.validate(job)
 
     def missing_input(self) -> str | None:
         fs, path = fsspec.core.url_to_fs(self.url)
@@ -99,7 +102,7 @@ class LogSourceReader(SourceReader):
         self._source = source
         self._subtask = context.subtask
         self._parallelism = context.parallelism
-        self._dead_letters = None if source.dead_letter is None else source.dead_letter.create_writer(context)
+        self._dead_letters = source.dead_letter.open(context)
         self._fs, root = fsspec.core.url_to_fs(source.url)
         self._root = root.rstrip("/")
         self._partitions: dict[str, LogPartition] = {}
@@ -173,30 +176,26 @@ class LogSourceReader(SourceReader):
             out.append(decode_line(line))
         except ValueError as error:  # UnicodeDecodeError included: invalid UTF-8 is malformed too
             where = f"{partition.url}:{line_number}"
-            if self._dead_letters is None:
-                raise MalformedRecordError(
-                    f"{where}: not a JSON document ({error}); fix the line, or set "
-                    "dead_letter= to route malformed lines to a file"
-                ) from None
             entry = {"source": where, "error": str(error), "line": line.decode("utf-8", "replace")}
-            self._dead_letters.write(entry)
+            refusal = MalformedRecordError(
+                f"{where}: not a JSON document ({error}); fix the line, or set "
+                "dead_letter= to route malformed lines to a file"
+            )
+            self._dead_letters.put(entry, refusal)
 
     # -- dead letters: two-phase, with the checkpoint ------------------------------------
 
     def pre_commit(self, checkpoint_id: int) -> list[Any]:
-        return [] if self._dead_letters is None else self._dead_letters.pre_commit(checkpoint_id)
+        return self._dead_letters.pre_commit(checkpoint_id)
 
     def commit(self, committables: list[Any]) -> None:
-        if self._dead_letters is not None:
-            self._dead_letters.commit(committables)
+        self._dead_letters.commit(committables)
 
     def recover(self, committables: list[Any]) -> None:
-        if self._dead_letters is not None:
-            self._dead_letters.recover(committables)
+        self._dead_letters.recover(committables)
 
     def close(self) -> None:
-        if self._dead_letters is not None:
-            self._dead_letters.close()
+        self._dead_letters.close()
 
     def offsets(self) -> dict[str, Any]:
         return {name: p.offset.to_json() for name, p in self._partitions.items()}

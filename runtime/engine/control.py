@@ -125,9 +125,17 @@ class CheckpointControl:
         return self.deposed is not None
 
     def check_launch(self) -> None:
-        """Raise if this task's launch was deposed."""
+        """Raise if this task's launch was deposed (as the watch last heard)."""
         if self.deposed is not None:
             raise LaunchDeposedError(f"task {self._subtask} stops: {self.deposed}")
+
+    def confirm_launch(self) -> None:
+        """Raise unless this task's launch coordinates the job now: the coordinator
+        record is read from the control plane at this moment (a linearizable read),
+        not taken from the watch, whose news may be late. For what a sink must not
+        do on behalf of a launch that a later one replaced (`SubtaskContext`)."""
+        self._depose_unless_ours(self._call(self._store.get(self.keys.coordinator)))
+        self.check_launch()
 
     def gather_addresses(
         self, address: str, parallelism: int, *, timeout_s: float = GATHER_TIMEOUT_S

@@ -1,5 +1,6 @@
 """A failure in the job's own code on a Spark task, shown to the user as the job's
-traceback, once.
+traceback, once; and a record of the job's input that no restart can read, shown
+as the one paragraph the source wrote about it.
 
 On Spark, a task's exception reaches the driver only as text inside Py4J's error,
 with the runtime's and Spark's frames and Java's stack around it. A task whose
@@ -16,6 +17,7 @@ import re
 import sys
 from pathlib import Path
 
+from lockgate.runtime.api.connectors import UnreadableRecordError
 from lockgate.runtime.api.job_traceback import implicating_job_frame, job_traceback
 
 _BEGIN, _END = "<<lockgate-job-failure>>", "<<end-lockgate-job-failure>>"
@@ -47,7 +49,10 @@ def job_code_paths(entrypoint: str) -> tuple[str, ...]:
 
 
 def carried(error: BaseException, job_paths: tuple[str, ...] = ()) -> CarriedJobFailureError | None:
-    """`error` as a task on Spark raises it, if the job's code is to blame for it."""
+    """`error` as a task on Spark raises it, if the job's code or its input is to blame
+    for it (input: a record no restart can read, whose message says all there is)."""
+    if isinstance(error, UnreadableRecordError):
+        return CarriedJobFailureError(f"{_BEGIN}{json.dumps({'unreadable': str(error)})}{_END}")
     if (frame := implicating_job_frame(error, job_paths)) is None:
         return None
     where = f"in {frame.name} ({Path(frame.filename).name}, line {frame.lineno})"
@@ -56,12 +61,14 @@ def carried(error: BaseException, job_paths: tuple[str, ...] = ()) -> CarriedJob
     return CarriedJobFailureError(f"{_BEGIN}{payload}{_END}")
 
 
-def found_in(text: str) -> JobCodeError | None:
+def found_in(text: str) -> JobCodeError | UnreadableRecordError | None:
     """The job's failure a task carried, from the text of the error that reached the driver."""
     if (match := _CARRIED.search(text)) is None:
         return None
     try:
         payload = json.loads(match[1])
+        if "unreadable" in payload:
+            return UnreadableRecordError(str(payload["unreadable"]))
         return JobCodeError(str(payload["summary"]), str(payload["traceback"]))
     except (ValueError, KeyError, TypeError):
         return None  # not ours after all: the text is shown as it is

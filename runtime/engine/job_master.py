@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from lockgate.runtime.api.connectors import UnreadableRecordError
 from lockgate.runtime.api.validation import JobDefinitionError
 from lockgate.runtime.coordination.ack_seal import ack_key
 from lockgate.runtime.coordination.control_plane import open_control_plane
@@ -107,6 +108,7 @@ PERMANENT_FAILURES: tuple[type[BaseException], ...] = (
     SnapshotCorruptError,  # a savepoint the user named (a task's finding is handled first)
     NoUsableCheckpointError,
     RestoreBehindCommittedOutputError,
+    UnreadableRecordError,  # a restart reads it again: the source names it and the option to set
 )
 
 

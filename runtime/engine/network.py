@@ -26,6 +26,7 @@ import struct
 import threading
 import time
 
+from lockgate.runtime.api.connectors import EXCHANGE_FRAME_LIMIT_BYTES
 from lockgate.runtime.engine.channels import ChannelClosedError, ChannelSilentError, TaskCancelledError
 from lockgate.runtime.engine.events import Element, EndOfStream
 from lockgate.runtime.engine.frame_seal import MAC_BYTES, FrameAuthenticationError, Opener, Sealer
@@ -51,7 +52,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _U32 = struct.Struct(">I")
-MAX_FRAME_BYTES = 1 << 30
+MAX_FRAME_BYTES = EXCHANGE_FRAME_LIMIT_BYTES
 WAIT_S = 0.05
 HEARTBEAT = _U32.pack(0)
 """A frame of length 0 (data direction) or a grant of 0 credits (credit direction)."""

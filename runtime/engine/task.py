@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 IDLE_WAIT_S = 0.005
 PROGRESS_INTERVAL_S = 1.0
 BACKLOG_INTERVAL_S = 1.0
+FAILED_CHANNELS_LINGER_S = 2.0  # how long a failed task's channels stay open (Task.run)
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,9 @@ class Task:
         config = self.config
         exactly_once = config.mode == "exactly-once"
         launch = self.control.launch
-        return SubtaskContext(job, config.index, config.parallelism, launch, vertex, exactly_once)
+        return SubtaskContext(
+            job, config.index, config.parallelism, launch, vertex, exactly_once, self.control.confirm_launch
+        )
 
     # -- checkpoints -----------------------------------------------------------------
 
@@ -270,11 +273,22 @@ class Task:
             self._uploads.shutdown(wait=True)
             for state in self.states.values():
                 state.close()
-            for close in self.wiring.closers:
-                close()
+            if any(c.failure is not None for c in self.chains):
+                # A peer learns of this failure as its channels from here closing, and
+                # fails in turn; on Spark the first failure to arrive is the one
+                # reported. Closed a moment later, they let this task's cause arrive first.
+                lingering = threading.Timer(FAILED_CHANNELS_LINGER_S, self._close_wiring)
+                lingering.daemon = True
+                lingering.start()
+            else:
+                self._close_wiring()
         failures = [c.failure for c in self.chains if c.failure is not None]
         if failures:
             raise failures[0]
+
+    def _close_wiring(self) -> None:
+        for close in self.wiring.closers:
+            close()
 
 
 class ChainRunner:

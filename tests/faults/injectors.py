@@ -15,11 +15,12 @@ from tests.faults.checkpoint_corruption import corrupt_snapshot
 from tests.faults.exchange_partition import ExchangeProxies
 from tests.faults.faulty_fs import StorageFaults
 from tests.faults.schedule import Fault
-from tests.faults.soak_cluster import SoakCluster
+from tests.faults.soak_cluster import Driver, SoakCluster
 
 LEASE_S = 10.0  # the coordinator's lease: a driver paused longer has lost the job
 TAKEOVER_WAIT_S = 120.0  # how long a stalled driver stays stalled for its replacement to take over
 TARGET_WAIT_S = 15.0  # how long a fault waits for its target (a relaunch may be under way)
+HELD_WITHIN_S = 90.0  # a launch failing at its next barrier, and its relaunch starting its writers
 
 
 @dataclass
@@ -117,23 +118,76 @@ def _driver_pause_takeover(ctx: FaultContext, injection: Injection, rng: random.
         return
     process = ctx.pause(pid)
     injection.injected = process is not None
+    injection.note(f"SIGSTOP driver {pid} ({old.name})")
+    _take_over(ctx, injection, checkpoints=1)
+    ctx.resume(process)
+
+
+def _take_over(ctx: FaultContext, injection: Injection, checkpoints: int) -> None:
+    """A replacement driver is launched while the current one stalls; returns once it
+    leads the job and completed `checkpoints` checkpoints (or `TAKEOVER_WAIT_S` passed)."""
     before = ctx.cluster.latest()
     replacement = ctx.cluster.launch_driver()
-    injection.note(f"SIGSTOP driver {pid} ({old.name}); {replacement.name} launched")
+    injection.note(f"{replacement.name} launched")
     deadline = time.monotonic() + max(injection.fault.hold_s, TAKEOVER_WAIT_S)
     while time.monotonic() < deadline:
         status, latest = ctx.cluster.status(), ctx.cluster.latest()
         took_over = status is not None and status.driver == replacement.name
-        newer = latest is not None and (before is None or latest.checkpoint_id > before.checkpoint_id)
-        if took_over and newer and time.monotonic() - injection.started > LEASE_S:
+        completed = (
+            0 if latest is None else latest.checkpoint_id - (0 if before is None else before.checkpoint_id)
+        )
+        if took_over and completed >= checkpoints and time.monotonic() - injection.started > LEASE_S:
             injection.note(
                 f"{replacement.name} completed checkpoint {latest.checkpoint_id if latest else '?'}"
             )
-            break
+            return
         time.sleep(0.5)  # polling etcd for the takeover
-    else:
-        injection.note(f"{replacement.name} had not taken over with a checkpoint after {TAKEOVER_WAIT_S} s")
-    ctx.resume(process)
+    injection.note(f"{replacement.name} had not taken over with a checkpoint after {TAKEOVER_WAIT_S} s")
+
+
+def _late_kafka_writer(ctx: FaultContext, injection: Injection, _rng: random.Random) -> None:
+    """A Kafka writer of an earlier launch starts late (issue 34, item 1). The hold is
+    armed (tests/faults/late_writer.py): the running launch fails at a sink barrier and
+    the first writer of its relaunch waits before it starts. Then that driver stalls
+    past its lease with its executors (so nothing cancels the held task; its Python
+    workers run on), a replacement takes the job over, restores the same checkpoint
+    and completes two more; then the held writer is released — it must send nothing —
+    and the stalled driver resumes."""
+    cluster, hold = ctx.cluster, ctx.cluster.writer_hold
+    if cluster.kafka is None:
+        injection.note("the job has no Kafka sink")
+        return
+    old = cluster.current
+    hold.arm()
+    try:
+        deadline = time.monotonic() + HELD_WITHIN_S
+        while (held := hold.held()) is None and time.monotonic() < deadline and old.alive():
+            time.sleep(0.2)  # polling for the relaunch's writer to reach the hold
+        if held is None:
+            injection.note(f"no Kafka writer reached the hold within {HELD_WITHIN_S} s")
+            return
+        stalled = [ctx.pause(pid) for pid in [old.process.pid, *_stallable(old)]]
+        injection.injected = True
+        injection.note(
+            f"{held} of {old.name} held before its writer started; the driver and executors stalled"
+        )
+        _take_over(ctx, injection, checkpoints=2)
+        hold.release()
+        deadline = time.monotonic() + HELD_WITHIN_S
+        while (outcome := hold.outcome()) is None and time.monotonic() < deadline:
+            time.sleep(0.2)  # polling for what the released writer did
+        injection.note(f"the held writer, released: {outcome or 'no word'}")
+        for process in stalled:
+            ctx.resume(process)
+    finally:
+        hold.release()
+
+
+def _stallable(driver: Driver) -> list[int]:
+    """A driver's processes but its Python task workers: what a frozen host stops,
+    leaving a task that no longer needs its JVM running."""
+    workers = set(driver.spark.python_workers())
+    return [pid for pid in driver.spark.all() if pid not in workers]
 
 
 def _stalled_launch_relaunched(ctx: FaultContext, injection: Injection, _rng: random.Random) -> None:
@@ -302,6 +356,7 @@ INJECTORS: dict[str, Injector] = {
     "exchange-partition": _partition,
     "checkpoint-flip": _corrupt_latest("flip"),
     "checkpoint-truncate": _corrupt_latest("truncate"),
+    "kafka-late-writer": _late_kafka_writer,
 }
 
 

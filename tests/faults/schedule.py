@@ -27,6 +27,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     ),
     "partition": ("exchange-partition",),
     "checkpoint": ("checkpoint-flip", "checkpoint-truncate"),
+    "kafka": ("kafka-late-writer",),
 }
 CLASSES = tuple(KINDS)
 CLASS_OF = {kind: cls for cls, kinds in KINDS.items() for kind in kinds}
@@ -53,6 +54,7 @@ HOLD_S: dict[str, tuple[float, float]] = {
     "exchange-partition": (0, 0),  # until the runtime notices, or the partition bound
     "checkpoint-flip": (0, 0),
     "checkpoint-truncate": (0, 0),
+    "kafka-late-writer": (12, 15),  # the driver's stall, at least; until the replacement committed
 }
 
 

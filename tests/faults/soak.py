@@ -18,7 +18,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -162,7 +162,10 @@ class Soak:
         self.schedule = schedule
         self.options = options or SoakOptions()
         self.say = say
-        self.cluster = SoakCluster(work, job or JobOptions())
+        job = job or JobOptions()
+        if any(f.cls == "kafka" for faults in schedule.rounds for f in faults):
+            job = replace(job, kafka=True)  # its faults are the Kafka sink's
+        self.cluster = SoakCluster(work, job)
         self.input = SoakInput(
             str(work / "input"), self.cluster.options.keys, self.cluster.options.partitions
         )
@@ -292,6 +295,8 @@ class Soak:
         count = len(committed(cluster.output_url))
         if count < self.input.total:
             missing.append(f"{count} of {self.input.total} records committed")
+        if cluster.kafka is not None and (in_kafka := len(cluster.kafka_committed())) < self.input.total:
+            missing.append(f"{in_kafka} of {self.input.total} records committed to Kafka")
         return missing
 
     def _check(self, recovered: bool) -> list[str]:
@@ -304,6 +309,11 @@ class Soak:
             return ["etcd did not answer which checkpoints were found damaged"]
         replayed = committed_by(self.cluster.output_url, damaged)
         problems = output_problems(records, self.input.total, self.input.keys, recovered, replayed)
+        if self.cluster.kafka is not None:
+            # Both sinks follow the same chain, so an epoch holds the same records in each.
+            kafka = self.cluster.kafka_committed()
+            in_kafka = output_problems(kafka, self.input.total, self.input.keys, recovered, replayed)
+            problems += [f"Kafka: {problem}" for problem in in_kafka]
         if not recovered:
             return problems
         for _ in range(3):  # retention may delete the latest between asking and reading

@@ -7,6 +7,8 @@ a second driver while the first still lives (a takeover after a pause)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import subprocess
 import sys
 import threading
@@ -15,18 +17,21 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.coordination.job_status import read_status
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import CompletedCheckpoint, JobStatus, decode
+from lockgate.runtime.snapshot.snapshot_key import new_key_text
 
 from tests.faults import processes
 from tests.faults.etcd_faults import EtcdFaults
 from tests.faults.exchange_partition import exchange_environment
 from tests.faults.faulty_fs import StorageFaultSwitch
+from tests.faults.late_writer import WriterHold
+from tests.kafka_broker import KafkaBroker, kafka_broker
 from tests.runtime.recovery.lockgate_process import environment
 
 T = TypeVar("T")
@@ -45,6 +50,7 @@ class JobOptions:
     takeover_wait_s: float = 60.0
     restart_delay_s: float = 1.0
     master: str = "local-cluster[2,1,1024]"
+    kafka: bool = False  # also a KafkaSink of the sums, into a broker of the soak's own
 
 
 @dataclass
@@ -77,6 +83,15 @@ class SoakCluster:
         self.storage = StorageFaultSwitch(work / "storage-faults.json")
         self.etcd_server = EtcdServer(work / "etcd")
         self.etcd = EtcdFaults(self.etcd_server)
+        # Every driver signs and checks snapshots with the job's one key, as the operator
+        # gives each driver pod the job's Secret: a replacement restores its predecessor's.
+        self.snapshot_key = work / "snapshot.key"
+        if not self.snapshot_key.exists():
+            self.snapshot_key.write_text(new_key_text())
+        self.writer_hold = WriterHold(work / "writer-hold")
+        self.kafka: KafkaBroker | None = None
+        self.kafka_topic = "sums"
+        self._resources = contextlib.ExitStack()
         self.drivers: list[Driver] = []
         self.events: list[str] = []  # what happened to drivers, for the round's log
         self._lock = threading.Lock()
@@ -87,6 +102,10 @@ class SoakCluster:
 
     def start(self) -> None:
         self.etcd_server.start()
+        if self.options.kafka:
+            (self.work / "logs").mkdir(exist_ok=True)
+            self.kafka = self._resources.enter_context(kafka_broker(self.work / "logs" / "tansu.log"))
+            self.kafka_topic = self.kafka.create_topic(2, "sums")
         self.launch_driver()
         self._supervisor = threading.Thread(target=self._supervise, name="soak-supervisor", daemon=True)
         self._supervisor.start()
@@ -108,6 +127,7 @@ class SoakCluster:
         self.kill_orphans()
         self.etcd.ensure_running()
         self.etcd_server.stop()
+        self._resources.close()
 
     def _command(self, name: str) -> list[str]:
         o = self.options
@@ -123,6 +143,7 @@ class SoakCluster:
             f"file://{self.work}/savepoints",
         ]
         command += ["--work-dir", str(self.work / "drivers" / name), "--driver-name", name]
+        command += ["--snapshot-key-file", str(self.snapshot_key)]
         command += ["--takeover-wait", str(o.takeover_wait_s)]
         command += ["--restart-strategy", "fixed-delay", "--restart-attempts", "1000"]
         command += ["--restart-delay", str(o.restart_delay_s)]
@@ -130,7 +151,21 @@ class SoakCluster:
         # duplicates it announces (each checked against what the damaged one committed).
         command += ["--accept-duplicate-output"]
         command += ["--arg", f"input={self.input_url}", "--arg", f"output={self.output_url}"]
+        if self.kafka is not None:
+            command += [
+                "--arg",
+                f"kafka={self.kafka.bootstrap_servers}",
+                "--arg",
+                f"topic={self.kafka_topic}",
+            ]
+            command += ["--arg", f"hold={self.writer_hold.directory}"]
         return command
+
+    def kafka_committed(self) -> list[dict[str, Any]]:
+        """What a read_committed consumer of the Kafka sink's topic sees (none without one)."""
+        if self.kafka is None:
+            return []
+        return [json.loads(value) for _, _, _, value in self.kafka.read(self.kafka_topic)]
 
     def launch_driver(self) -> Driver:
         with self._lock:

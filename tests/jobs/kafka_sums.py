@@ -1,7 +1,7 @@
 """The keyed running sum from Kafka to Kafka, configured by its args (as `lockgate
 run tests.jobs.kafka_sums:running_sum --arg k=v` and Spark tasks build it):
 records `{"key", "n"}` from topic `input`, `{"key", "n", "sum"}` to topic
-`output`, keyed by the key. With `crash_at=<phase>` and `flag=<file>`, the
+`output`, keyed by the key; messages it cannot read go to `dead_letter` if given. With `crash_at=<phase>` and `flag=<file>`, the
 sink's process dies once (`os._exit`, as a kill does) at that phase of an
 epoch's transaction, while `flag` does not exist yet."""
 
@@ -81,6 +81,7 @@ def running_sum(env: StreamEnvironment) -> None:
         topics=[args["input"]],
         group_id=args.get("group", "sums"),
         stop_at=args.get("stop_at"),
+        dead_letter=args.get("dead_letter"),
         properties=QUIET,
     )
     sink: Sink = KafkaSink(

@@ -20,13 +20,25 @@ again) means none was: an epoch is skipped only when this very epoch is known
 committed, never because of its number. Whatever failed (before the
 checkpoint, between it and the commit, during the commit) a `read_committed`
 consumer sees each epoch once.
+
+Only a writer of the launch that coordinates the job may do this. A task can be
+held before its writer starts (a GC pause, a frozen executor) while the next
+launch restores the same checkpoint and commits further epochs; started then,
+its `init_transactions` would fence the current producer and, finding a marker
+its checkpoint does not name, send an epoch the broker already has. So the
+writer asks the control plane whether its launch is still current before
+`init_transactions` (a late writer fences nobody) and again after it (a launch
+that began in between initialised its producer either after this one, and
+fenced it, or before, and was fenced by it: then this check fails, and that
+launch's next transaction step is refused, so it restarts from its checkpoint,
+losing nothing); only then does it read the marker and send.
 """
 
 from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,12 +87,22 @@ class Epoch:
 
 
 class EpochTransactions:
-    """Transactions of transactional id `transactional_id`, on `topic`."""
+    """Transactions of transactional id `transactional_id`, on `topic`, for the launch
+    `confirm_launch` checks (it raises once that launch no longer coordinates the job)."""
 
-    def __init__(self, config: dict[str, str], transactional_id: str, topic: str) -> None:
+    def __init__(
+        self,
+        config: dict[str, str],
+        transactional_id: str,
+        topic: str,
+        confirm_launch: Callable[[], None],
+        launch: int,
+    ) -> None:
         self._kafka = kafka_client()
         self.transactional_id = transactional_id
         self._topic = topic
+        self._launch = launch
+        self._confirm_current(confirm_launch)
         timeout_ms = config.get("transaction.timeout.ms", str(int(TRANSACTION_TIMEOUT_S * 1000)))
         self._timeout_s = int(timeout_ms) / 1000
         producer_config = {
@@ -99,10 +121,24 @@ class EpochTransactions:
         marker_config.update({k: v for k, v in config.items() if k.startswith(_CREDENTIALS)})
         self._marker_group: Any = make_client(self._kafka.Consumer, marker_config, "KafkaSink")
         self._call(lambda: self._producer.init_transactions(self._timeout_s), "start")
+        try:
+            self._confirm_current(confirm_launch)
+        except KafkaConnectorError:
+            self.close()
+            raise
         tp = self._kafka.TopicPartition(topic, 0)
         group = self._marker_group
         found = self._call(lambda: group.committed([tp], timeout=self._timeout_s), "read marker")
         self._last_marker = int(found[0].offset)  # of the last epoch this id committed; negative: none
+
+    def _confirm_current(self, confirm_launch: Callable[[], None]) -> None:
+        try:
+            confirm_launch()
+        except Exception as error:  # deposed, or the control plane cannot say: either way, stop
+            raise KafkaConnectorError(
+                f"KafkaSink: the writer of {self.transactional_id!r} for launch {self._launch} sends "
+                f"nothing: {error}"
+            ) from error
 
     def uncommitted(self, epochs: Iterable[Epoch]) -> list[Epoch]:
         """Of a checkpoint's epochs of this id, those the broker has not committed."""
@@ -140,8 +176,9 @@ class EpochTransactions:
             if error.name() in _FENCED_CODES:
                 raise KafkaConnectorError(
                     f"KafkaSink: transactional id {self.transactional_id!r} was taken over by another "
-                    "producer (a newer launch of this job, or another job writing with the same id): "
-                    f"this writer stops ({error.str()})"
+                    "producer (a newer launch of this job; a late writer of an earlier launch, which "
+                    "then stops without sending; or another job writing with the same id): this writer "
+                    f"stops and its launch restarts from its last checkpoint ({error.str()})"
                 ) from None
             if error.txn_requires_abort():
                 # Best effort: the restore's init_transactions aborts it in any case.

@@ -11,11 +11,18 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from lockgate.runtime.api.connectors import UnreadableRecordError
+
 _ENCODE_JSON = json.JSONEncoder(separators=(",", ":")).encode
 
 
 class RecordFormatError(ValueError):
-    """A message or record that is not in the connector's value format."""
+    """A record that is not in the sink's value format."""
+
+
+class UnreadableMessageError(UnreadableRecordError):
+    """A message the source cannot read (not in its value format, too large), with no
+    dead-letter location set."""
 
 
 def decoder(value_format: str) -> Callable[[bytes], Any]:

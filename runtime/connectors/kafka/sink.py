@@ -9,7 +9,9 @@ interval after it was written, as with any transactional sink, and the
 checkpoint holds the records of the epochs not yet committed.
 
 Transactional ids are `lockgate.<namespace>.<job>.<vertex>.<subtask>`: the
-same in every launch, so a restarted subtask fences the one it replaces. After
+same in every launch, so a restarted subtask fences the one it replaces; a
+writer whose launch a later one replaced sends nothing (it asks before and
+after fencing: `epoch_transactions.py`). After
 a restore at another parallelism, each old subtask's id is taken over by the
 new subtask `old % parallelism`, which commits what the checkpoint holds of it.
 
@@ -101,8 +103,13 @@ class TransactionalKafkaWriter(SinkWriter):
 
     def _transactions(self, subtask: int) -> EpochTransactions:
         """The transactions of `subtask`'s transactional id."""
+        context = self._context
         return EpochTransactions(
-            self._sink.client_config(), transactional_id(self._context, subtask), self._sink.topic
+            self._sink.client_config(),
+            transactional_id(context, subtask),
+            self._sink.topic,
+            context.confirm_launch,
+            context.launch,
         )
 
     def write(self, record: Any) -> None:

@@ -18,6 +18,13 @@ records silently. Reads are `read_committed` (librdkafka's default).
 `stop_at="latest"` makes the source bounded: each partition is read up to the
 end offset it had when the reader opened (or when it was discovered), and the
 source is done there.
+
+A message whose value is not in `value_format`, or whose key and value together
+are larger than `max_record_bytes` (at most, and by default, the 1 GiB a frame
+of the keyed exchange carries), goes to `dead_letter=URL` with its topic,
+partition, offset and the reason, and the source reads on; without a
+dead-letter location it stops the job, naming the message and the option
+(`dead_letters.py`).
 """
 
 from __future__ import annotations
@@ -26,9 +33,17 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from lockgate.runtime.api.connectors import Backlog, JobIdentity, Source, SourceReader, SubtaskContext
+from lockgate.runtime.api.connectors import (
+    EXCHANGE_FRAME_LIMIT_BYTES,
+    Backlog,
+    JobIdentity,
+    Source,
+    SourceReader,
+    SubtaskContext,
+)
 from lockgate.runtime.api.validation import JobDefinitionError
-from lockgate.runtime.connectors.kafka.record_format import RecordFormatError, decoder
+from lockgate.runtime.connectors.dead_letters import DeadLetterPolicy
+from lockgate.runtime.connectors.kafka.record_format import UnreadableMessageError, decoder
 from lockgate.runtime.connectors.kafka.settings import (
     BROKER_TIMEOUT_S,
     VALUE_FORMATS,
@@ -44,6 +59,8 @@ from lockgate.runtime.connectors.partitions import owner
 
 DISCOVERY_INTERVAL_S = 10.0
 """How often a reader asks the broker for partitions added to its topics."""
+
+_SET_ASIDE = object()  # what `_record` returns for a message it routed to the dead letters
 
 
 @dataclass(frozen=True)
@@ -72,6 +89,8 @@ class KafkaSource(Source):
         value_format: str = "json",
         stop_at: str | None = None,
         with_metadata: bool = False,
+        dead_letter: str | None = None,
+        max_record_bytes: int = EXCHANGE_FRAME_LIMIT_BYTES,
         properties: dict[str, Any] | None = None,
     ) -> None:
         self.bootstrap_servers = check_text("KafkaSource bootstrap_servers", bootstrap_servers)
@@ -88,6 +107,20 @@ class KafkaSource(Source):
         if not isinstance(with_metadata, bool):
             raise JobDefinitionError(f"KafkaSource with_metadata takes True or False, got {with_metadata!r}")
         self.with_metadata = with_metadata
+        if dead_letter is not None:
+            check_text("KafkaSource dead_letter", dead_letter)
+        self.dead_letter = DeadLetterPolicy(dead_letter)
+        limit = EXCHANGE_FRAME_LIMIT_BYTES
+        if (
+            isinstance(max_record_bytes, bool)
+            or not isinstance(max_record_bytes, int)
+            or not 0 < max_record_bytes <= limit
+        ):
+            raise JobDefinitionError(
+                f"KafkaSource max_record_bytes takes a number of bytes from 1 to {limit} (the exchange's "
+                f"frame limit), got {max_record_bytes!r}"
+            )
+        self.max_record_bytes = max_record_bytes
         self.properties = check_properties("KafkaSource", properties)
 
     def consumer_config(self) -> dict[str, str]:
@@ -107,6 +140,7 @@ class KafkaSource(Source):
     def validate(self, job: JobIdentity) -> None:
         make_client(kafka_client().Consumer, self.consumer_config(), "KafkaSource").close()
         check_topics("KafkaSource", self.properties, self.bootstrap_servers, self.topics)
+        self.dead_letter.validate(job)
 
     def open_reader(self, context: SubtaskContext, offsets: dict[str, Any]) -> SourceReader:
         return KafkaSourceReader(self, context, offsets)
@@ -122,6 +156,7 @@ class KafkaSourceReader(SourceReader):
         self._source = source
         self._context = context
         self._decode = decoder(source.value_format)
+        self._dead_letters = source.dead_letter.open(context)
         self._consumer: Any = make_client(self._kafka.Consumer, source.consumer_config(), "KafkaSource")
         self._restored = {name: int(offset) for name, offset in offsets.items()}
         self._positions: dict[str, int] = {}  # per assigned partition: the next offset to read
@@ -225,18 +260,28 @@ class KafkaSourceReader(SourceReader):
                 continue
             self._at_eof.discard(name)
             self._positions[name] = offset + 1
-            by_partition.setdefault(name, []).append(self._record(name, message))
+            if (record := self._record(message)) is not _SET_ASIDE:
+                by_partition.setdefault(name, []).append(record)
         return list(by_partition.items())
 
-    def _record(self, name: str, message: Any) -> Any:
-        raw = message.value()
+    def _record(self, message: Any) -> Any:
+        raw, key = message.value(), message.key()
+        size = len(raw or b"") + len(key or b"")
+        if size > self._source.max_record_bytes:
+            limit = self._source.max_record_bytes
+            problem = f"is {size} bytes (key and value), over max_record_bytes={limit}" + (
+                ", the most one frame of the keyed exchange carries"
+                if limit == EXCHANGE_FRAME_LIMIT_BYTES
+                else ""
+            )
+            return self._set_aside(message, problem, {"bytes": size})
         try:
             value = None if raw is None else self._decode(raw)
         except ValueError as error:
-            raise RecordFormatError(
-                f"KafkaSource: message at {name} offset {message.offset()} is not "
-                f"{self._source.value_format!r} ({error})"
-            ) from None
+            text = raw.decode("utf-8", "replace")
+            return self._set_aside(
+                message, f"is not {self._source.value_format!r} ({error})", {"value": text}
+            )
         if not self._source.with_metadata:
             return value
         kind, timestamp = message.timestamp()
@@ -248,6 +293,28 @@ class KafkaSourceReader(SourceReader):
             message.offset(),
             None if kind == self._kafka.TIMESTAMP_NOT_AVAILABLE else timestamp,
         )
+
+    def _set_aside(self, message: Any, problem: str, kept: dict[str, Any]) -> object:
+        """`message` to the dead letters, or the job stops (no dead-letter location)."""
+        topic, partition, offset = message.topic(), message.partition(), message.offset()
+        where = f"topic {topic!r} partition {partition} offset {offset}"
+        refusal = UnreadableMessageError(
+            f"KafkaSource: the message at {where} {problem}. The job stops: a restart would read it "
+            "again. Set dead_letter=URL on the KafkaSource to write such messages there and read on "
+            "(the dead-letter policy; without it, the job fails), or remove the message from the topic"
+        )
+        key = message.key()
+        entry = {
+            "source": where,
+            "topic": topic,
+            "partition": partition,
+            "offset": offset,
+            "error": problem,
+            "key": None if key is None else key.decode("utf-8", "replace"),
+            **kept,
+        }
+        self._dead_letters.put(entry, refusal)
+        return _SET_ASIDE
 
     def _on_error(self, name: str, message: Any, error: Any) -> None:
         if error.code() == self._kafka.KafkaError._PARTITION_EOF:
@@ -289,13 +356,21 @@ class KafkaSourceReader(SourceReader):
     # -- the group's committed offsets, for monitoring --------------------------------
 
     def pre_commit(self, checkpoint_id: int) -> list[Any]:
-        return [{"group_offsets": dict(self._positions)}]
+        dead_letters = [{"dead_letters": c} for c in self._dead_letters.pre_commit(checkpoint_id)]
+        return [{"group_offsets": dict(self._positions)}, *dead_letters]
 
     def commit(self, committables: list[Any]) -> None:
-        """After a checkpoint completed: its offsets to the group (asynchronously)."""
-        if not committables:
-            return
-        positions: dict[str, int] = committables[-1]["group_offsets"]
+        """After a checkpoint completed: its dead letters, and its offsets to the group
+        (asynchronously)."""
+        self._dead_letters.commit(_dead_letters_of(committables))
+        offsets = [c["group_offsets"] for c in committables if "group_offsets" in c]
+        if offsets:
+            self._commit_group_offsets(offsets[-1])
+
+    def recover(self, committables: list[Any]) -> None:
+        self._dead_letters.recover(_dead_letters_of(committables))
+
+    def _commit_group_offsets(self, positions: dict[str, int]) -> None:
         tps = [
             self._kafka.TopicPartition(*self._topic_partitions[name], offset)
             for name, offset in positions.items()
@@ -315,7 +390,11 @@ class KafkaSourceReader(SourceReader):
 
     def close(self) -> None:
         """Ends reading; a checkpoint that completes afterwards still commits its
-        offsets to the group."""
+        offsets to the group, and its dead letters."""
         if not self._closed:
             self._closed = True
             self._consumer.close()
+
+
+def _dead_letters_of(committables: list[Any]) -> list[Any]:
+    return [c["dead_letters"] for c in committables if "dead_letters" in c]

@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 from lockgate.runtime.api import job_traceback
+from lockgate.runtime.api.connectors import UnreadableRecordError
 from lockgate.runtime.api.validation import milliseconds
 from lockgate.runtime.engine.channels import LocalChannel
 from lockgate.runtime.engine.job_failure import carried, found_in, job_code_paths
+from lockgate.runtime.engine.job_master import PERMANENT_FAILURES
 
 
 def _raised(fn: Callable[[], Any]) -> BaseException:
@@ -56,6 +58,24 @@ def test_the_runtime_refusing_what_the_jobs_code_asked_is_the_jobs() -> None:
         "JobDefinitionError: the window size takes a datetime.timedelta, got int 5 "
         f"in <lambda> (test_job_failure.py, line {asked})"
     )
+
+
+def test_a_record_of_the_input_no_restart_can_read_reaches_the_driver_as_its_own_message() -> None:
+    """Raised by a source's reader (no job frame on the stack): carried all the same, and
+    found again as the same error, which ends the run without a restart (job_master)."""
+    unreadable = UnreadableRecordError(
+        "KafkaSource: the message at topic 't' partition 1 offset 7 is not 'json'"
+    )
+    job_failure = carried(_raised(lambda: _emits(lambda: _refuse(unreadable))))
+    assert job_failure is not None
+    found = found_in(f"py4j.protocol.Py4JJavaError: An error occurred\n{job_failure}\n\tat org.apache.spark")
+    assert isinstance(found, UnreadableRecordError)
+    assert str(found) == str(unreadable)
+    assert isinstance(found, PERMANENT_FAILURES)
+
+
+def _refuse(error: BaseException) -> None:
+    raise error
 
 
 @pytest.mark.parametrize(

@@ -76,6 +76,38 @@ async def test_tasks_of_a_replaced_launch_stop_by_themselves(
     assert any(c.deposed is not None for c in controls)
 
 
+async def test_a_task_asks_etcd_whether_its_launch_still_leads_not_its_watch(
+    etcd_config: EtcdConfig, keys: JobKeys, tmp_path: Path
+) -> None:
+    """What a sink asks before it acts on restored committables (`confirm_launch`): a
+    task held since it started, its watch never run, learns of its successor at once."""
+    env = StreamEnvironment("sum")
+    running_sum(env, GeneratorSource(10, keys=7, partitions=2), f"file://{tmp_path}/out")
+    storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
+    plan = job_plan(env.graph(), 1, M)
+    async with Etcd(etcd_config) as first_etcd, Etcd(etcd_config) as successor_etcd:
+        first = CheckpointCoordinator(first_etcd, keys, storage, plan, CheckpointConfig(interval_s=None))
+        await first.start()
+        control = await asyncio.to_thread(CheckpointControl, etcd_config, keys, 0, first.launch)
+        try:
+            await asyncio.to_thread(control.confirm_launch)  # its launch leads: nothing raised
+            await first.close(release=True)
+            successor = CheckpointCoordinator(
+                successor_etcd, keys, storage, plan, CheckpointConfig(interval_s=None)
+            )
+            await successor.start()
+            try:
+                assert control.deposed is None, "the held task's watch never ran"
+                with pytest.raises(
+                    LaunchDeposedError, match=f"launch {successor.launch} has replaced launch {first.launch}"
+                ):
+                    await asyncio.to_thread(control.confirm_launch)
+            finally:
+                await successor.close()
+        finally:
+            await asyncio.to_thread(control.close)
+
+
 def test_a_task_of_an_earlier_launch_cannot_open_a_channel_to_the_current_one() -> None:
     """Each launch has a secret of its own: the old task's handshake fails, and the
     current launch's server reads nothing from it."""

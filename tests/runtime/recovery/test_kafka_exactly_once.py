@@ -7,7 +7,9 @@ consumer of the output sees equals the reference, each record once.
 - A task process dying at each phase of an epoch's transaction: before the
   pre-commit, between the pre-commit and the commit, after the commit before
   the runtime knew. (Dying during the commit: tests/runtime/connectors/kafka,
-  marked, since the tests' broker shows aborted transactions.)"""
+  marked, since the tests' broker shows aborted transactions.)
+- A message that is not JSON in the input: set aside with `dead_letter=`, the rest
+  exact; without it, the job stops at once, its last word naming the message."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lockgate.runtime import read_committed
 from lockgate.runtime.coordination.keys import JobKeys
 
 from tests.exactness import assert_running_sums_exact
@@ -148,3 +151,32 @@ def test_a_task_dying_at_each_phase_of_the_transaction_loses_and_duplicates_noth
     assert flag.exists(), f"no task died {phase}"
     assert "1 restart(s)" in result.stdout
     assert_kafka_sums_exact(kafka, topics[1], count, result.stdout + result.stderr)
+
+
+def test_a_poison_message_goes_to_the_dead_letters_or_stops_the_job_naming_it(
+    tmp_path: Path, kafka: KafkaBroker
+) -> None:
+    topics = (kafka.create_topic(PARTITIONS, "numbers"), kafka.create_topic(2, "sums"))
+    produce_numbers(kafka, topics[0], 0, 3_000)
+    kafka.produce(topics[0], [b"\xff{not json"], partition_of=lambda _: 1)  # offset 750 of partition 1
+    produce_numbers(kafka, topics[0], 3_000, 3_000)
+    bounded = ("--bounded", "--arg", "stop_at=latest")
+
+    (tmp_path / "fail").mkdir()
+    failed = run(tmp_path / "fail", *job(kafka, topics, 2, *bounded))
+    assert failed.returncode == 1, failed.stderr[-4000:]
+    assert "restart 1" not in failed.stderr, "no restart can read the message"
+    final = failed.stderr.strip().splitlines()[-1]
+    assert f"the message at topic '{topics[0]}' partition 1 offset 750 is not 'json'" in final, final
+    assert "Set dead_letter=URL on the KafkaSource" in final, final
+    assert "py4j" not in failed.stderr.lower(), failed.stderr[-4000:]
+    assert "Traceback" not in failed.stderr, failed.stderr[-4000:]
+
+    (tmp_path / "skip").mkdir()
+    dead = f"file://{tmp_path}/dead"
+    skipped = run(tmp_path / "skip", *job(kafka, topics, 2, *bounded, "--arg", f"dead_letter={dead}"))
+    assert skipped.returncode == 0, skipped.stderr[-4000:]
+    (letter,) = read_committed(dead)
+    assert (letter["topic"], letter["partition"], letter["offset"]) == (topics[0], 1, 750)
+    assert letter["value"] == "\ufffd{not json"
+    assert_kafka_sums_exact(kafka, topics[1], 6_000, skipped.stdout + skipped.stderr)

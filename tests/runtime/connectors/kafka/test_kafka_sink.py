@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,24 @@ def sink(kafka: KafkaBroker, topic: str, **options: Any) -> KafkaSink:
 
 def context(subtask: int = 0, parallelism: int = 1, *, exactly_once: bool = True) -> SubtaskContext:
     return SubtaskContext(JOB, subtask, parallelism, 1, "totals", exactly_once)
+
+
+class Launches:
+    """Which launch coordinates the job, as the control plane answers a task's
+    `confirm_launch` (the engine's is `CheckpointControl.confirm_launch`, against etcd)."""
+
+    def __init__(self, current: int) -> None:
+        self.current = current
+        # What happens once a writer has its answer, before its next step.
+        self.after_confirm: Callable[[], None] = lambda: None
+
+    def context(self, launch: int) -> SubtaskContext:
+        def confirm() -> None:
+            if self.current != launch:
+                raise RuntimeError(f"launch {self.current} has replaced launch {launch}")
+            self.after_confirm()
+
+        return SubtaskContext(JOB, 0, 1, launch, "totals", confirm_launch=confirm)
 
 
 def writer(
@@ -161,6 +180,69 @@ def test_a_restored_writer_fences_the_one_it_replaces(kafka: KafkaBroker) -> Non
         zombie.commit(late)
     assert committed_values(kafka, topic) == list(range(10))
     successor.close()
+
+
+def test_a_late_writer_of_an_earlier_launch_sends_nothing_and_fences_nobody(kafka: KafkaBroker) -> None:
+    """Launch 1's task is held before its writer starts while launch 2 restores the same
+    checkpoint and commits two more epochs: the late writer, started then, must not send
+    the checkpoint's epoch again, nor stop launch 2."""
+    topic = kafka.create_topic(1)
+    launches = Launches(current=1)
+    first = sink(kafka, topic).create_writer(launches.context(1))
+    first.recover([])
+    first.commit(write_epoch(first, records(0, 10), 1))
+    checkpoint = write_epoch(first, records(10, 10), 2)  # checkpoint 2 completes; the commit is lost
+    launches.current = 2
+    current = sink(kafka, topic).create_writer(launches.context(2))
+    current.recover(checkpoint)
+    current.commit(write_epoch(current, records(20, 10), 3))
+    current.commit(write_epoch(current, records(30, 10), 4))
+    refusal = ""
+    try:
+        sink(kafka, topic).create_writer(launches.context(1)).recover(checkpoint)
+    except KafkaConnectorError as error:
+        refusal = str(error)
+    assert committed_values(kafka, topic) == list(range(40)), "the late writer sent an epoch again"
+    assert "writer of 'lockgate.default.kafka-job.totals.0' for launch 1 sends nothing" in refusal
+    current.commit(write_epoch(current, records(40, 10), 5))  # launch 2 was not fenced
+    assert committed_values(kafka, topic) == list(range(50))
+    current.close()
+
+
+def test_a_launch_that_starts_while_a_late_writer_fences_restarts_and_loses_nothing(
+    kafka: KafkaBroker,
+) -> None:
+    """The race: launch 1's late writer finds its launch current, then launch 2 starts and
+    commits, then launch 1's writer fences launch 2's producer. It sends nothing; launch 2's
+    next commit fails, and launch 3, restored from launch 2's checkpoint, commits the rest."""
+    topic = kafka.create_topic(1)
+    launches = Launches(current=1)
+    first = sink(kafka, topic).create_writer(launches.context(1))
+    first.recover([])
+    checkpoint = write_epoch(first, records(0, 10), 1)
+    started: list[SinkWriter] = []
+
+    def launch_2_starts_while_launch_1_asks() -> None:
+        if launches.current == 2:
+            return
+        launches.current = 2
+        started.append(sink(kafka, topic).create_writer(launches.context(2)))
+        started[0].recover(checkpoint)
+        started[0].commit(write_epoch(started[0], records(10, 10), 2))
+
+    launches.after_confirm = launch_2_starts_while_launch_1_asks
+    with pytest.raises(KafkaConnectorError, match=r"for launch 1 sends nothing: launch 2 has replaced"):
+        sink(kafka, topic).create_writer(launches.context(1))
+    launches.after_confirm = lambda: None
+    fenced = started[0]
+    checkpoint_3 = write_epoch(fenced, records(20, 10), 3)  # checkpoint 3 completes
+    with pytest.raises(KafkaConnectorError, match=r"taken over by another producer"):
+        fenced.commit(checkpoint_3)
+    launches.current = 3
+    restarted = sink(kafka, topic).create_writer(launches.context(3))
+    restarted.recover(checkpoint_3)
+    assert committed_values(kafka, topic) == list(range(30))
+    restarted.close()
 
 
 @pytest.mark.parametrize(("old", "new"), [(2, 1), (2, 3)])

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from lockgate.runtime import JobDefinitionError, KafkaRecord, KafkaSource, SourceReader
-from lockgate.runtime.connectors.kafka.record_format import RecordFormatError
+from lockgate.runtime import JobDefinitionError, KafkaRecord, KafkaSource, SourceReader, read_committed
+from lockgate.runtime.api.connectors import UnreadableRecordError
 from lockgate.runtime.connectors.kafka.settings import KafkaSetupError
 
 from tests.kafka_broker import QUIET, KafkaBroker
@@ -155,13 +156,48 @@ def test_with_metadata_records_carry_where_they_came_from(kafka: KafkaBroker) ->
     reader.close()
 
 
-def test_a_message_that_is_not_json_names_its_partition_and_offset(kafka: KafkaBroker) -> None:
+def test_a_message_that_is_not_json_names_its_partition_and_offset_and_the_policy(kafka: KafkaBroker) -> None:
     topic = kafka.create_topic(1)
     kafka.produce(topic, [b'{"n": 0}', b"not json"])
     reader = open_reader(source(kafka, topic))
-    with pytest.raises(RecordFormatError, match=rf"{topic}-0 offset 1 is not 'json'"):
+    with pytest.raises(
+        UnreadableRecordError, match=rf"topic '{topic}' partition 0 offset 1 is not 'json'"
+    ) as refused:
         drain(reader)
+    assert "Set dead_letter=URL on the KafkaSource" in str(refused.value)
     reader.close()
+
+
+def test_a_poison_or_oversized_message_goes_to_the_dead_letters_and_the_rest_is_read_once(
+    kafka: KafkaBroker, tmp_path: Path
+) -> None:
+    """With dead_letter= the source reads on past a message that is not JSON and one over
+    max_record_bytes; each is set aside once, visible when its checkpoint completes, and
+    a restore of that checkpoint writes neither again."""
+    topic = kafka.create_topic(1)
+    big = json.dumps({"n": -1, "pad": "x" * 200}).encode()
+    kafka.produce(topic, [b'{"n": 0}', b"\xff not json", b'{"n": 1}', big, b'{"n": 2}'])
+    dead = f"file://{tmp_path}/dead"
+    poisoned = source(kafka, topic, dead_letter=dead, max_record_bytes=100)
+    reader = open_reader(poisoned)
+    assert [r["n"] for r in drain(reader)] == [0, 1, 2]
+    assert reader.offsets() == {f"{topic}-0": 5}
+    committables = reader.pre_commit(1)
+    assert read_committed(dead) == [], "visible only once its checkpoint completes"
+    reader.commit(committables)
+    letters = sorted(read_committed(dead), key=lambda letter: letter["offset"])
+    where = [(letter["topic"], letter["partition"], letter["offset"]) for letter in letters]
+    assert where == [(topic, 0, 1), (topic, 0, 3)]
+    assert "is not 'json'" in letters[0]["error"]
+    assert letters[0]["value"] == "\ufffd not json"
+    assert letters[1]["error"] == f"is {len(big)} bytes (key and value), over max_record_bytes=100"
+    assert letters[1]["bytes"] == len(big)
+    reader.close()
+    restored = open_reader(poisoned, offsets=reader.offsets())
+    restored.recover(committables)
+    assert restored.poll(10) == []
+    assert len(read_committed(dead)) == 2, "a restore writes no dead letter twice"
+    restored.close()
 
 
 def test_the_backlog_is_the_records_not_read_yet(kafka: KafkaBroker) -> None:
@@ -209,6 +245,9 @@ def test_an_unreachable_broker_a_missing_topic_and_a_bad_property_are_refused_by
         ({"value_format": "avro"}, "value_format"),
         ({"stop_at": "end"}, "stop_at"),
         ({"with_metadata": "yes"}, "with_metadata"),
+        ({"dead_letter": 5}, "dead_letter"),
+        ({"max_record_bytes": 0}, "max_record_bytes takes a number of bytes from 1 to 1073741824"),
+        ({"max_record_bytes": (1 << 30) + 1}, "max_record_bytes"),
         ({"properties": ["a"]}, "properties"),
         ({"properties": {"group.id": "other"}}, "'group.id' is set by Lockgate"),
         ({"properties": {"fetch.max.bytes": [1]}}, "'fetch.max.bytes'"),

@@ -210,7 +210,9 @@ def uninterrupted(work: Callable[[], T], undo: Callable[[T], object] | None = No
     pyspark's launch of the JVM it removes the directory the JVM is about to write
     its address to, and the JVM, failing, stays up on its gateway's thread with no
     one to stop it. On an interrupt this waits for `work` to end, passes what it
-    returned to `undo`, likewise uninterrupted, then raises KeyboardInterrupt."""
+    returned to `undo`, likewise uninterrupted, then raises KeyboardInterrupt. (A
+    session made off the main thread also leaves out pyspark's SIGINT handler, which
+    calls into the JVM from inside the handler.)"""
     outcome: concurrent.futures.Future[T] = concurrent.futures.Future()
 
     def run() -> None:

@@ -9,12 +9,17 @@ the job first writes there, long after it started.
 
 from __future__ import annotations
 
+import os
+import posixpath
+
 import fsspec
 from fsspec.core import split_protocol
 from fsspec.registry import known_implementations
 
 LOCAL = (None, "file", "local")
 PROCESS_LOCAL = ("memory",)
+KERNEL_FILESYSTEMS = ("/proc", "/sys", "/dev")
+"""The kernel's views of processes and devices: never a place for a job's files."""
 EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs"}
 """Protocols whose filesystem comes with an extra of lockgate: `pip install 'lockgate[s3]'`."""
 
@@ -24,14 +29,22 @@ class StorageUrlError(ValueError):
 
 
 def check_storage_url(
-    url: str, *, installed: bool = True, process_local: bool = False, protocol_known: bool = True
+    url: str,
+    *,
+    installed: bool = True,
+    process_local: bool = False,
+    protocol_known: bool = True,
+    on_this_host: bool = True,
 ) -> str:
     """`url`, if every process of a job can reach it. `installed`: also that its
     filesystem's package is installed here. `process_local`: `memory://` passes
     (an in-process run's sinks; never checkpoints, which tasks in other processes write).
     `protocol_known=False`: the protocol is not checked yet — a job may register its
     own filesystem when it is imported, so a flag's protocol is checked after that
-    (`check_storage_protocol`)."""
+    (`check_storage_protocol`). `on_this_host`: a local path is used from this host,
+    so what is there now is checked too (a directory or nothing yet, not in /proc, /sys
+    or /dev); False where that is checked later or by another host (the operator
+    reading a spec; a sink, whose location is checked as it opens)."""
     protocol, path = split_protocol(url)
     if protocol in LOCAL:
         if not path.startswith("/"):
@@ -39,6 +52,8 @@ def check_storage_url(
                 f"{url}: a relative path names a different directory on each executor; give an "
                 "absolute path or a URL such as file:///data/out or s3://bucket/out"
             )
+        if on_this_host:
+            _check_local_directory(url, posixpath.normpath(path))
         return url
     if protocol in PROCESS_LOCAL and not process_local:
         raise StorageUrlError(
@@ -52,6 +67,25 @@ def check_storage_url(
     elif protocol not in fsspec.available_protocols():
         raise StorageUrlError(_unknown(url, str(protocol), f"Protocol not known: {protocol}"))
     return url
+
+
+def _check_local_directory(url: str, path: str) -> None:
+    """A local path this host uses can be a directory of the job's files: not in the
+    kernel's filesystems, not a file or under one."""
+    kernel = next((root for root in KERNEL_FILESYSTEMS if path == root or path.startswith(root + "/")), None)
+    if kernel is not None:
+        raise StorageUrlError(
+            f"{url}: {kernel} is the kernel's view of processes and devices, which takes no files; "
+            "give a directory on a disk or volume, or an object store (s3://, gs://)"
+        )
+    existing = path  # the nearest location that exists: the path or above it
+    while not os.path.lexists(existing):
+        existing = posixpath.dirname(existing)
+    if not os.path.isdir(existing):
+        what = "it is a file" if existing == path else f"{existing}, above it, is a file"
+        raise StorageUrlError(
+            f"{url}: {what}, not a directory; give a directory (made if missing) for the job's files"
+        )
 
 
 def syntax_of_storage_url(url: str) -> str:

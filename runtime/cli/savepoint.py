@@ -24,9 +24,10 @@ def register(commands: Any) -> None:
     command.add_argument("--id", dest="request_id", help="request id; a repeated id is served once")
     command.add_argument(
         "--timeout",
-        type=float,
+        type=types.positive_seconds,  # refused before etcd is asked anything
         default=600.0,
-        help="seconds to wait (default 600); a request no driver took up by then expires",
+        help="how long to wait, like 90s, 10m or plain seconds (default 600); a request no driver "
+        "took up by then expires",
     )
     command.set_defaults(handler=lambda a: run_with_bounded_shutdown(take_savepoint(a)))
 

@@ -22,9 +22,10 @@ class OutputLocationError(ValueError):
 
 def check_url(url: str) -> None:
     """Refuse, without touching storage, a URL whose file system is unknown or not
-    installed, or a relative path (each executor would resolve it on its own)."""
+    installed, or a relative path (each executor would resolve it on its own); what is
+    at the location is checked as it opens (`open_directory`)."""
     try:
-        check_storage_url(url, process_local=True)
+        check_storage_url(url, process_local=True, on_this_host=False)
     except StorageUrlError as error:
         raise OutputLocationError(str(error)) from None
 

@@ -54,6 +54,7 @@ def _check_savepoint(settings: JobSettings, graph: JobGraph) -> None:
         graph,
         settings.max_parallelism,
         allow_non_restored_state=settings.allow_non_restored_state,
+        parallelism=settings.parallelism,
     )
 
 

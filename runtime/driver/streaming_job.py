@@ -57,8 +57,9 @@ def _positive(seconds: float) -> float:
 
 
 def _storage(url: str) -> str:
-    # Only the URL's shape: whether its filesystem is installed is the driver's concern.
-    return check_storage_url(url, installed=False)
+    # Only the URL's shape: whether its filesystem is installed, and what is at a local
+    # path, are the concern of the driver that uses it.
+    return check_storage_url(url, installed=False, on_this_host=False)
 
 
 def _quantity(value: object) -> object:

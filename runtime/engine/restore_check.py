@@ -49,8 +49,18 @@ def check_restorable(
     max_parallelism: int,
     *,
     allow_non_restored_state: bool,
+    parallelism: int | None = None,
 ) -> None:
+    """Refuse to restore `metadata` into `graph` where its state cannot go. `parallelism`,
+    the run's, is checked first against the state's max parallelism: a run's own max
+    parallelism follows from its parallelism unless set, so that is the flag to change."""
     for name, vertex in metadata.vertices.items():
+        if parallelism is not None and parallelism > vertex.max_parallelism:
+            raise MaxParallelismMismatchError(
+                f"parallelism {parallelism} exceeds max parallelism {vertex.max_parallelism} of the "
+                f"state in {url} (vertex {name!r}), which is fixed for the life of a job's state: a "
+                f"subtask needs at least one key group; run with at most {vertex.max_parallelism}"
+            )
         if vertex.max_parallelism != max_parallelism:
             raise MaxParallelismMismatchError(
                 f"{url} was taken with max parallelism {vertex.max_parallelism} (vertex {name!r}); "

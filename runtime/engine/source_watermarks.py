@@ -5,15 +5,25 @@ partitions. A partition that has read nothing yet holds the watermark back (its
 old records may still come) unless the idleness timeout passes; when every
 partition is idle the subtask says so, and downstream stops waiting for it.
 Watermarks are not checkpointed: after a restore they start over and catch up
-with the first records, as in Flink."""
+with the first records, as in Flink. Without an idleness timeout, a partition that
+reads nothing holds the watermark back for good, and windows downstream wait
+without a word: after `STALL_WARNING_MS` of it, while other partitions read on, a
+warning names the partition and `with_idleness`, once per stall."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from lockgate.runtime.api.watermarks import WatermarkStrategy
 from lockgate.runtime.engine.events import NO_WATERMARK, EventTime, Idle, Watermark
+
+log = logging.getLogger(__name__)
+
+STALL_WARNING_MS = 30_000
+"""How long a partition may read nothing and hold the watermark back, while others
+read, before a source without an idleness timeout warns of it."""
 
 
 class TimestampError(ValueError):
@@ -22,7 +32,13 @@ class TimestampError(ValueError):
 
 
 class SourceWatermarks:
-    def __init__(self, vertex: str, strategy: WatermarkStrategy, now_ms: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        vertex: str,
+        strategy: WatermarkStrategy,
+        now_ms: Callable[[], int],
+        stall_warning_ms: int = STALL_WARNING_MS,
+    ) -> None:
         assert strategy.timestamp_assigner is not None, "checked when the source was declared"
         self._vertex = vertex
         self._assign = strategy.timestamp_assigner
@@ -36,6 +52,8 @@ class SourceWatermarks:
         self._idle = False
         self._interval = strategy.interval_ms
         self._next_check = self._started
+        self._stall_warning_ms = stall_warning_ms
+        self._warned: dict[str, int] = {}  # per partition: the last read of the stall it was warned of
 
     def timestamps(self, partition: str, records: list[Any]) -> list[int | None]:
         assign = self._assign
@@ -70,6 +88,8 @@ class SourceWatermarks:
             return []
         self._next_check = now + self._interval
         partitions = list(partitions)
+        if self._idleness is None:
+            self._warn_of_stalls(partitions, now)
         active = [p for p in partitions if self._holds_back(p, now)]
         if not active:
             if self._idle:
@@ -81,6 +101,37 @@ class SourceWatermarks:
         return self._rise(
             min(self._newest[p] - self._delay - 1 if p in self._newest else NO_WATERMARK for p in active)
         )
+
+    def _partition_watermark(self, partition: str) -> int:
+        newest = self._newest.get(partition)
+        return NO_WATERMARK if newest is None else newest - self._delay - 1
+
+    def _warn_of_stalls(self, partitions: list[str], now: int) -> None:
+        """Warn, once per stall, of a partition that has read nothing for the stall
+        interval while another read after it, and whose watermark is the least."""
+        least = min((self._partition_watermark(p) for p in partitions), default=NO_WATERMARK)
+        latest_read = max(self._active_at.values(), default=None)
+        for partition in partitions:
+            last_read = self._active_at.get(partition, self._started)
+            stalled = (
+                now - last_read >= self._stall_warning_ms
+                and latest_read is not None
+                and latest_read > last_read
+                and self._partition_watermark(partition) == least
+                and self._warned.get(partition) != last_read
+            )
+            if stalled:
+                self._warned[partition] = last_read
+                log.warning(
+                    "source %r: partition %s has read nothing for %.0f s and holds the watermark back "
+                    "while other partitions read on: event-time windows and timers downstream wait "
+                    "for it. If it may stay empty, give the source's WatermarkStrategy "
+                    ".with_idleness(timedelta(seconds=...)): a partition silent that long then stops "
+                    "holding the watermark back",
+                    self._vertex,
+                    partition or "(all)",
+                    (now - last_read) / 1000,
+                )
 
     def _rise(self, watermark: int) -> list[EventTime]:
         if watermark <= self._emitted:

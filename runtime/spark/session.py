@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TypeVar
 
 from lockgate.runtime.spark.class_cache import ClassCache, cache_root
 from pyspark import SparkContext
@@ -14,6 +18,8 @@ from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
 
 SPARK_DAEMON_MODULE = "lockgate.runtime.spark_daemon"
+
+T = TypeVar("T")
 
 LOCKGATE_CONF = {
     # A failed task must fail the stage at once: the job master relaunches it
@@ -120,7 +126,9 @@ def command_session(
     `task_failures_logged`: the command shows the failure. Spark's web UI is served
     on `ui_port` if one is given (None: off). A `local` driver
     starts from the class cache (class_cache.py), which the first local run
-    writes as its JVM exits."""
+    writes as its JVM exits. The JVM's start and stop are not cut short by Ctrl-C
+    (`uninterrupted`): an interrupt meanwhile stops the JVM once it is up, then is
+    raised (KeyboardInterrupt)."""
     local = master.startswith("local[") or master == "local"
     cache, options, dumping = local_class_cache() if local else (None, "", False)
     ui = (
@@ -132,37 +140,104 @@ def command_session(
     level = os.environ.get("LOCKGATE_LOG_LEVEL")
     if level:  # executors that do not inherit this process's environment (a cluster's)
         conf["spark.executorEnv.LOCKGATE_LOG_LEVEL"] = level
-    try:
-        spark = spark_session(master, app_name, conf)
-    except PySparkRuntimeError as error:
-        if cache is None:
-            raise SparkStartError(error) from error
-        print("Spark's JVM did not start; starting it once more, without the class cache", file=sys.stderr)
-        try:
-            spark = spark_session(master, app_name, {**conf, **quick_start_jvm("")})
-        except PySparkRuntimeError as again:
-            raise SparkStartError(again) from again  # not the cache's fault: it is kept
-        if dumping:
-            cache.mark_unsupported("the JVM did not start when asked to write a class archive")
-            print("Spark's JVM cannot write a class archive here; runs start without one", file=sys.stderr)
-        else:
-            cache.discard()
-            print(f"Spark's JVM did not start with {cache.archive}; discarded it", file=sys.stderr)
-        cache, dumping = None, False
-    spark.sparkContext.setLogLevel("ERROR")
-    if not task_failures_logged:
-        _silence(spark, TASK_FAILURE_REPORTERS)
-    try:
-        yield spark
-    finally:
-        if not task_failures_logged:
-            _silence(spark, STOPPING_REPORTERS)
-        on_stop()
-        if cache is not None and dumping:
-            print(f"saving Spark's JVM classes in {cache.archive} for faster starts (once)", file=sys.stderr)
-            cache.publish(stop_with_jvm(spark))
+    started = _Started(cache, dumping)
+
+    def stop(spark: SparkSession) -> None:
+        if started.dumping:
+            saving = f"saving Spark's JVM classes in {started.archive} for faster starts (once)"
+            print(saving, file=sys.stderr)
+            started.publish(stop_with_jvm(spark))
         else:
             stop_with_jvm(spark)
+
+    spark = uninterrupted(lambda: started.session(master, app_name, conf), undo=stop)
+    try:
+        spark.sparkContext.setLogLevel("ERROR")
+        if not task_failures_logged:
+            _silence(spark, TASK_FAILURE_REPORTERS)
+        yield spark
+    finally:
+        try:
+            if not task_failures_logged:
+                _silence(spark, STOPPING_REPORTERS)
+            on_stop()
+        finally:
+            uninterrupted(lambda: stop(spark))
+
+
+class _Started:
+    """Spark's JVM started from the class cache `cache` (None: without one), which it
+    writes as it exits if `dumping`; started again without it where it cannot."""
+
+    def __init__(self, cache: ClassCache | None, dumping: bool) -> None:
+        self._cache, self.dumping = cache, dumping
+
+    @property
+    def archive(self) -> Path | None:
+        return None if self._cache is None else self._cache.archive
+
+    def publish(self, jvm_exit_code: int | None) -> None:
+        if self._cache is not None:
+            self._cache.publish(jvm_exit_code)
+
+    def session(self, master: str, app_name: str, conf: dict[str, str]) -> SparkSession:
+        try:
+            return spark_session(master, app_name, conf)
+        except PySparkRuntimeError as error:
+            cache = self._cache
+            if cache is None:
+                raise SparkStartError(error) from error
+            again = "Spark's JVM did not start; starting it once more, without the class cache"
+            print(again, file=sys.stderr)
+            try:
+                spark = spark_session(master, app_name, {**conf, **quick_start_jvm("")})
+            except PySparkRuntimeError as second:
+                raise SparkStartError(second) from second  # not the cache's fault: it is kept
+            if self.dumping:
+                cache.mark_unsupported("the JVM did not start when asked to write a class archive")
+                unsupported = "Spark's JVM cannot write a class archive here; runs start without one"
+                print(unsupported, file=sys.stderr)
+            else:
+                cache.discard()
+                print(f"Spark's JVM did not start with {cache.archive}; discarded it", file=sys.stderr)
+            self._cache, self.dumping = None, False
+            return spark
+
+
+def uninterrupted(work: Callable[[], T], undo: Callable[[T], object] | None = None) -> T:
+    """`work`'s result, `work` run to its end in a thread of its own even if Ctrl-C
+    comes meanwhile. Python raises KeyboardInterrupt wherever the main thread is: in
+    pyspark's launch of the JVM it removes the directory the JVM is about to write
+    its address to, and the JVM, failing, stays up on its gateway's thread with no
+    one to stop it. On an interrupt this waits for `work` to end, passes what it
+    returned to `undo`, likewise uninterrupted, then raises KeyboardInterrupt. (A
+    session made off the main thread also leaves out pyspark's SIGINT handler, which
+    calls into the JVM from inside the handler.)"""
+    outcome: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            outcome.set_result(work())
+        except BaseException as error:  # noqa: BLE001 - handed to the waiting thread
+            outcome.set_exception(error)
+
+    threading.Thread(target=run, name="lockgate-spark-start-stop", daemon=True).start()
+    interrupted = False
+    while True:
+        try:
+            result = outcome.result()
+            break
+        except KeyboardInterrupt:  # raised in this (the main) thread only: never `work`'s
+            interrupted = True  # `work` goes on; the interrupt is acted on once it ended
+        except BaseException:
+            if interrupted:
+                raise KeyboardInterrupt from None
+            raise
+    if interrupted:
+        if undo is not None:
+            uninterrupted(lambda: undo(result))
+        raise KeyboardInterrupt
+    return result
 
 
 def _silence(spark: SparkSession, loggers: tuple[str, ...]) -> None:

@@ -203,6 +203,20 @@ def test_the_cluster_driver_refuses_an_unwritable_output_with_exit_2(
             r"argument --checkpoint-dir: memory://x: memory:// lives in one process",
         ),
         (["--savepoint-dir", "rel/dir"], r"argument --savepoint-dir: rel/dir: a relative path names"),
+        (
+            ["--savepoint-dir", __file__],
+            rf"argument --savepoint-dir: {__file__}: it is a file, not a directory",
+        ),
+        (
+            ["--savepoint-dir", f"file://{__file__}/savepoints"],
+            rf"argument --savepoint-dir: file://{__file__}/savepoints: {__file__}, above it, is a file",
+        ),
+        (
+            ["--checkpoint-dir", "file:///proc/self/checkpoints"],
+            r"argument --checkpoint-dir: file:///proc/self/checkpoints: /proc is the kernel's view",
+        ),
+        (["--checkpoint-dir", "/sys/x"], r"argument --checkpoint-dir: /sys/x: /sys is the kernel's view"),
+        (["--savepoint-dir", "/dev"], r"argument --savepoint-dir: /dev: /dev is the kernel's view"),
         (["--from-savepoint", "chk-7"], r"argument --from-savepoint: chk-7: a relative path names"),
         (["--import-unsigned-savepoint"], r"--import-unsigned-savepoint goes with --from-savepoint"),
         (

@@ -178,3 +178,34 @@ def test_what_the_manifest_sets_is_what_runs_and_flags_override_it(tmp_path: Pat
         .describe()
     )
     assert (chosen.keys.namespace, chosen.keys.job) == ("default", "words")
+
+
+HEAD = "apiVersion: lockgate.dev/v1alpha1\nkind: StreamingJob\n"
+JOB = f"  job:\n    entrypoint: {WORD_COUNT}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        (
+            f"{HEAD}metadata:\n  name: words\nspec:\n{JOB}  replicas: 2\n  replicas: 8\n",
+            "line 9: key 'replicas' is given twice (first on line 8)",
+        ),
+        (
+            f"{HEAD}metadata:\n  name: words\nmetadata:\n  name: other\nspec:\n{JOB}",
+            "line 5: key 'metadata' is given twice (first on line 3)",
+        ),
+    ],
+    ids=["in the spec", "at the top"],
+)
+def test_a_key_given_twice_is_refused_naming_the_key_and_line(
+    tmp_path: Path, text: str, complaint: str
+) -> None:
+    """YAML readers keep the last of two equal keys; kubectl refuses the file. Once the
+    last was used silently: `replicas: 8` ran where the author meant 2, or the reverse."""
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    assert (
+        refusal(tmp_path, str(path))
+        == f"{path}: {complaint}; YAML readers keep the last and kubectl refuses the file: keep one"
+    )

@@ -63,9 +63,33 @@ def test_a_savepoint_whose_state_the_job_claims_passes(tmp_path: Path) -> None:
 def test_a_savepoint_of_another_max_parallelism_is_refused(tmp_path: Path) -> None:
     savepoint = _savepoint(tmp_path, "lines")
     chosen = settings(
-        tmp_path, WORD_COUNT, *ARGS, "--from-savepoint", savepoint, "--import-unsigned-savepoint"
+        tmp_path, WORD_COUNT, *ARGS, "-p", "1", "--from-savepoint", savepoint, "--import-unsigned-savepoint"
     )
     with pytest.raises(MaxParallelismMismatchError, match="Run with --max-parallelism 1"):
+        preflight(chosen, None)
+
+
+@pytest.mark.parametrize("parallelism", ["2", "5000"])
+def test_a_parallelism_above_the_savepoints_max_parallelism_is_refused_naming_both(
+    tmp_path: Path, parallelism: str
+) -> None:
+    """The state fixes the job's max parallelism: once the refusal named only the run's
+    max parallelism (from -p), and setting it as told was then refused for -p."""
+    savepoint = _savepoint(tmp_path, "lines")
+    chosen = settings(
+        tmp_path,
+        WORD_COUNT,
+        *ARGS,
+        "-p",
+        parallelism,
+        "--from-savepoint",
+        savepoint,
+        "--import-unsigned-savepoint",
+    )
+    with pytest.raises(
+        MaxParallelismMismatchError,
+        match=rf"parallelism {parallelism} exceeds max parallelism 1 of the state in {savepoint} .*at most 1",
+    ):
         preflight(chosen, None)
 
 

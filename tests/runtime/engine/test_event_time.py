@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from lockgate.runtime import FileSink, LogSource, StreamEnvironment, WatermarkStrategy, read_committed
 from lockgate.runtime.api.validation import JobDefinitionError
+from lockgate.runtime.clock import ManualClock
 from lockgate.runtime.coordination.in_memory_store import InMemoryStore
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.engine.alignment import InputGate
@@ -219,3 +220,45 @@ def test_when_the_last_active_channel_goes_idle_the_highest_watermark_goes_first
     assert _drain(gate) == []
     b.send(Idle())
     assert _drain(gate) == [Watermark(100), Idle()]
+
+
+def test_a_partition_that_holds_the_watermark_back_without_idleness_is_warned_of_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Without an idleness timeout an empty partition holds event time back for good and
+    windows downstream wait; once that was silent, now a warning names the partition and
+    `with_idleness` after the stall interval, once per stall."""
+    clock = ManualClock()
+    watermarks = SourceWatermarks("events", _strategy(), clock.monotonic_ms, stall_warning_ms=30_000)
+    for _ in range(3):
+        watermarks.timestamps("busy", [clock.monotonic_ms()])
+        assert watermarks.next_marks(["busy", "empty"]) == []
+        clock.advance(10_000)
+    assert "empty" not in caplog.text, "silent for less than the stall interval"
+    watermarks.timestamps("busy", [clock.monotonic_ms()])
+    watermarks.next_marks(["busy", "empty"])
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1, warnings
+    assert (
+        "source 'events': partition empty has read nothing for 30 s and holds the watermark back"
+        in (warnings[0])
+    )
+    assert ".with_idleness(timedelta(seconds=...))" in warnings[0]
+    clock.advance(10_000)
+    watermarks.timestamps("busy", [clock.monotonic_ms()])
+    watermarks.next_marks(["busy", "empty"])
+    assert len([r for r in caplog.records if r.levelname == "WARNING"]) == 1, "once per stall"
+
+
+def test_no_stall_is_warned_of_where_idleness_is_set_or_no_partition_reads(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = ManualClock()
+    idle_aware = SourceWatermarks("events", _strategy(idleness_s=60), clock.monotonic_ms, stall_warning_ms=1)
+    all_quiet = SourceWatermarks("events", _strategy(), clock.monotonic_ms, stall_warning_ms=1)
+    idle_aware.timestamps("busy", [0])
+    clock.advance(10_000)
+    idle_aware.timestamps("busy", [10_000])
+    idle_aware.next_marks(["busy", "empty"])
+    all_quiet.next_marks(["a", "b"])
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == []

@@ -8,12 +8,20 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.process_tree import descendants
-from tests.runtime.recovery.lockgate_process import committed_count, run_record, start, wait_for
+from tests.process_tree import descendants, working_in
+from tests.runtime.recovery.lockgate_process import (
+    LOCKGATE,
+    committed_count,
+    environment,
+    run_record,
+    start,
+    wait_for,
+)
 
 
 def _alive(pid: int) -> bool:
@@ -73,3 +81,58 @@ def test_a_signal_stops_the_run_with_its_etcd_and_spark(
     left = [f"{pid} {command}" for pid, (_, command) in helpers.items() if _alive(pid)]
     assert left == [], "processes left behind"
     assert os.path.isdir(tmp_path / ".lockgate" / "etcd"), "etcd's data stays, for the next run"
+
+
+def _leftovers(directory: Path) -> list[str]:
+    """What the run started and is still running: its processes work in `directory`,
+    whoever their parent is now (one whose parent ended is reparented to 1)."""
+    return [process for process in working_in(directory) if not process.startswith(f"{os.getpid()} ")]
+
+
+_UNBOUNDED_SUM = ("--arg", "count=unbounded", "--arg", "rate=2000", "--arg")
+
+
+@pytest.mark.parametrize("delay_s", [0.5, 1.0, 1.5, 2.0])
+def test_ctrl_c_while_the_run_starts_exits_130_with_one_line_and_leaves_no_process(
+    tmp_path: Path, delay_s: float
+) -> None:
+    """Ctrl-C lands while Python imports, while etcd and Spark's JVM start, or as the job
+    launches, whichever the machine's load makes it: the run exits 130 with its one-line
+    message, no traceback, and nothing it started is left running (once a JVM was left
+    with parent 1, and an interrupt during the imports exited -2 with a traceback)."""
+    out = f"file://{tmp_path}/out"
+    errors = tmp_path / "stderr"
+    with errors.open("w") as stderr:  # a file: a process left behind would hold a pipe open
+        process = subprocess.Popen(
+            [
+                LOCKGATE,
+                "run",
+                "tests.jobs.configurable:running_sum",
+                "-p",
+                "2",
+                *_UNBOUNDED_SUM,
+                f"output={out}",
+            ],
+            cwd=tmp_path,
+            env=environment(),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            process_group=0,
+        )
+    time.sleep(delay_s)  # the moment of the interrupt is what this test varies
+    os.killpg(process.pid, signal.SIGINT)  # Ctrl-C: the whole foreground process group
+    try:
+        process.wait(timeout=240)  # a first run on a loaded machine writes the class cache first
+    finally:
+        left = _leftovers(tmp_path)
+        for line in left:  # not left running beside the rest of the suite
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(line.split()[0]), signal.SIGKILL)
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    err = errors.read_text()
+    assert process.returncode == 130, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    assert err.strip().splitlines()[-1] == "lockgate run: interrupted", err[-3000:]
+    assert left == [], "processes left behind"

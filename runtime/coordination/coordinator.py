@@ -110,6 +110,11 @@ class PendingCheckpoint:
     published: bool = False
 
 
+def _retrieved(done: asyncio.Future[CompletedCheckpoint]) -> None:
+    if not done.cancelled():
+        done.exception()
+
+
 class CheckpointCoordinator:
     def __init__(
         self,
@@ -248,7 +253,9 @@ class CheckpointCoordinator:
             return
         await self._abort_expired()
         if self._periodic_due():
-            self.trigger()
+            # Nobody awaits a periodic checkpoint: its abort is reported by `_abort`'s
+            # warning, not again by asyncio as an exception never retrieved.
+            self.trigger().add_done_callback(_retrieved)
 
     def _monotonic_s(self) -> float:
         return self._clock.monotonic_ms() / 1000

@@ -23,7 +23,7 @@ from lockgate.runtime.coordination.etcd_server import EtcdServerError
 from lockgate.runtime.driver.preflight import REFUSED_INPUT
 from lockgate.runtime.driver.termination import EXIT_INTERRUPTED
 from lockgate.runtime.engine.job_failure import JobCodeError
-from lockgate.runtime.engine.job_master import EarlierRunError, JobGaveUpError
+from lockgate.runtime.engine.job_master import JobGaveUpError
 from lockgate.runtime.spark.java import JavaError
 from lockgate.runtime.spark.session import SparkStartError
 
@@ -36,7 +36,6 @@ FAILED: tuple[type[Exception], ...] = (
     EtcdConfigError,
     CoordinatorConflictError,
     JobFailedError,
-    EarlierRunError,
     JobGaveUpError,
     NoUsableCheckpointError,
     RestoreBehindCommittedOutputError,

@@ -15,7 +15,8 @@ from typing import Any
 from lockgate.runtime.cli.etcd_options import RUN_FILE, WORK_DIR
 from lockgate.runtime.cli.run_lock import exclusive_run
 from lockgate.runtime.coordination.cancellation import run_with_bounded_shutdown
-from lockgate.runtime.coordination.etcd import EtcdConfig
+from lockgate.runtime.coordination.completed_store import CompletedCheckpointStore
+from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.etcd_options import add_security, config_of
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.coordination.leadership import LEASE_TTL_S
@@ -25,7 +26,8 @@ from lockgate.runtime.driver.options import JobSettings, OptionError
 from lockgate.runtime.driver.preflight import preflight
 from lockgate.runtime.driver.progress import Totals
 from lockgate.runtime.driver.termination import until_terminated
-from lockgate.runtime.engine.job_master import RunResult
+from lockgate.runtime.engine.job_master import RunResult, refuse_an_earlier_run
+from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.spark import BarrierStage
 from lockgate.runtime.spark.java import check_java
 from lockgate.runtime.spark.session import command_session
@@ -67,6 +69,16 @@ def _etcd(arguments: argparse.Namespace) -> Iterator[tuple[EtcdConfig, Callable[
         yield EtcdConfig.from_url(server.endpoint), server.wait_healthy
     finally:
         server.stop()
+
+
+async def _refuse_an_earlier_run(settings: JobSettings, config: EtcdConfig) -> None:
+    """Decided before Spark's JVM starts: a new run of a job id with an earlier run's
+    checkpoints must be told what to do with them (`--resume`, `--fresh`)."""
+    async with Etcd(config) as etcd:
+        storage = CheckpointStorage(settings.checkpoint_dir)
+        await refuse_an_earlier_run(
+            CompletedCheckpointStore(etcd, settings.keys, storage, settings.checkpoint.retained)
+        )
 
 
 _LOCAL = re.compile(r"^local(?:\[(?P<threads>\d+)\])?$")
@@ -115,7 +127,12 @@ def run_command(arguments: argparse.Namespace) -> int:
 def _run_here(settings: JobSettings, arguments: argparse.Namespace) -> tuple[RunResult, Totals]:
     """The job on Spark beside its etcd (embedded, or `--etcd`), to its end."""
     keys, p = settings.keys, settings.parallelism
+    # Only an etcd that may hold an earlier run is waited for before the JVM starts.
+    may_hold_an_earlier_run = bool(arguments.etcd) or (WORK_DIR / "etcd").exists()
     with _etcd(arguments) as (etcd_config, etcd_ready):
+        if settings.earlier_checkpoints == "refuse" and may_hold_an_earlier_run:
+            etcd_ready()
+            run_with_bounded_shutdown(_refuse_an_earlier_run(settings, etcd_config))
         master = arguments.master or f"local[{p}]"
         with command_session(
             master,

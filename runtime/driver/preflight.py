@@ -17,6 +17,7 @@ from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig, EtcdUnavailable
 from lockgate.runtime.coordination.job_status import record_refusal
 from lockgate.runtime.driver.manifest import ManifestError
 from lockgate.runtime.driver.options import JobSettings, OptionError
+from lockgate.runtime.engine.job_master import EarlierRunError
 from lockgate.runtime.engine.restore_check import (
     MaxParallelismMismatchError,
     NonRestoredStateError,
@@ -35,6 +36,7 @@ REFUSED_INPUT: tuple[type[Exception], ...] = (
     NonRestoredStateError,
     MaxParallelismMismatchError,
     SnapshotCorruptError,  # the savepoint the user named
+    EarlierRunError,  # the job id's earlier checkpoints, about which the user said nothing
 )
 """What the user gave cannot run: exit 2, the message, no traceback."""
 

@@ -13,6 +13,7 @@ from typing import Literal, Protocol
 from lockgate.runtime.api.connectors import UnreadableRecordError
 from lockgate.runtime.api.validation import JobDefinitionError
 from lockgate.runtime.coordination.ack_seal import ack_key
+from lockgate.runtime.coordination.completed_store import CompletedCheckpointStore
 from lockgate.runtime.coordination.control_plane import open_control_plane
 from lockgate.runtime.coordination.coordinator import (
     CheckpointConfig,
@@ -310,13 +311,21 @@ async def run_once(
 
 
 async def _handle_earlier_checkpoints(coordinator: CheckpointCoordinator, policy: EarlierCheckpoints) -> None:
-    completed = await coordinator.store.all()
+    if policy == "discard":
+        if await coordinator.store.all():
+            await coordinator.store.discard_all(coordinator.leadership.guard)
+        return
+    await refuse_an_earlier_run(coordinator.store)
+
+
+async def refuse_an_earlier_run(store: CompletedCheckpointStore) -> None:
+    """Raises EarlierRunError when the job id has completed checkpoints of an earlier
+    run: `lockgate run` asks before Spark's JVM starts, the job master again once it
+    coordinates (another run may have written some since)."""
+    completed = await store.all()
     if not completed:
         return
-    if policy == "discard":
-        await coordinator.store.discard_all(coordinator.leadership.guard)
-        return
-    latest, keys = completed[-1], coordinator.keys
+    latest, keys = completed[-1], store.keys
     raise EarlierRunError(
         f"job {keys.namespace}/{keys.job} has {len(completed)} completed checkpoint(s) "
         f"of an earlier run (latest: {latest.path}). Resume from it with --resume (or from another with "

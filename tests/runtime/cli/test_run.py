@@ -191,8 +191,10 @@ def test_a_second_run_never_silently_continues_the_first(tmp_path: Path) -> None
     assert _word_count(tmp_path, "first").returncode == 0
 
     refused = _word_count(tmp_path, "second")
-    assert refused.returncode == 1
+    assert refused.returncode == 2, "a refusal: the user must say what to do with the earlier run"
     assert re.search(r"has \d+ completed checkpoint\(s\) of an earlier run", refused.stderr)
+    assert "running" not in refused.stdout, "decided before Spark's JVM starts"
+    assert "Spark" not in refused.stderr
     assert "Resume from it with --resume" in refused.stderr
     assert "--fresh" in refused.stderr
 

@@ -43,6 +43,12 @@ def config(arguments: argparse.Namespace) -> EtcdConfig:
     endpoints = arguments.etcd
     if not endpoints:
         run = local_run()
+        if run is None and (WORK_DIR / "etcd").exists():
+            raise ValueError(
+                "the `lockgate run` of this directory is not running (it finished or was stopped), and "
+                "its etcd runs only while it does: `lockgate run … --resume` continues it from its latest "
+                "checkpoint; for a job elsewhere pass --etcd http://host:port or set LOCKGATE_ETCD"
+            )
         if run is None:
             raise ValueError(
                 "no etcd given: pass --etcd http://host:port, set LOCKGATE_ETCD, "

@@ -140,6 +140,7 @@ def _run_here(settings: JobSettings, arguments: argparse.Namespace) -> tuple[Run
             on_stop=lambda: RUN_FILE.unlink(missing_ok=True),
             task_failures_logged=arguments.debug,
             ui_port=arguments.spark_ui,
+            spark_warnings=arguments.debug or arguments.verbose > 0,
         ) as spark:
             etcd_ready()
             # Other commands find the run's etcd by this record: only once it serves.

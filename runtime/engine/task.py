@@ -315,9 +315,9 @@ class ChainRunner:
         except TaskCancelledError:
             log.info("chain %s cancelled", self.name)
         except BaseException as error:  # handed to Task.run, which re-raises it
-            # One line: the driver shows the failure (the job's own traceback when the
-            # job's code raised it); the whole traceback at DEBUG (`lockgate run --debug`).
-            log.error("chain %s failed: %s: %s", self.name, type(error).__name__, error)
+            # The driver shows the failure (the job's own traceback when the job's code
+            # raised it), once: one line here at INFO (`-v`), the whole traceback at DEBUG.
+            log.info("chain %s failed: %s: %s", self.name, type(error).__name__, error)
             log.debug("chain %s failed", self.name, exc_info=True)
             self.failure = error
             self.task.cancelled.set()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from lockgate.runtime.spark.class_cache import ClassCache, cache_root
+from lockgate.runtime.spark.jvm_stderr import sifted_stderr
 from pyspark import SparkContext
 from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
@@ -51,6 +52,11 @@ def spark_session(
     if master is not None:
         builder = builder.master(master)
     return builder.config(map={**LOCKGATE_CONF, **(conf or {})}).getOrCreate()
+
+
+STDERR_DRAIN_S = 2.0  # the JVM's Python workers may hold its standard error a moment longer
+QUIET_LOG4J = "-Dlog4j2.configurationFile=" + str(Path(__file__).with_name("log4j2-quiet.properties"))
+"""Spark's driver JVM logs errors only (its start-up warnings are noise to a job's author)."""
 
 
 # A local driver's JVM only schedules: records flow between the Python workers, never
@@ -119,12 +125,14 @@ def command_session(
     on_stop: Callable[[], None],
     task_failures_logged: bool = False,
     ui_port: int | None = None,
+    spark_warnings: bool = False,
 ) -> Iterator[SparkSession]:
     """The Spark session of a command that launches its own driver JVM (`lockgate
     run`), stopped with that JVM at the end, after `on_stop`. Spark's own reports of
     a failed task (its Python traceback again, inside Java's) are not logged unless
     `task_failures_logged`: the command shows the failure. Spark's web UI is served
-    on `ui_port` if one is given (None: off). A `local` driver
+    on `ui_port` if one is given (None: off). Spark's own warnings as its JVM starts
+    are shown only with `spark_warnings` (errors always are). A `local` driver
     starts from the class cache (class_cache.py), which the first local run
     writes as its JVM exits. The JVM's start and stop are not cut short by Ctrl-C
     (`uninterrupted`): an interrupt meanwhile stops the JVM once it is up, then is
@@ -136,11 +144,19 @@ def command_session(
         if ui_port is None
         else {"spark.ui.enabled": "true", "spark.ui.port": str(ui_port)}
     )
-    conf = {**ui, **(quick_start_jvm(options) if local else {})}
+    quiet = "" if spark_warnings else QUIET_LOG4J
+    if local:
+        # Spark warns that the host's name resolves to a loopback address, and binds
+        # elsewhere: a local run's JVM and tasks are all on this machine.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    java = (
+        quick_start_jvm(f"{options} {quiet}".strip()) if local else {"spark.driver.extraJavaOptions": quiet}
+    )
+    conf = {**ui, **java}
     level = os.environ.get("LOCKGATE_LOG_LEVEL")
     if level:  # executors that do not inherit this process's environment (a cluster's)
         conf["spark.executorEnv.LOCKGATE_LOG_LEVEL"] = level
-    started = _Started(cache, dumping)
+    started = _Started(cache, dumping, quiet)
 
     def stop(spark: SparkSession) -> None:
         if started.dumping:
@@ -150,7 +166,9 @@ def command_session(
         else:
             stop_with_jvm(spark)
 
-    spark = uninterrupted(lambda: started.session(master, app_name, conf), undo=stop)
+    sifting = contextlib.nullcontext(None) if spark_warnings else sifted_stderr()
+    with sifting as copier:
+        spark = uninterrupted(lambda: started.session(master, app_name, conf), undo=stop)
     try:
         spark.sparkContext.setLogLevel("ERROR")
         if not task_failures_logged:
@@ -163,14 +181,17 @@ def command_session(
             on_stop()
         finally:
             uninterrupted(lambda: stop(spark))
+            if copier is not None:  # what the JVM wrote as it stopped is out before the command's last word
+                copier.join(STDERR_DRAIN_S)
 
 
 class _Started:
     """Spark's JVM started from the class cache `cache` (None: without one), which it
     writes as it exits if `dumping`; started again without it where it cannot."""
 
-    def __init__(self, cache: ClassCache | None, dumping: bool) -> None:
+    def __init__(self, cache: ClassCache | None, dumping: bool, java_options: str) -> None:
         self._cache, self.dumping = cache, dumping
+        self._java_options = java_options  # the JVM's own, kept when the cache's are dropped
 
     @property
     def archive(self) -> Path | None:
@@ -190,7 +211,7 @@ class _Started:
             again = "Spark's JVM did not start; starting it once more, without the class cache"
             print(again, file=sys.stderr)
             try:
-                spark = spark_session(master, app_name, {**conf, **quick_start_jvm("")})
+                spark = spark_session(master, app_name, {**conf, **quick_start_jvm(self._java_options)})
             except PySparkRuntimeError as second:
                 raise SparkStartError(second) from second  # not the cache's fault: it is kept
             if self.dumping:

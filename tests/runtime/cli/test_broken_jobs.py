@@ -217,6 +217,11 @@ def test_a_failure_in_the_jobs_code_on_an_executor_is_its_own_traceback_once(tmp
     assert RUNTIME not in result.stderr, "only the job's frames"
     assert "Py4J" not in result.stderr
     assert "\tat org.apache.spark" not in result.stderr, "no Java stack"
+    # Quiet by default: neither Java's nor Spark's start-up notes, nor a task's line per failure.
+    said = [line for line in result.stderr.splitlines() if not line.startswith(("Traceback", "  "))]
+    assert len(said) == 2, result.stderr
+    assert said[0].startswith("lockgate run: gave up after 0 restart(s)")
+    assert said[1] == "ZeroDivisionError: integer division or modulo by zero"
 
     debugged = _run(tmp_path, LOCKGATE, "run", *job, "--debug", "--fresh")
     assert debugged.returncode == 1

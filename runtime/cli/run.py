@@ -114,8 +114,11 @@ def run_command(arguments: argparse.Namespace) -> int:
         result, totals = _run_here(settings, arguments)
     restored = f", restored from {result.restored_from}" if result.restored_from else ""
     restarts = f", {result.restarts} restart(s)" if result.restarts else ""
+    # Sources read again after a restart, so what was read is this launch's; what the
+    # sinks committed is the run's output.
+    read = f"read {totals.read:,} records" + (" in its last launch" if result.restarts else "")
     print(
-        f"finished: read {totals.read:,} records, wrote {totals.written:,}; "
+        f"finished: {read}, committed {result.committed_records:,} to the sinks; "
         f"last checkpoint {totals.last_checkpoint}{restored}{restarts}"
     )
     if result.savepoint is not None:
@@ -130,7 +133,8 @@ def _run_here(settings: JobSettings, arguments: argparse.Namespace) -> tuple[Run
     # Only an etcd that may hold an earlier run is waited for before the JVM starts.
     may_hold_an_earlier_run = bool(arguments.etcd) or (WORK_DIR / "etcd").exists()
     with _etcd(arguments) as (etcd_config, etcd_ready):
-        if settings.earlier_checkpoints == "refuse" and may_hold_an_earlier_run:
+        refuses = settings.earlier_checkpoints == "refuse" and settings.from_savepoint is None
+        if refuses and may_hold_an_earlier_run:
             etcd_ready()
             run_with_bounded_shutdown(_refuse_an_earlier_run(settings, etcd_config))
         master = arguments.master or f"local[{p}]"

@@ -104,6 +104,7 @@ class PendingCheckpoint:
     done: asyncio.Future[CompletedCheckpoint]
     acks: dict[tuple[str, int], SubtaskState] = field(default_factory=dict)
     drained: set[tuple[str, int]] = field(default_factory=set)
+    records: int = 0  # what the sinks took in its epoch, over every subtask
     status: Literal["pending", "completing", "finished"] = "pending"
     # Its trigger reached etcd, allocating its id: only then can anything exist
     # under that id for an abort to clean up.
@@ -159,6 +160,7 @@ class CheckpointCoordinator:
         # A bounded job's final checkpoint completed: nothing more to do.
         self.finished = False
         self._final_completed = False  # set as soon as it is known; `finished` once announced
+        self.committed_records = 0  # what the sinks committed with this launch's checkpoints
         self._sources_drained = False
         # Every completed checkpoint, after its retention ran: for the driver's
         # status and metrics.
@@ -377,6 +379,7 @@ class CheckpointCoordinator:
                 continue
             assert ack.state is not None
             pending.acks[(vertex, subtask)] = ack.state
+            pending.records += ack.records
             if ack.drained:
                 pending.drained.add((vertex, subtask))
             if set(pending.acks) >= self._plan.subtasks:
@@ -432,6 +435,7 @@ class CheckpointCoordinator:
             completed_ms=self._clock.now_ms(),
             final=bool(self._plan.sources) and pending.drained >= self._plan.source_subtasks,
             launch=self.launch,
+            records=pending.records,
             metadata_sha256=digest,
         )
         if not await self._guarded(self.store.completion_ops(summary, newest=n > self._latest_completed)):
@@ -445,6 +449,7 @@ class CheckpointCoordinator:
         # nothing pending, and trigger a checkpoint after the final one, which never
         # completes (a source that pre-committed at it would wait for it forever).
         self._final_completed = self._final_completed or summary.final
+        self.committed_records += summary.records
         self._latest_completed = max(self._latest_completed, n)
         self._consecutive_failures = 0
         self._last_completion = self._monotonic_s()

@@ -69,8 +69,11 @@ class CheckpointParticipant:
             ):
                 yield completed
 
-    async def acknowledge(self, trigger: Trigger, state: SubtaskState, drained: bool = False) -> None:
-        await self._put(trigger, Ack(trigger.checkpoint_id, self.launch, state=state, drained=drained))
+    async def acknowledge(
+        self, trigger: Trigger, state: SubtaskState, drained: bool = False, records: int = 0
+    ) -> None:
+        ack = Ack(trigger.checkpoint_id, self.launch, state=state, drained=drained, records=records)
+        await self._put(trigger, ack)
 
     async def decline(self, trigger: Trigger, reason: str) -> None:
         await self._put(trigger, Ack(trigger.checkpoint_id, self.launch, declined=reason))

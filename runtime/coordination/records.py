@@ -58,6 +58,8 @@ class Ack:
     # A bounded source subtask that reached the end of its input before this
     # barrier and will emit nothing more.
     drained: bool = False
+    # Records its sinks took in the epoch this barrier ends: committed with the checkpoint.
+    records: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {**vars(self), "state": None if self.state is None else self.state.to_json()}
@@ -71,6 +73,7 @@ class Ack:
             state=None if state is None else SubtaskState.from_json(state),
             declined=data.get("declined"),
             drained=bool(data.get("drained", False)),
+            records=int(data.get("records", 0)),
         )
 
 
@@ -91,6 +94,8 @@ class CompletedCheckpoint:
     final: bool = False
     # The launch whose tasks took it: only they commit its sink transactions.
     launch: int = 0
+    # Records the job's sinks committed with it: those of the epoch it ends.
+    records: int = 0
     # The SHA-256 of its `_metadata` as the coordinator wrote it: a restore takes only
     # that file (None: recorded before digests were).
     metadata_sha256: str | None = None

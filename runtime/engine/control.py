@@ -185,8 +185,10 @@ class CheckpointControl:
         self._completions.append(subscriber)
         return subscriber
 
-    def acknowledge(self, vertex: str, trigger: Trigger, state: SubtaskState, drained: bool = False) -> None:
-        self._call(self._participant(vertex).acknowledge(trigger, state, drained))
+    def acknowledge(
+        self, vertex: str, trigger: Trigger, state: SubtaskState, drained: bool = False, records: int = 0
+    ) -> None:
+        self._call(self._participant(vertex).acknowledge(trigger, state, drained, records))
 
     def decline(self, vertex: str, trigger: Trigger, reason: str) -> None:
         self._call(self._participant(vertex).decline(trigger, reason))

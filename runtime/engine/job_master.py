@@ -84,6 +84,9 @@ class RunResult:
     savepoint: str | None
     """Set when the run ended by a stop-with-savepoint."""
     restarts: int = 0
+    committed_records: int = 0
+    """Records the sinks committed with the run's checkpoints, over all its launches:
+    its output (twice where a fallback wrote an epoch again)."""
 
 
 class JobListener(CheckpointListener, Protocol):
@@ -148,6 +151,7 @@ class JobMaster:
         self._config = config
         self._savepoint_dir = savepoint_dir
         self.restarts = 0
+        self.committed_records = 0
         self._launched = False
         self._first_restore: RestorePoint | None = None
         self._first_id = 0
@@ -192,7 +196,7 @@ class JobMaster:
                 await asyncio.sleep(delay)  # the strategy's delay, nothing to wait for
                 continue
             restored = None if self._first_restore is None else self._first_restore.url
-            return RunResult(restored, savepoint, self.restarts)
+            return RunResult(restored, savepoint, self.restarts, self.committed_records)
 
     async def _launch(
         self,
@@ -235,6 +239,7 @@ class JobMaster:
                     coordinator, lambda: self._stage.run(launch), self._stage.cancel, self._stage.stop_wait_s
                 )
             finally:
+                self.committed_records += coordinator.committed_records
                 await coordinator.close()
 
     async def _restore_point(

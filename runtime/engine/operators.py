@@ -291,6 +291,12 @@ class SinkOperator:
         self.writer = writer
         self._snapshot = snapshot
         self.written = 0
+        self._written_at_barrier = 0
+
+    def take_epoch(self) -> int:
+        """Records written since the last barrier (at a barrier: those its checkpoint commits)."""
+        epoch, self._written_at_barrier = self.written - self._written_at_barrier, self.written
+        return epoch
 
     def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
         if records:  # a filter or flat_map before it may pass on none

@@ -200,10 +200,13 @@ class Task:
         if (committer := self.committers.get(vertex)) is not None:
             n = trigger.checkpoint_id
             self.committing(vertex).record_committables(n, committer.pre_commit(n))
+        records = sink.take_epoch() if (sink := self._sinks.get(vertex)) is not None else 0
         pending = self.states[vertex].snapshot(trigger)
-        self._uploads.submit(self._upload, vertex, trigger, pending, drained)
+        self._uploads.submit(self._upload, vertex, trigger, pending, drained, records)
 
-    def _upload(self, vertex: str, trigger: Trigger, pending: PendingSubtaskSnapshot, drained: bool) -> None:
+    def _upload(
+        self, vertex: str, trigger: Trigger, pending: PendingSubtaskSnapshot, drained: bool, records: int
+    ) -> None:
         try:
             state = pending.complete()
         except Exception as error:
@@ -211,7 +214,7 @@ class Task:
             self.control.decline(vertex, trigger, f"{type(error).__name__}: {error}")
             return
         self.state_bytes[vertex] = state.size_bytes()
-        self.control.acknowledge(vertex, trigger, state, drained)
+        self.control.acknowledge(vertex, trigger, state, drained, records)
 
     def backpressured_s(self) -> dict[str, float]:
         """Per vertex feeding a keyed exchange: seconds its sends waited for room downstream."""

@@ -70,7 +70,8 @@ def test_bounded_word_count_at_parallelism_3_is_exact(tmp_path: Path) -> None:
     result = _word_count(tmp_path, "out")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "at parallelism 3 on local[3]" in result.stdout
-    assert f"finished: read {400 * 3:,} records, wrote {len(words):,}" in result.stdout
+    committed = len(read_committed(f"file://{tmp_path}/out"))
+    assert f"finished: read {400 * 3:,} records, committed {committed:,} to the sinks;" in result.stdout
     _assert_exact(f"file://{tmp_path}/out", words)
     # The embedded etcd kept its data under .lockgate/, and the checkpoints are there too.
     assert (tmp_path / ".lockgate" / "etcd").is_dir()
@@ -133,7 +134,7 @@ def test_a_job_whose_sources_are_finite_finishes_without_bounded(tmp_path: Path)
         tmp_path, "run", *job, "--arg", "count=500", "--arg", "keys=7", "--arg", f"output={out}"
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "finished: read 500 records, wrote 500" in result.stdout
+    assert "finished: read 500 records, committed 500 to the sinks;" in result.stdout
     assert_running_sums_exact(read_committed(out), 500, 7)
 
 

@@ -50,7 +50,10 @@ def _stop_with_savepoint(tmp_path: Path, parallelism: int, *flags: str) -> str:
     out, _ = finish(process)
     assert f"at parallelism {parallelism}" in out
     assert out.strip().splitlines()[-1] == path, "the run prints the savepoint path last and exits 0"
-    assert committed_count(out_url) < COUNT, "the job was stopped mid-stream"
+    committed = committed_count(out_url)
+    assert committed < COUNT, "the job was stopped mid-stream"
+    # The final line counts what this run's sinks committed: the output, to the record.
+    assert f", committed {committed - before:,} to the sinks;" in out, out
     return path
 
 

@@ -34,6 +34,7 @@ COPY README.md ./
 COPY runtime ./runtime
 COPY operator ./operator
 COPY testing ./testing
+COPY state ./state
 RUN pip install --no-cache-dir --no-deps . \
  && rm -rf build ./*.egg-info
 # The example jobs, so the example manifests run on this image as it is.

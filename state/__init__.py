@@ -1,0 +1,27 @@
+"""A job's state, read and written outside the job: savepoints and retained
+checkpoints opened by path, one keyed state as rows (an iterator, a pandas
+DataFrame, a Spark DataFrame read in parallel by key-group range:
+`lockgate.state.spark`), and new savepoints written from rows or from another
+savepoint (`SavepointWriter`). See docs/state.md.
+
+    from lockgate.state import open_snapshot, job_key
+
+    saved = open_snapshot("file:///…/savepoint-3f2a", job_key("word-count"))
+    for row in saved.rows("count", "count", key="lockgate"):
+        print(row)  # {'key': 'lockgate', 'value': 42}
+"""
+
+from lockgate.state.errors import StateAccessError
+from lockgate.state.keys import job_key
+from lockgate.state.rows import ReadOptions
+from lockgate.state.saved import OperatorInfo, SavedState, StateRef, open_snapshot
+
+__all__ = [
+    "OperatorInfo",
+    "ReadOptions",
+    "SavedState",
+    "StateAccessError",
+    "StateRef",
+    "job_key",
+    "open_snapshot",
+]

@@ -1,8 +1,9 @@
 """A job's state, read and written outside the job: savepoints and retained
 checkpoints opened by path, one keyed state as rows (an iterator, a pandas
 DataFrame, a Spark DataFrame read in parallel by key-group range:
-`lockgate.state.spark`), and new savepoints written from rows or from another
-savepoint (`SavepointWriter`). See docs/state.md.
+`lockgate.state.spark`), and new savepoints written from rows, a Spark DataFrame
+or another savepoint (`SavepointWriter`), signed with the job's key. See
+docs/state.md.
 
     from lockgate.state import open_snapshot, job_key
 
@@ -15,11 +16,14 @@ from lockgate.state.errors import StateAccessError
 from lockgate.state.keys import job_key
 from lockgate.state.rows import ReadOptions
 from lockgate.state.saved import OperatorInfo, SavedState, StateRef, open_snapshot
+from lockgate.state.writer import KeyContext, SavepointWriter
 
 __all__ = [
+    "KeyContext",
     "OperatorInfo",
     "ReadOptions",
     "SavedState",
+    "SavepointWriter",
     "StateAccessError",
     "StateRef",
     "job_key",

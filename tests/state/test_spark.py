@@ -9,12 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from lockgate.state import open_snapshot
-from lockgate.state.spark import read_state
+from lockgate.state.spark import bootstrap, read_state
+from lockgate.state.writer import KeyContext, SavepointWriter
+from lockgate.testing import run_job
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from tests.state import jobs
 from tests.state.test_command import LOCKGATE
 from tests.state.test_read import stopped, write_savepoint
+from tests.state.test_write import KEY, KEYS, NUMBERS, TOTAL, as_savepoint, assert_sums_continue
+from tests.testing import jobs as testing_jobs
 
 
 def test_a_state_reads_as_a_dataframe_one_task_per_key_group_range(spark: Any, tmp_path: Path) -> None:
@@ -67,3 +71,28 @@ def test_export_writes_jsonl_with_spark(tmp_path: Path) -> None:
     assert {(r["key"], r["value"]) for r in rows} == {
         (str(k), n) for k, n in jobs.expected_rows(read)["count"]
     }
+
+
+def test_a_savepoint_bootstrapped_from_a_dataframe_restores_a_job_that_continues_exactly(
+    spark: Any, tmp_path: Path
+) -> None:
+    table = spark.createDataFrame(
+        [(key, 1000 * key + part) for key in range(KEYS) for part in range(3)], ["key", "amount"]
+    )
+
+    def set_total(key: Any, records: list[dict[str, Any]], ctx: KeyContext) -> None:
+        ctx.state(TOTAL).update(sum(r["amount"] for r in records))
+
+    writer = SavepointWriter.new(max_parallelism=128, job_id="running-sum")
+    bootstrap(writer, "sum", table, "key", set_total, parallelism=2).write(f"file://{tmp_path}/boot", KEY)
+
+    saved = open_snapshot(f"file://{tmp_path}/boot", KEY)
+    assert [s.key_groups for s in saved.operator("sum").subtasks] == [range(64), range(64, 128)]
+    start = {key: sum(1000 * key + part for part in range(3)) for key in range(KEYS)}
+    resumed = run_job(
+        testing_jobs.running_sum,
+        parallelism=3,
+        sources={"numbers": NUMBERS},
+        restore=as_savepoint(tmp_path / "boot"),
+    )
+    assert_sums_continue(resumed.outputs["out"], NUMBERS, start)

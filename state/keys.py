@@ -3,6 +3,7 @@ job's snapshots also vouches for what `lockgate.state` reads and writes."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from lockgate.runtime.cli.etcd_options import WORK_DIR
@@ -24,5 +25,5 @@ def job_key(
     if create:
         key = key_for_local_job(path.resolve())
         key.persist()
-        return key
+        return dataclasses.replace(key, unsaved=None)  # written: nothing writes it again
     return read_key(path)

@@ -30,14 +30,19 @@ from pyspark.sql.types import StructType
 
 
 def read_state(
-    spark: SparkSession, state: StateRef, *, schema: StructType | None = None, partitions: int | None = None
+    spark: SparkSession,
+    state: StateRef,
+    *,
+    schema: StructType | str | None = None,
+    partitions: int | None = None,
 ) -> DataFrame:
     """`state`'s rows (`SavedState.state(operator, name)`) as a DataFrame under its
-    columns (`lockgate.state.rows`). Without `schema`, Spark infers the column types
-    from the first rows; values Spark has no type for (a class of the job's) need a
-    `schema` and a state serializer that gives Spark-friendly values, or
-    `SavedState.rows`. `partitions`: how many even key-group ranges to read (default:
-    one per subtask of the snapshot)."""
+        columns (`lockgate.state.rows`). `schema`: a StructType or DDL ('key string, value
+    long'); without one, Spark infers the column types
+        from the first rows; values Spark has no type for (a class of the job's) need a
+        `schema` and a state serializer that gives Spark-friendly values, or
+        `SavedState.rows`. `partitions`: how many even key-group ranges to read (default:
+        one per subtask of the snapshot)."""
     ranges = [(r.start, r.stop) for r in state.ranges(partitions)]
     rows = spark.sparkContext.parallelize(ranges, len(ranges)).flatMap(functools.partial(_read_range, state))
     return spark.createDataFrame(rows, schema=schema if schema is not None else list(state.columns))

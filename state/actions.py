@@ -8,7 +8,6 @@ import argparse
 import ast
 import functools
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -110,7 +109,7 @@ def show_state(arguments: argparse.Namespace) -> int:
 
 
 def _options(arguments: argparse.Namespace) -> ReadOptions:
-    return ReadOptions(whole_lists=arguments.whole_lists, now_ms=int(time.time() * 1000))
+    return ReadOptions(whole_lists=arguments.whole_lists)
 
 
 @_refusing_bad_input

@@ -17,8 +17,9 @@ longer reads them.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lockgate.runtime.engine.timer_service import QUEUES
@@ -45,7 +46,10 @@ class ReadOptions:
     serializer: Serializer = DEFAULT_SERIALIZER
     whole_lists: bool = False
     include_expired: bool = False
-    now_ms: int = 0
+    now_ms: int | None = None  # None: the time the rows are read
+
+    def expired_by(self) -> int:
+        return int(time.time() * 1000) if self.now_ms is None else self.now_ms
 
 
 def columns(state: str, meta: StateMeta, options: ReadOptions) -> tuple[str, ...]:
@@ -81,6 +85,8 @@ def decode(
         yield from _windows(read, options, elements_meta)
         return
     codec = stored_codec(meta.kind, meta.ttl, options.serializer)
+    if meta.ttl and options.now_ms is None:
+        options = replace(options, now_ms=options.expired_by())
     for _, records in read(state):
         yield from _rows(state, meta, codec, options, records)
 
@@ -96,7 +102,7 @@ def _rows(state: str, meta: StateMeta, codec: Codec, options: ReadOptions, recor
     for rest, data in records:
         stored = codec.loads(data)
         if meta.ttl and not options.include_expired:
-            stored = codec.alive(stored, options.now_ms)
+            stored = codec.alive(stored, options.expired_by())
             if stored is None:
                 continue
         if kind is StateKind.MAP:

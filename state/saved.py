@@ -9,14 +9,12 @@ Every file read afterwards is checked against what the signed metadata records.
 
 from __future__ import annotations
 
-import functools
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lockgate.runtime.engine.window_operator import ELEMENTS
-from lockgate.runtime.keygroups import key_group_range
+from lockgate.runtime.keygroups import key_group, key_group_range
 from lockgate.runtime.snapshot.metadata import CheckpointMetadata, VertexState, read_metadata
 from lockgate.runtime.snapshot.snapshot_key import SnapshotKey
 from lockgate.runtime.snapshot.storage import METADATA, CheckpointStorage
@@ -107,13 +105,20 @@ class SavedState:
         self.url = url
         self.metadata = metadata
         self._storage = CheckpointStorage(url)
+        self._operators: dict[str, OperatorInfo] = {}  # each read once (its files' indexes)
 
     @property
     def operators(self) -> dict[str, OperatorInfo]:
         return {name: self.operator(name) for name in sorted(self.metadata.vertices)}
 
-    @functools.cache  # noqa: B019 - one per snapshot opened, for its life
     def operator(self, name: str) -> OperatorInfo:
+        """What the snapshot holds of vertex `name`."""
+        known = self._operators.get(name)
+        if known is None:
+            known = self._operators[name] = self._read_operator(name)
+        return known
+
+    def _read_operator(self, name: str) -> OperatorInfo:
         vertex = self._vertex(name)
         subtasks = tuple(
             SubtaskInfo(
@@ -164,11 +169,8 @@ class SavedState:
             raise StateAccessError(
                 f"operator {operator!r} of {self.url} has no state {state!r} (it has: {known})"
             )
-        if options is None:
-            options = ReadOptions(now_ms=int(time.time() * 1000))
-        return StateRef(
-            self.url, self.metadata, operator, state, meta, info.states.get(ELEMENTS.name), options
-        )
+        elements = info.states.get(ELEMENTS.name)
+        return StateRef(self.url, self.metadata, operator, state, meta, elements, options or ReadOptions())
 
     def rows(
         self, operator: str, state: str, options: ReadOptions | None = None, key: Any = None
@@ -178,8 +180,6 @@ class SavedState:
         ref = self.state(operator, state, options)
         if key is None:
             return as_dicts(ref.columns, ref.rows())
-        from lockgate.runtime.keygroups import key_group  # noqa: PLC0415 - only for one key
-
         group = key_group(key, ref.vertex.max_parallelism)
         return (row for row in as_dicts(ref.columns, ref.rows(range(group, group + 1))) if row["key"] == key)
 

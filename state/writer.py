@@ -25,7 +25,7 @@ from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
 from lockgate.runtime.clock import Clock
 from lockgate.runtime.engine.timer_service import OperatorTimers
 from lockgate.runtime.key_serializer import deserialize_key, serialize_key
-from lockgate.runtime.keygroups import key_group_of_bytes, key_group_range
+from lockgate.runtime.keygroups import UPPER_BOUND_MAX_PARALLELISM, key_group_of_bytes, key_group_range
 from lockgate.runtime.snapshot.handles import OperatorStateHandle
 from lockgate.runtime.snapshot.metadata import CheckpointMetadata, SubtaskState, VertexState, write_metadata
 from lockgate.runtime.snapshot.snapshot_key import SnapshotKey
@@ -148,6 +148,13 @@ Writes = Callable[[str, str, int], VertexState]
 """A vertex written elsewhere (`lockgate.state.spark`): `(url, operator, max parallelism)`."""
 
 
+def _check_max_parallelism(max_parallelism: int) -> None:
+    if not 1 <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+        raise StateAccessError(
+            f"max_parallelism must be between 1 and {UPPER_BOUND_MAX_PARALLELISM}, got {max_parallelism}"
+        )
+
+
 class SavepointWriter:
     """A savepoint to write: `SavepointWriter.new(max_parallelism)` or
     `SavepointWriter.from_snapshot(saved)`, then what changes, then `write(url, key)`."""
@@ -163,8 +170,7 @@ class SavepointWriter:
     @staticmethod
     def new(max_parallelism: int = 128, job_id: str = "bootstrapped") -> SavepointWriter:
         """An empty savepoint: operators are added with `bootstrap`."""
-        if not 1 <= max_parallelism <= 32768:
-            raise StateAccessError(f"max_parallelism must be between 1 and 32768, got {max_parallelism}")
+        _check_max_parallelism(max_parallelism)
         return SavepointWriter(max_parallelism, None, job_id)
 
     @staticmethod
@@ -176,8 +182,7 @@ class SavepointWriter:
 
     def with_max_parallelism(self, max_parallelism: int) -> SavepointWriter:
         """Every keyed state split anew into `max_parallelism` key groups."""
-        if not 1 <= max_parallelism <= 32768:
-            raise StateAccessError(f"max_parallelism must be between 1 and 32768, got {max_parallelism}")
+        _check_max_parallelism(max_parallelism)
         self._max_parallelism = max_parallelism
         return self
 

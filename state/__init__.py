@@ -12,11 +12,39 @@ docs/state.md.
         print(row)  # {'key': 'lockgate', 'value': 42}
 """
 
-from lockgate.state.errors import StateAccessError
-from lockgate.state.keys import job_key
-from lockgate.state.rows import ReadOptions
-from lockgate.state.saved import OperatorInfo, SavedState, StateRef, open_snapshot
-from lockgate.state.writer import KeyContext, SavepointWriter
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lockgate.state.errors import StateAccessError
+    from lockgate.state.keys import job_key
+    from lockgate.state.rows import ReadOptions
+    from lockgate.state.saved import OperatorInfo, SavedState, StateRef, open_snapshot
+    from lockgate.state.writer import KeyContext, SavepointWriter
+
+# Imported when first used: `lockgate`'s parser imports `lockgate.state.command`,
+# and with it this package, at the start of every command.
+_HOMES = {
+    "StateAccessError": "errors",
+    "job_key": "keys",
+    "ReadOptions": "rows",
+    "OperatorInfo": "saved",
+    "SavedState": "saved",
+    "StateRef": "saved",
+    "open_snapshot": "saved",
+    "KeyContext": "writer",
+    "SavepointWriter": "writer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'lockgate.state' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"lockgate.state.{home}"), name)
+
 
 __all__ = [
     "KeyContext",

@@ -4,6 +4,7 @@ input refused in one line, exit status 2, before Spark starts."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -83,3 +84,18 @@ def test_bad_input_is_one_line_and_exit_2(
     assert len(err.splitlines()) == 1, err
     assert err.startswith("lockgate state: ")
     assert message in err
+
+
+def test_the_command_line_lists_state_without_importing_its_readers() -> None:
+    """Every `lockgate run` builds the parser: `lockgate state` must cost it nothing
+    but its options."""
+    probe = (
+        "import sys; from lockgate.runtime.cli import parser; "
+        "commands = parser()._subparsers._group_actions[0].choices; print('state' in commands); "
+        "print(sorted(m for m in sys.modules if m.startswith('lockgate.state')))"
+    )
+    listed, imported = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.splitlines()
+    assert listed == "True"
+    assert imported == "['lockgate.state', 'lockgate.state.command']"

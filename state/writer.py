@@ -248,11 +248,22 @@ class SavepointWriter:
         storage = CheckpointStorage(url)
         if storage.exists(posixpath.join(storage.root, METADATA)):
             raise StateAccessError(f"{url} holds a snapshot already: write the new savepoint elsewhere")
+        self._check_parallelisms()
         key.persist()
         vertices = {name: self._write_vertex(url, name, plan, clock) for name, plan in self._plans.items()}
         metadata = CheckpointMetadata(self._job_id, 0, "savepoint", int(time.time() * 1000), vertices)
         write_metadata(storage, storage.root, metadata, key)
         return metadata
+
+    def _check_parallelisms(self) -> None:
+        """Before anything is written: each operator's subtasks need a key group each."""
+        for name, plan in self._plans.items():
+            parallelism = plan.parallelism if isinstance(plan, _Existing | _Bootstrapped) else None
+            if parallelism is not None and not 1 <= parallelism <= self._max_parallelism:
+                raise StateAccessError(
+                    f"operator {name!r}: parallelism {parallelism} must be between 1 and the max "
+                    f"parallelism {self._max_parallelism} (a subtask needs at least one key group)"
+                )
 
     def _write_vertex(
         self, url: str, name: str, plan: _Existing | _Bootstrapped | Writes, clock: Clock | None

@@ -203,3 +203,13 @@ def test_tampering_and_other_keys_are_refused(tmp_path: Path) -> None:
         open_snapshot(url, KEY)
     with pytest.raises(StateAccessError, match="holds a snapshot already"):
         SavepointWriter.from_snapshot(saved).write(url, KEY)
+    with pytest.raises(
+        StateAccessError,
+        match="operator 'sum': parallelism 200 must be between 1 and the max parallelism 128",
+    ):
+        SavepointWriter.from_snapshot(saved).transform("sum", parallelism=200).write(
+            f"file://{tmp_path}/wide", KEY
+        )
+    assert not (tmp_path / "wide").exists(), "refused before anything was written"
+    with pytest.raises(StateAccessError, match="no operator 'nope' to transform"):
+        SavepointWriter.from_snapshot(saved).transform("nope")

@@ -31,6 +31,7 @@ from lockgate.runtime.state.codecs import Codec, stored_codec
 from lockgate.runtime.state.descriptors import StateKind
 from lockgate.runtime.state.tables import split_map_rest
 from lockgate.runtime.state.timers import split_timer_rest
+from lockgate.state.errors import StateAccessError
 
 Row = tuple[Any, ...]
 Records = list[tuple[bytes, bytes]]
@@ -100,7 +101,7 @@ def _rows(state: str, meta: StateMeta, codec: Codec, options: ReadOptions, recor
             yield deserialize_key(key_bytes), timestamp, domain
         return
     for rest, data in records:
-        stored = codec.loads(data)
+        stored = _loaded(state, codec, data)
         if meta.ttl and not options.include_expired:
             stored = codec.alive(stored, options.expired_by())
             if stored is None:
@@ -117,6 +118,19 @@ def _rows(state: str, meta: StateMeta, codec: Codec, options: ReadOptions, recor
             yield from _list_rows(deserialize_key(rest), stored, meta.ttl, options.whole_lists)
         else:
             yield (deserialize_key(rest), *_with_expiry(stored, meta.ttl))
+
+
+def _loaded(state: str, codec: Codec, data: bytes) -> Any:
+    """A stored object; one that cannot be unpickled here is refused naming the state."""
+    try:
+        return codec.loads(data)
+    except Exception as error:
+        raise StateAccessError(
+            f"state {state!r}: a value cannot be read back ({type(error).__name__}: {error}); a value of "
+            "the job's own classes needs the job's code importable here (run in the job's directory, "
+            "or set PYTHONPATH), and one written with a serializer of its own needs "
+            "ReadOptions(serializer=...)"
+        ) from error
 
 
 def _with_expiry(stored: Any, ttl: bool) -> Row:

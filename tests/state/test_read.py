@@ -3,13 +3,18 @@ timers and windows come back as the rows the job's state held, on both backends.
 
 from __future__ import annotations
 
+import importlib
+import secrets
+import sys
 from pathlib import Path
 from typing import Any
 
 import fsspec
 import pytest
+from lockgate.runtime import ValueStateDescriptor
 from lockgate.runtime.clock import ManualClock
-from lockgate.state import ReadOptions, SavedState, StateAccessError, open_snapshot
+from lockgate.runtime.snapshot.snapshot_key import SnapshotKey
+from lockgate.state import ReadOptions, SavedState, SavepointWriter, StateAccessError, open_snapshot
 from lockgate.testing import Savepoint, run_job
 
 from tests.state import jobs
@@ -116,3 +121,29 @@ def test_what_is_no_snapshot_or_not_in_it_is_refused_by_name(tmp_path: Path) -> 
     with pytest.raises(StateAccessError, match=r"operator 'kinds' .* has no state 'nope' \(it has: "):
         saved.state("kinds", "nope")
     assert fsspec  # fsspec URLs other than file:// are read the same way
+
+
+def test_a_value_of_a_class_that_is_not_importable_is_refused_naming_the_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "jobs_own_types.py").write_text("class Balance:\n    amount = 5\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    jobs_own_types = importlib.import_module("jobs_own_types")
+
+    key = SnapshotKey(secrets.token_bytes(32), "test")
+    writer = SavepointWriter.new()
+    writer.bootstrap(
+        "balances",
+        ["a"],
+        str,
+        lambda k, rs, ctx: ctx.state(ValueStateDescriptor("balance")).update(jobs_own_types.Balance()),
+    )
+    writer.write(f"file://{tmp_path}/sp", key)
+    monkeypatch.delitem(sys.modules, "jobs_own_types")
+    (tmp_path / "jobs_own_types.py").unlink()
+
+    with pytest.raises(
+        StateAccessError,
+        match=r"state 'balance': a value cannot be read back \(ModuleNotFoundError: .*PYTHONPATH",
+    ):
+        list(open_snapshot(f"file://{tmp_path}/sp", key).rows("balances", "balance"))

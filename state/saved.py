@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lockgate.runtime.engine.window_operator import ELEMENTS
-from lockgate.runtime.keygroups import key_group, key_group_range
+from lockgate.runtime.key_serializer import serialize_key
+from lockgate.runtime.keygroups import key_group_of_bytes, key_group_range
 from lockgate.runtime.snapshot.metadata import CheckpointMetadata, VertexState, read_metadata
 from lockgate.runtime.snapshot.snapshot_key import SnapshotKey
 from lockgate.runtime.snapshot.storage import METADATA, CheckpointStorage
@@ -180,8 +181,11 @@ class SavedState:
         ref = self.state(operator, state, options)
         if key is None:
             return as_dicts(ref.columns, ref.rows())
-        group = key_group(key, ref.vertex.max_parallelism)
-        return (row for row in as_dicts(ref.columns, ref.rows(range(group, group + 1))) if row["key"] == key)
+        # Types are part of a key (1, 1.0 and True are three): compared serialized.
+        wanted = serialize_key(key)
+        group = key_group_of_bytes(wanted, ref.vertex.max_parallelism)
+        rows = as_dicts(ref.columns, ref.rows(range(group, group + 1)))
+        return (row for row in rows if serialize_key(row["key"]) == wanted)
 
     def to_pandas(self, operator: str, state: str, options: ReadOptions | None = None) -> pandas.DataFrame:
         """The rows of a state as a pandas DataFrame (pandas: `pip install 'lockgate[state]'`)."""

@@ -43,6 +43,10 @@ def read_state(
         `schema` and a state serializer that gives Spark-friendly values, or
         `SavedState.rows`. `partitions`: how many even key-group ranges to read (default:
         one per subtask of the snapshot)."""
+    if state.options.now_ms is None:  # one "now" for every task's TTL expiry
+        state = dataclasses.replace(
+            state, options=dataclasses.replace(state.options, now_ms=state.options.expired_by())
+        )
     ranges = [(r.start, r.stop) for r in state.ranges(partitions)]
     rows = spark.sparkContext.parallelize(ranges, len(ranges)).flatMap(functools.partial(_read_range, state))
     return spark.createDataFrame(rows, schema=schema if schema is not None else list(state.columns))

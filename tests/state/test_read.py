@@ -147,3 +147,21 @@ def test_a_value_of_a_class_that_is_not_importable_is_refused_naming_the_state(
         match=r"state 'balance': a value cannot be read back \(ModuleNotFoundError: .*PYTHONPATH",
     ):
         list(open_snapshot(f"file://{tmp_path}/sp", key).rows("balances", "balance"))
+
+
+def test_one_key_is_read_by_its_type_too(tmp_path: Path) -> None:
+    """1, 1.0 and True are three keys (as the job's key_by has them), all in one key
+    group here: reading one returns its row alone."""
+    key = SnapshotKey(secrets.token_bytes(32), "test")
+    writer = SavepointWriter.new(max_parallelism=1)
+    keys: list[Any] = [1, 1.0, True, "1"]
+    writer.bootstrap(
+        "totals",
+        keys,
+        lambda k: k,
+        lambda k, rs, ctx: ctx.state(ValueStateDescriptor("total")).update(repr(k)),
+    )
+    writer.write(f"file://{tmp_path}/sp", key)
+    saved = open_snapshot(f"file://{tmp_path}/sp", key)
+    for wanted in keys:
+        assert [r["value"] for r in saved.rows("totals", "total", key=wanted)] == [repr(wanted)]

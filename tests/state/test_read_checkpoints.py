@@ -4,6 +4,7 @@ checkpoints: native RocksDB files, read by the code a restore reads them with.""
 from __future__ import annotations
 
 import asyncio
+import secrets
 from pathlib import Path
 
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
@@ -14,8 +15,9 @@ from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.restart import restart_strategy
 from lockgate.runtime.engine.thread_stage import ThreadStage
 from lockgate.runtime.engine.vertex_state import StateConfig
+from lockgate.runtime.snapshot.snapshot_key import SnapshotKey
 from lockgate.runtime.snapshot.storage import CheckpointStorage
-from lockgate.state import ReadOptions, open_snapshot
+from lockgate.state import ReadOptions, SavepointWriter, open_snapshot
 
 from tests.state import jobs
 
@@ -54,3 +56,11 @@ async def test_a_native_incremental_checkpoint_reads_as_the_state_the_job_ended_
     assert last_n == expected["last"]
     # Its final watermark fired every event-time timer before the last checkpoint.
     assert list(saved.rows("kinds", "_timers.event_time")) == []
+
+    # Rewritten as a savepoint: canonical files, the same rows.
+    key = SnapshotKey(secrets.token_bytes(32), "test")
+    SavepointWriter.from_snapshot(saved).write(f"file://{tmp_path}/savepoint", key)
+    rewritten = open_snapshot(f"file://{tmp_path}/savepoint", key)
+    assert {s.format for s in rewritten.operator("kinds").subtasks} == {"canonical"}
+    for state in ("count", "seen", "parities", "total", "mean"):
+        assert {tuple(r.values()) for r in rewritten.rows("kinds", state)} == expected[state], state

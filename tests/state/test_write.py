@@ -148,10 +148,14 @@ def test_every_kind_timers_and_windows_survive_a_rewrite_at_another_max_parallel
     savepoint, read = stopped(backend)
     saved = open_snapshot(write_savepoint(savepoint, tmp_path / "first"), unsigned=True)
     writer = SavepointWriter.from_snapshot(saved).with_max_parallelism(64).transform("kinds", parallelism=3)
-    writer.remove_operator("elements").write(f"file://{tmp_path}/rewritten", KEY, clock=ManualClock(0))
+    writer.remove_operator("elements")
+    writer.bootstrap("added", ["x", "y"], str, lambda k, rs, ctx: ctx.state(TOTAL).update(len(rs)))
+    writer.write(f"file://{tmp_path}/rewritten", KEY, clock=ManualClock(0))
 
     rewritten = open_snapshot(f"file://{tmp_path}/rewritten", KEY)
     assert "elements" not in rewritten.operators
+    assert {(r["key"], r["value"]) for r in rewritten.rows("added", "total")} == {("x", 1), ("y", 1)}
+    assert rewritten.operator("added").max_parallelism == 64
     assert rewritten.operator("kinds").max_parallelism == 64
     expected = jobs.expected_rows(read)
     for state in ("count", "seen", "parities", "total", "mean"):

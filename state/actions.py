@@ -15,11 +15,11 @@ import orjson
 from lockgate.runtime.driver.options import OptionError
 from lockgate.runtime.snapshot.metadata import read_metadata
 from lockgate.runtime.snapshot.snapshot_key import SnapshotKey, SnapshotKeyError, read_key
-from lockgate.runtime.snapshot.storage import METADATA, CheckpointStorage, SnapshotCorruptError
+from lockgate.runtime.snapshot.storage import SnapshotCorruptError
 from lockgate.state.errors import StateAccessError
 from lockgate.state.keys import local_key_path
 from lockgate.state.rows import ReadOptions
-from lockgate.state.saved import OperatorInfo, SavedState, open_snapshot
+from lockgate.state.saved import OperatorInfo, SavedState, open_snapshot, snapshot_storage
 
 
 def _refusing_bad_input(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -52,9 +52,7 @@ def _key(arguments: argparse.Namespace) -> SnapshotKey | None:
 def _named_job(url: str) -> str:
     """The job a snapshot says it belongs to: which key to check it with (nothing of it
     is trusted before that key checked it)."""
-    storage = CheckpointStorage(url)
-    if not storage.exists(f"{storage.root}/{METADATA}"):
-        raise StateAccessError(f"{url} is no savepoint or checkpoint: it holds no {METADATA}")
+    storage = snapshot_storage(url)
     return read_metadata(storage, storage.root).job_id
 
 

@@ -69,7 +69,8 @@ def _positive_int(text: str) -> int:
 
 
 def _add_trust(command: argparse.ArgumentParser) -> None:
-    trust = command.add_argument_group("who wrote it (its state is unpickled: it must be the job's)")
+    group = command.add_argument_group("who wrote it (its state is unpickled: it must be the job's)")
+    trust = group.add_mutually_exclusive_group()
     trust.add_argument(
         "--snapshot-key-file",
         type=Path,
@@ -77,8 +78,8 @@ def _add_trust(command: argparse.ArgumentParser) -> None:
         help="the job's snapshot key (default: the key `lockgate run` keeps in .lockgate/keys for the "
         "job the snapshot names, or for --job-id)",
     )
-    trust.add_argument("--job-id", help="the job whose local key checks the snapshot")
-    trust.add_argument("--namespace", default="default", help="the job's namespace (default: default)")
+    group.add_argument("--job-id", help="the job whose local key checks the snapshot")
+    group.add_argument("--namespace", default="default", help="the job's namespace (default: default)")
     trust.add_argument(
         "--unsigned",
         action="store_true",

@@ -206,11 +206,17 @@ def open_snapshot(url: str, key: SnapshotKey | None = None, *, unsigned: bool = 
             f"{url}: give the job's snapshot key (--snapshot-key-file, or --job-id for a job run "
             "here) to check who wrote it, or read it unsigned (--unsigned) if you trust whoever could"
         )
+    storage = snapshot_storage(url)
+    metadata = read_metadata(storage, storage.root, key, trust_unsigned=unsigned)
+    return SavedState(url, metadata)
+
+
+def snapshot_storage(url: str) -> CheckpointStorage:
+    """The storage of the snapshot at `url`, refused unless it holds a `_metadata`."""
     storage = CheckpointStorage(url)
     if not storage.exists(f"{storage.root}/{METADATA}"):
         raise StateAccessError(
             f"{url} is no savepoint or checkpoint: it holds no {METADATA} (give the directory of "
             "one, savepoint-<id>/ or <job>/chk-<n>/, as `lockgate checkpoints list` shows it)"
         )
-    metadata = read_metadata(storage, storage.root, key, trust_unsigned=unsigned)
-    return SavedState(url, metadata)
+    return storage

@@ -117,16 +117,11 @@ def export_state(arguments: argparse.Namespace) -> int:
     ref = saved.state(arguments.operator, arguments.state, _options(arguments))
     # Spark starts only now, with the snapshot and the state found.
     from lockgate.runtime.spark.session import spark_session, stop_with_jvm  # noqa: PLC0415
-    from lockgate.state.spark import read_state  # noqa: PLC0415 - Spark only for export
+    from lockgate.state.spark import export  # noqa: PLC0415 - Spark only for export
 
     spark = spark_session(arguments.master, "lockgate-state-export", {"spark.ui.enabled": "false"})
     try:
-        frame = read_state(spark, ref, schema=arguments.schema, partitions=arguments.partitions)
-        writer = frame.write.mode("errorifexists")
-        if arguments.format == "parquet":
-            writer.parquet(output)
-        else:
-            writer.json(output)
+        export(spark, ref, arguments.format, output, schema=arguments.schema, partitions=arguments.partitions)
     finally:
         stop_with_jvm(spark)
     print(f"{arguments.operator}/{arguments.state} written as {arguments.format} to {output}")

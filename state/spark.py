@@ -10,7 +10,7 @@ import dataclasses
 import functools
 import json
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 from lockgate.runtime.key_serializer import serialize_key
 from lockgate.runtime.keygroups import key_group_of_bytes
@@ -50,6 +50,24 @@ def read_state(
     ranges = [(r.start, r.stop) for r in state.ranges(partitions)]
     rows = spark.sparkContext.parallelize(ranges, len(ranges)).flatMap(functools.partial(_read_range, state))
     return spark.createDataFrame(rows, schema=schema if schema is not None else list(state.columns))
+
+
+def export(
+    spark: SparkSession,
+    state: StateRef,
+    file_format: Literal["parquet", "jsonl"],
+    output: str,
+    *,
+    schema: StructType | str | None = None,
+    partitions: int | None = None,
+) -> None:
+    """Write `state`'s rows (`read_state`) as parquet or JSON lines files into the
+    directory `output` (which must not exist), one Spark task per key-group range."""
+    writer = read_state(spark, state, schema=schema, partitions=partitions).write.mode("errorifexists")
+    if file_format == "parquet":
+        writer.parquet(output)
+    else:
+        writer.json(output)
 
 
 def _read_range(state: StateRef, bounds: tuple[int, int]) -> Iterator[Row]:

@@ -1,21 +1,20 @@
-"""A keyed state as a Spark DataFrame, read by one Spark task per key-group range,
-and `lockgate state export`, which writes one with Spark."""
+"""A keyed state as a Spark DataFrame, read by one Spark task per key-group range;
+its export to files (`lockgate state export`); a savepoint bootstrapped from a
+DataFrame."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from lockgate.state import open_snapshot
-from lockgate.state.spark import bootstrap, read_state
+from lockgate.state.spark import bootstrap, export, read_state
 from lockgate.state.writer import KeyContext, SavepointWriter
 from lockgate.testing import run_job
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from tests.state import jobs
-from tests.state.test_command import LOCKGATE
 from tests.state.test_read import stopped, write_savepoint
 from tests.state.test_write import KEY, KEYS, NUMBERS, TOTAL, as_savepoint, assert_sums_continue
 from tests.testing import jobs as testing_jobs
@@ -39,38 +38,24 @@ def test_a_state_reads_as_a_dataframe_one_task_per_key_group_range(spark: Any, t
     }
 
 
-def test_export_writes_jsonl_with_spark(tmp_path: Path) -> None:
+def test_export_writes_parquet_and_json_lines(spark: Any, tmp_path: Path) -> None:
+    """What `lockgate state export` runs once it has started Spark."""
     savepoint, read = stopped("rocksdb", parallelism=2)
-    url = write_savepoint(savepoint, tmp_path / "savepoint")
-    out = tmp_path / "totals"
-    done = subprocess.run(
-        [
-            LOCKGATE,
-            "state",
-            "export",
-            url,
-            "kinds",
-            "count",
-            "--unsigned",
-            "--format",
-            "jsonl",
-            "--output",
-            f"file://{out}",
-            "--schema",
-            "key string, value long",
-            "--master",
-            "local[2]",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
+    saved = open_snapshot(write_savepoint(savepoint, tmp_path / "savepoint"), unsigned=True)
+    counts = saved.state("kinds", "count")
+    expected = {(str(k), n) for k, n in jobs.expected_rows(read)["count"]}
+    export(spark, counts, "jsonl", f"file://{tmp_path}/jsonl", schema="key string, value long")
+    lines = [
+        json.loads(line)
+        for part in (tmp_path / "jsonl").glob("part-*")
+        for line in part.read_text().splitlines()
+    ]
+    assert {(r["key"], r["value"]) for r in lines} == expected
+    export(
+        spark, counts, "parquet", f"file://{tmp_path}/parquet", schema="key string, value long", partitions=3
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = [json.loads(line) for part in sorted(out.glob("part-*")) for line in part.read_text().splitlines()]
-    assert {(r["key"], r["value"]) for r in rows} == {
-        (str(k), n) for k, n in jobs.expected_rows(read)["count"]
-    }
+    back = spark.read.parquet(f"file://{tmp_path}/parquet").collect()
+    assert {(r.key, r.value) for r in back} == expected
 
 
 def test_a_savepoint_bootstrapped_from_a_dataframe_restores_a_job_that_continues_exactly(

@@ -35,6 +35,7 @@ COPY runtime ./runtime
 COPY operator ./operator
 COPY testing ./testing
 COPY console ./console
+COPY state ./state
 RUN pip install --no-cache-dir --no-deps . \
  && rm -rf build ./*.egg-info
 # The example jobs, so the example manifests run on this image as it is.

@@ -17,6 +17,8 @@ SLOW = (
     "tests/runtime/engine/test_damaged_checkpoints.py",
     "tests/runtime/engine/test_lease_lapse.py",
     "tests/runtime/engine/test_recovery.py",
+    "tests/state/test_lockgate_run.py",
+    "tests/state/test_spark.py",
     "tests/test_examples.py",
     "tests/test_peer_harness.py",
     "tests/test_task_leaks.py",

@@ -4,12 +4,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 
-sources=(runtime operator testing console tests e2e bench examples)
+sources=(runtime operator testing console state tests e2e bench examples)
 echo "== ruff"
 .venv/bin/ruff check "${sources[@]}"
 .venv/bin/ruff format --check "${sources[@]}"
 echo "== mypy --strict"
-.venv/bin/mypy -p lockgate.runtime -p lockgate.operator -p lockgate.testing -p lockgate.console
+.venv/bin/mypy -p lockgate.runtime -p lockgate.operator -p lockgate.testing -p lockgate.console -p lockgate.state
 echo "== import layers"
 .venv/bin/lint-imports
 echo "== pytest"

@@ -52,6 +52,17 @@ def _element(window: TimeWindow, n: int) -> bytes:
     return _ELEMENT.pack(window.start, window.end, n)
 
 
+def window_of_bounds(bounds: bytes) -> TimeWindow:
+    """The window a `WINDOWS` map key (its 16 bytes) stands for."""
+    return TimeWindow(*_BOUNDS.unpack(bounds))
+
+
+def element_position(position: bytes) -> tuple[TimeWindow, int]:
+    """The window and the place in it of an `ELEMENTS` map key (its 24 bytes)."""
+    start, end, n = _ELEMENT.unpack(position)
+    return TimeWindow(start, end), n
+
+
 def _touches(a: TimeWindow, b: TimeWindow) -> bool:
     return a.start <= b.end and b.start <= a.end
 
@@ -118,7 +129,7 @@ class WindowProcess(KeyedProcessFunction):
 
     def _open_windows(self) -> list[tuple[TimeWindow, Any]]:
         """The key's open windows with what each holds (accumulator, or element count)."""
-        return [(TimeWindow(*_BOUNDS.unpack(bounds)), held) for bounds, held in self._windows.items()]
+        return [(window_of_bounds(bounds), held) for bounds, held in self._windows.items()]
 
     def _merged(self, window: TimeWindow) -> TimeWindow:
         """The cover of `window` and every open window it touches (nothing changes)."""

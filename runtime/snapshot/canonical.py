@@ -206,6 +206,23 @@ def _read_section(stream: IO[bytes], path: str, section: Section) -> bytes:
     return data
 
 
+def open_canonical(
+    storage: CheckpointStorage, snapshot_dir: str, handle: CanonicalKeyedHandle
+) -> tuple[str, CanonicalIndex]:
+    """The path of `handle`'s file and its index, checked against the handle."""
+    path = storage.resolve(snapshot_dir, handle.file)
+    return path, read_index(storage, path, handle.file.size, handle.index_sha256)
+
+
+def read_sections(
+    stream: IO[bytes], path: str, index: CanonicalIndex, state: str, key_groups: range
+) -> Iterator[tuple[int, list[tuple[bytes, bytes]]]]:
+    """The `(rest, data)` records of `state` in each of `key_groups` that has any, each
+    section checked against its checksums as it is read."""
+    for section in index.sections_in(state, key_groups):
+        yield section.key_group, list(_records(path, _read_section(stream, path, section)))
+
+
 def restore_canonical(
     storage: CheckpointStorage, snapshot_dir: str, handle: CanonicalKeyedHandle, backend: KeyedStateBackend
 ) -> None:
@@ -216,11 +233,9 @@ def restore_canonical(
     )
     if not own:
         return
-    path = storage.resolve(snapshot_dir, handle.file)
-    index = read_index(storage, path, handle.file.size, handle.index_sha256)
+    path, index = open_canonical(storage, snapshot_dir, handle)
     with storage.open_read(path) as stream:
         for name, meta in index.states.items():
             backend.add_restored_meta(name, meta)
-            for section in index.sections_in(name, own):
-                records = list(_records(path, _read_section(stream, path, section)))
-                backend.load(name, meta, section.key_group, records)
+            for key_group, records in read_sections(stream, path, index, name, own):
+                backend.load(name, meta, key_group, records)

@@ -81,8 +81,14 @@ class TtlListCodec(PlainCodec):
 
 
 def codec_for(descriptor: StateDescriptor) -> Codec:
-    if descriptor.ttl_ms is None:
-        return PlainCodec(descriptor.serializer)
-    if descriptor.kind is StateKind.LIST:
-        return TtlListCodec(descriptor.serializer)
-    return TtlCodec(descriptor.serializer)
+    return stored_codec(descriptor.kind, descriptor.ttl_ms is not None, descriptor.serializer)
+
+
+def stored_codec(kind: StateKind, ttl: bool, serializer: Serializer) -> Codec:
+    """The codec of a state of `kind`, with TTL or not: what a snapshot records of a
+    state (`StateMeta`) and its serializer are enough to read its bytes."""
+    if not ttl:
+        return PlainCodec(serializer)
+    if kind is StateKind.LIST:
+        return TtlListCodec(serializer)
+    return TtlCodec(serializer)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Protocol
 
-from lockgate.runtime.varint import encode_varint
+from lockgate.runtime.varint import decode_varint, encode_varint
 
 
 class _Missing:
@@ -64,6 +64,12 @@ class CurrentKey:
 def map_rest(key_bytes: bytes, map_key_bytes: bytes) -> bytes:
     """The canonical `rest` of a map entry: length-prefixed key, then map key."""
     return encode_varint(len(key_bytes)) + key_bytes + map_key_bytes
+
+
+def split_map_rest(rest: bytes) -> tuple[bytes, bytes]:
+    """Inverse of `map_rest`: (key bytes, map key bytes)."""
+    length, pos = decode_varint(rest, 0)
+    return rest[pos : pos + length], rest[pos + length :]
 
 
 class ValueTable(Protocol):

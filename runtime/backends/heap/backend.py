@@ -18,8 +18,14 @@ from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBac
 from lockgate.runtime.state.backend import StateMeta
 from lockgate.runtime.state.codecs import Codec, codec_for
 from lockgate.runtime.state.descriptors import StateDescriptor
-from lockgate.runtime.state.tables import MISSING, CurrentKey, FrozenGroups, FrozenTable, map_rest
-from lockgate.runtime.varint import decode_varint
+from lockgate.runtime.state.tables import (
+    MISSING,
+    CurrentKey,
+    FrozenGroups,
+    FrozenTable,
+    map_rest,
+    split_map_rest,
+)
 
 RawEntries = dict[int, list[tuple[bytes, bytes]]]
 _Table = TypeVar("_Table", "HeapValueTable", "HeapMapTable", HeapTimerQueue)
@@ -103,9 +109,8 @@ class HeapMapTable:
     def load(self, key_group: int, entries: Iterable[tuple[bytes, bytes]]) -> None:
         rows = self.groups[key_group]
         loads = self.codec.loads
-        for rest, data in entries:  # rest = map_rest(key, map key): the key is length-prefixed
-            length, pos = decode_varint(rest, 0)
-            key, map_key = rest[pos : pos + length], rest[pos + length :]
+        for rest, data in entries:
+            key, map_key = split_map_rest(rest)
             rows.setdefault(key, {})[map_key] = loads(data)
 
 

@@ -132,6 +132,7 @@ def test_lockgate_run_refuses_a_crafted_savepoint_before_unpickling_a_byte(tmp_p
     storage = CheckpointStorage(f"file://{tmp_path}")
     _savepoint(storage, f"{tmp_path}/crafted", [Exploit(str(marker))])
     (tmp_path / "lines").mkdir()
+    (tmp_path / "lines" / "part-0.jsonl").write_text('{"text": "a b"}\n')
 
     def run(*flags: str) -> subprocess.CompletedProcess[str]:
         arguments = ["run", "tests.jobs.configurable:word_count", "--bounded"]

@@ -150,6 +150,9 @@ class Sizing:
 
 @dataclass(frozen=True)
 class Decision:
+    """One decision: scale up or down to `parallelism`, hold, or none taken
+    (`not-taken`: the metrics could not support one), and why."""
+
     at_s: float
     action: Action
     parallelism: int
@@ -188,7 +191,7 @@ def decide(
             recommended,
             sizing,
         )
-    if sizing.busy_time_alone and load.sources_idle < SOURCES_IDLE:
+    if recommended < running and sizing.busy_time_alone and load.sources_idle < SOURCES_IDLE:
         return _not_taken(
             now_s,
             state,

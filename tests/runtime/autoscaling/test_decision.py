@@ -16,7 +16,7 @@ from lockgate.runtime.autoscaling.decision import (
     decide,
     even_split,
 )
-from lockgate.runtime.autoscaling.series import LoadSample
+from lockgate.runtime.autoscaling.series import LoadSample, SubtaskLoad
 
 from tests.runtime.autoscaling.load_model import KEYED_RATE, simulate
 
@@ -158,3 +158,24 @@ def test_the_policy_refuses_a_setting_naming_it() -> None:
         ScalingPolicy(max_parallelism=2, min_parallelism=3)
     with pytest.raises(ValueError, match=r"scale_down_utilization .* less than target_utilization"):
         ScalingPolicy(max_parallelism=4, scale_down_utilization=0.8)
+
+
+def test_an_unknown_backlog_holds_when_busy_time_needs_the_running_parallelism() -> None:
+    """Sources never idle and no backlog to tell: no scale-down, but a hold is
+    a decision busy time alone supports."""
+
+    def sample(at_s: float, seconds: float) -> LoadSample:
+        records = round(650 * seconds)
+        return LoadSample(
+            at_s,
+            1,
+            (
+                SubtaskLoad("source", 0, records, 0.5 * seconds, 0.5 * seconds, True, None),
+                SubtaskLoad("keyed", 0, records, 0.65 * seconds),
+            ),
+        )
+
+    series = [sample(40.0, 40.0), sample(100.0, 100.0)]
+    decision = decide(series, POLICY, ScalingState(1, 0.0), 100.0)
+    assert decision.action == "hold", decision.reason
+    assert "unknown backlog (busy time alone)" in decision.reason

@@ -2,19 +2,27 @@
 to a Lockgate series: what its defaults would have decided on the same metrics,
 the baseline the autoscaler is measured against.
 
-Its defaults, from the operator's configuration reference: target utilization
-0.7 with a boundary of 0.3 (no rescale while a vertex's processing capacity is
-within [target rate / 1.0, target rate / 0.4]), catch-up duration 30 min,
-restart time 5 min, metrics window 15 min, stabilization interval 5 min,
-scale-down at most by a factor 0.6 of the parallelism at once, scale-up
-unbounded (factor 100000), no scale-down within 1 h of a scale-up (its
-scale-up grace period), busy time aggregated by the busiest subtask (MAX),
-parallelism between 1 and 200, rounded up to a divisor of the key groups
-(partitions for a source) up to half of them.
+Its defaults (`AutoScalerOptions`): target utilization 0.7 with a boundary of
+0.3, catch-up duration 30 min, restart time 5 min, metrics window 15 min,
+stabilization interval 5 min, scale-down delayed by an interval of 1 h (to the
+highest parallelism recommended within it), scale-down by at most a factor 0.6
+of the parallelism at once, scale-up unbounded (factor 100000), busy time of
+the busiest subtask (MAX), parallelism from 1 to 200, rounded up to a divisor
+of the key groups (a source's partitions) up to half of them. Its formulas
+(`AutoScalerUtils.getTargetProcessingCapacity`,
+`ScalingMetricEvaluator.computeProcessingRateThresholds`), per vertex of
+capacity C (records in ÷ busiest subtask's busy fraction), input rate I (its
+share of the sources' read rate plus lag growth) and lag L:
+
+- target capacity = L ÷ catch-up + I * restart ÷ catch-up + I ÷ 0.7;
+- no rescale while C lies within [L ÷ catch-up + I ÷ 1.0, L ÷ catch-up +
+  I * restart ÷ catch-up + I ÷ 0.4]; while L is more than 5 min of input
+  ("processing backlog") the bounds are 1.0 and 0 (no scale-down);
+- else parallelism * target capacity ÷ C, rounded up.
 
 Flink scales each vertex on its own; a Lockgate job has one parallelism, so
-here it takes the largest any vertex would get, and scales down only when every
-vertex would.
+here it takes the largest any vertex would get. A vertex within its bounds, or
+a scale-up, clears a delayed scale-down (our reading of `DelayedScaleDown`).
 """
 
 from __future__ import annotations
@@ -47,7 +55,8 @@ class FlinkDefaults:
     restart_s: float = 300.0
     window_s: float = 900.0
     stabilization_s: float = 300.0
-    scale_up_grace_s: float = 3600.0
+    scale_down_interval_s: float = 3600.0
+    backlog_threshold_s: float = 300.0
     max_scale_down_factor: float = 0.6
     max_scale_up_factor: float = 100_000.0
 
@@ -57,8 +66,10 @@ class FlinkState:
     parallelism: int
     since_s: float
     """When the running parallelism took effect."""
-    scaled_up_s: float | None = None
-    """When the last scale-up took effect."""
+    scale_down_since_s: float | None = None
+    """When a delayed scale-down was first recommended."""
+    recommended: tuple[tuple[float, int], ...] = ()
+    """The scale-down recommendations since then."""
 
 
 def flink_decide(
@@ -79,37 +90,54 @@ def flink_decide(
         return Decision(now_s, "not-taken", running, f"metrics incomplete: {missing}", held), state
     wanted = max((_vertex_parallelism(c, load, policy, running) for c in load.chains), default=running)
     if wanted > running:
-        decision = Decision(
+        up = Decision(
             now_s, "scale-up", wanted, f"scale up {running} -> {wanted}", ScalingState(wanted, now_s)
         )
-        return decision, FlinkState(wanted, now_s, now_s)
-    if wanted < running:
-        if state.scaled_up_s is not None and now_s - state.scaled_up_s < policy.scale_up_grace_s:
-            return Decision(
-                now_s, "hold", running, f"{wanted} would do; within the scale-up grace period", held
-            ), state
-        decision = Decision(
-            now_s, "scale-down", wanted, f"scale down {running} -> {wanted}", ScalingState(wanted, now_s)
+        return up, FlinkState(wanted, now_s)
+    if wanted == running:
+        return Decision(now_s, "hold", running, f"hold at {running}", held), FlinkState(
+            running, state.since_s
         )
-        return decision, FlinkState(wanted, now_s, state.scaled_up_s)
-    return Decision(now_s, "hold", running, f"hold at {running}", held), state
+    first = state.scale_down_since_s if state.scale_down_since_s is not None else now_s
+    recent = tuple(
+        (at, p)
+        for at, p in (*state.recommended, (now_s, wanted))
+        if at >= now_s - policy.scale_down_interval_s
+    )
+    if now_s - first < policy.scale_down_interval_s:
+        reason = f"{wanted} would do; scale-down delayed from {first:g} s"
+        return Decision(now_s, "hold", running, reason, held), FlinkState(
+            running, state.since_s, first, recent
+        )
+    lower = max(p for _, p in recent)
+    down = Decision(
+        now_s, "scale-down", lower, f"scale down {running} -> {lower}", ScalingState(lower, now_s)
+    )
+    return down, FlinkState(lower, now_s)
 
 
 def _vertex_parallelism(chain: ChainRates, load: WindowLoad, policy: FlinkDefaults, running: int) -> int:
     """What Flink would give this vertex: its running parallelism while its capacity
-    is within the utilization boundary of its target rate."""
+    is within the bounds of its target rate."""
     if chain.max_busy <= 0 or load.read_rate <= 0:
         return running if chain.records_per_s > 0 else policy.min_parallelism
     capacity = chain.records_per_s / chain.max_busy  # the vertex, its busiest subtask never waiting
     share = chain.records_per_s / load.read_rate
-    backlog = load.backlog or 0
-    target = share * (load.input_rate + (backlog + load.input_rate * policy.restart_s) / policy.catch_up_s)
-    low = target / (policy.target_utilization + policy.utilization_boundary)
-    high = target / max(policy.target_utilization - policy.utilization_boundary, 1e-9)
-    if low <= capacity <= high:
+    lag = share * (load.backlog or 0)
+    rate = share * load.input_rate
+    catch_up = lag / policy.catch_up_s
+    restart = rate * policy.restart_s / policy.catch_up_s
+    if lag > rate * policy.backlog_threshold_s:  # processing backlog
+        upper, lower = 1.0, 0.0
+    else:
+        upper = policy.target_utilization + policy.utilization_boundary
+        lower = policy.target_utilization - policy.utilization_boundary
+    scale_up_below = catch_up + rate / min(upper, 1.0)
+    scale_down_above = math.inf if lower <= 0 else catch_up + restart + rate / lower
+    if scale_up_below <= capacity <= scale_down_above:
         return running
-    factor = (target / policy.target_utilization) / capacity
-    factor = min(max(factor, 1 - policy.max_scale_down_factor), policy.max_scale_up_factor)
+    target = catch_up + restart + rate / policy.target_utilization
+    factor = min(max(target / capacity, 1 - policy.max_scale_down_factor), 1 + policy.max_scale_up_factor)
     ceiling = min(policy.max_parallelism, policy.key_groups)
     parallelism = min(ceiling, max(policy.min_parallelism, math.ceil(running * factor - 1e-9)))
     count = policy.kafka_partitions if chain.source and policy.kafka_partitions else policy.key_groups

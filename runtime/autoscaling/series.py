@@ -114,8 +114,9 @@ def measure(
     first = earlier[-1]
     before, after = _complete(first, parallelism), _complete(last, parallelism)
     if set(before) != set(after):
-        (vertex, subtask) = sorted(set(before) ^ set(after))[0]
-        raise IncompleteMetricsError(f"no metrics of {vertex}/{subtask} at {min(first.at_s, last.at_s):g} s")
+        (vertex, subtask) = key = sorted(set(before) ^ set(after))[0]
+        missing_at = last.at_s if key in before else first.at_s
+        raise IncompleteMetricsError(f"no metrics of {vertex}/{subtask} at {missing_at:g} s")
     return _rates(first, last, before, after)
 
 

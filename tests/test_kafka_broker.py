@@ -4,6 +4,8 @@ noticed when tansu changes. docs/operations.md lists them."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
@@ -21,6 +23,29 @@ def test_a_latest_offset_lookup_answers_the_last_batch_base_offset_plus_one(kafk
     assert producer.flush(30) == 0
     consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": "probe", **QUIET})
     assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False) == (0, 1)
+    consumer.close()
+
+
+def test_a_fetch_carries_the_true_high_watermark(kafka: KafkaBroker) -> None:
+    """Unlike its latest-offset lookup, the high watermark in tansu's fetch
+    responses is the next offset, whatever the batches hold (as Apache Kafka's):
+    the one KafkaSource's backlog reads (`cached=True`)."""
+    topic = kafka.create_topic(1)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 50, **QUIET})
+    for count in (50, 30):  # two batches
+        for i in range(count):
+            producer.produce(topic, b"%d" % i, partition=0)
+        assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": "probe", **QUIET})
+    partition = TopicPartition(topic, 0)
+    assert consumer.get_watermark_offsets(partition, timeout=10, cached=False) == (0, 51), "the lookup's"
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    read = 0
+    deadline = time.monotonic() + 30
+    while read < 80:
+        assert time.monotonic() < deadline, f"read {read} of 80 messages"
+        read += sum(1 for message in consumer.consume(100, timeout=0.5) if message.error() is None)
+    assert consumer.get_watermark_offsets(partition, cached=True) == (0, 80), "the fetch's"
     consumer.close()
 
 

@@ -35,10 +35,17 @@ class UnreadableRecordError(ValueError):
 @dataclass(frozen=True)
 class Backlog:
     """What a reader has yet to read of its partitions' current input: its lag
-    (Flink's pendingRecords and pendingBytes). None where it cannot tell."""
+    (Flink's pendingRecords and pendingBytes). None where it cannot tell. A reader
+    that has read everything says 0; one that cannot tell its lag at all returns
+    no Backlog (`SourceReader.backlog` gives None), never a Backlog of zeros."""
 
     records: int | None = None
     bytes: int | None = None
+
+    @property
+    def known(self) -> bool:
+        """The reader told its lag in records or bytes."""
+        return self.records is not None or self.bytes is not None
 
 
 class Committer:

@@ -21,6 +21,7 @@ from lockgate.runtime.api.graph import JobGraph, Vertex
 from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger
 from lockgate.runtime.coordination.restore_point import RestorePoint
 from lockgate.runtime.engine.alignment import InputGate, Mode
+from lockgate.runtime.engine.chain_time import ChainTime
 from lockgate.runtime.engine.channels import InputChannel, OutputChannel, TaskCancelledError
 from lockgate.runtime.engine.control import CheckpointControl, TaskProgress
 from lockgate.runtime.engine.events import MAX_WATERMARK, Barrier, Idle, TimestampedBatch, Watermark
@@ -225,6 +226,15 @@ class Task:
             blocked[edge.upstream] = blocked.get(edge.upstream, 0.0) + sum(c.blocked_s for c in channels)
         return blocked
 
+    def busy_s(self) -> dict[str, float]:
+        """Per chain, named by its first vertex: seconds its thread worked, not
+        waiting for input nor for room downstream (chain_time.py)."""
+        blocked = self.backpressured_s()
+        return {
+            chain.head.name: chain.time.busy_s(sum(blocked.get(v, 0.0) for v in chain.vertices))
+            for chain in self.chains
+        }
+
     def on_completed(self, chain: ChainRunner, completed: CompletedCheckpoint) -> None:
         for vertex in chain.vertices:
             if (committer := self.committers.get(vertex)) is not None:
@@ -306,11 +316,13 @@ class ChainRunner:
         self.failure: BaseException | None = None
         self.records_read = 0
         self.backlog: Backlog | None = None  # a source's, refreshed every BACKLOG_INTERVAL_S
+        self.time = ChainTime()
         self._completions = task.control.subscribe_completions()
         self._triggers = task.control.subscribe_triggers() if head.kind == "source" else None
 
     def run_guarded(self) -> None:
         try:
+            self.time.start()
             if self.head.kind == "source":
                 self._run_source()
             else:
@@ -324,6 +336,8 @@ class ChainRunner:
             log.debug("chain %s failed", self.name, exc_info=True)
             self.failure = error
             self.task.cancelled.set()
+        finally:
+            self.time.stop()
 
     def _check_cancelled(self) -> None:
         if self.task.cancelled.is_set():
@@ -346,11 +360,21 @@ class ChainRunner:
         return any(self.task.committing(v).has_uncommitted for v in self.vertices if v in committers)
 
     def _next_trigger(self, wait: bool) -> Trigger | None:
+        """The next checkpoint trigger; `wait`: the source has nothing to read, so
+        it waits for one a little (idle time)."""
         assert self._triggers is not None
+        if not wait:
+            try:
+                return self._triggers.get_nowait()
+            except queue.Empty:
+                return None
+        started = self.time.now()
         try:
-            return self._triggers.get(timeout=IDLE_WAIT_S) if wait else self._triggers.get_nowait()
+            return self._triggers.get(timeout=IDLE_WAIT_S)
         except queue.Empty:
             return None
+        finally:
+            self.time.waited_since(started)
 
     def _run_source(self) -> None:
         """Read, emit, and inject barriers. A bounded source that reached the end of
@@ -449,5 +473,7 @@ class ChainRunner:
                 ended = True
             else:
                 self.output.flush()
+                started = self.time.now()
                 wakeup.wait(IDLE_WAIT_S)
+                self.time.waited_since(started)
                 wakeup.clear()

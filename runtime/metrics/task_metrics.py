@@ -2,16 +2,21 @@
 
 The chain threads keep plain counters (one writer each); reading them at
 scrape time costs the record path nothing. Alignment times are observed into
-a histogram as they happen, once per checkpoint.
+a histogram as they happen, once per checkpoint. The load signals an
+autoscaler sizes a job by — busy time, records in and out per second, each
+source's backlog — are counters here too, with gauges of their recent rates
+(rates.py).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from lockgate.runtime.api.connectors import Backlog
 from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.metrics.rates import RATE_WINDOW_S, WindowedRates
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -28,6 +33,9 @@ class _Counter(Protocol):
 class _Vertex(Protocol):
     @property
     def name(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
 
 
 class _Chain(Protocol):
@@ -69,12 +77,15 @@ class ObservedTask(Protocol):
 
     def backpressured_s(self) -> Mapping[str, float]: ...
 
+    def busy_s(self) -> Mapping[str, float]: ...
+
 
 class TaskCollector(Collector):
     def __init__(self, task: ObservedTask, keys: JobKeys) -> None:
         self._task = task
         self._job = [keys.namespace, keys.job]
         self._subtask = str(task.config.index)
+        self._rates = WindowedRates(time.monotonic, time.monotonic())
 
     def _labels(self, vertex: str) -> list[str]:
         return [*self._job, vertex, self._subtask]
@@ -113,7 +124,47 @@ class TaskCollector(Collector):
         for vertex, size in task.state_bytes.items():
             state.add_metric(self._labels(vertex), size)
         yield from (records_in, records_out, late, blocked, state)
+        yield from self._load()
         yield from self._lag()
+
+    def _load(self) -> Iterable[Metric]:
+        """Busy time per chain (labelled with its first vertex) and the recent
+        rates of busy time and records."""
+        task = self._task
+        busy_s = task.busy_s()
+        busy = CounterMetricFamily(
+            "lockgate_busy_seconds",
+            "Seconds a chain's thread (named by its first vertex) worked: not waiting for "
+            "input, nor for room downstream; its rate is the busy fraction (0 to 1).",
+            labels=LABELS,
+        )
+        for vertex, seconds in busy_s.items():
+            busy.add_metric(self._labels(vertex), seconds)
+        counters: dict[str, float] = {f"busy/{v}": s for v, s in busy_s.items()}
+        counters.update({f"in/{v}": c.count for v, c in task.records_in.items()})
+        counters.update({f"out/{v}": c.count for v, c in task.records_out.items()})
+        rates = self._rates.rates(counters)
+        window = f" (over the last {RATE_WINDOW_S:g} s)"
+        gauges = {
+            "busy": GaugeMetricFamily(
+                "lockgate_busy_ratio", "A chain's busy fraction" + window + ".", labels=LABELS
+            ),
+            "in": GaugeMetricFamily(
+                "lockgate_records_in_per_second",
+                "Records into a vertex's subtask per second" + window + ".",
+                labels=LABELS,
+            ),
+            "out": GaugeMetricFamily(
+                "lockgate_records_out_per_second",
+                "Records a vertex's subtask emitted per second" + window + ".",
+                labels=LABELS,
+            ),
+        }
+        for name, rate in sorted(rates.items()):
+            kind, vertex = name.split("/", 1)
+            gauges[kind].add_metric(self._labels(vertex), min(rate, 1.0) if kind == "busy" else rate)
+        yield busy
+        yield from gauges.values()
 
     def _lag(self) -> Iterable[Metric]:
         records = GaugeMetricFamily(
@@ -122,15 +173,25 @@ class TaskCollector(Collector):
         size = GaugeMetricFamily(
             "lockgate_source_lag_bytes", "Bytes a source subtask has yet to read.", labels=LABELS
         )
+        known = GaugeMetricFamily(
+            "lockgate_source_lag_known",
+            "1: the source subtask tells its lag (lockgate_source_lag_records or _bytes, 0 "
+            "when it has read everything); 0: it cannot tell, and those series are absent.",
+            labels=LABELS,
+        )
         for chain in self._task.chains:
+            if chain.head.kind != "source":
+                continue
+            labels = self._labels(chain.head.name)
             backlog = chain.backlog
+            known.add_metric(labels, 1 if backlog is not None and backlog.known else 0)
             if backlog is None:
                 continue
             if backlog.records is not None:
-                records.add_metric(self._labels(chain.head.name), backlog.records)
+                records.add_metric(labels, backlog.records)
             if backlog.bytes is not None:
-                size.add_metric(self._labels(chain.head.name), backlog.bytes)
-        yield from (records, size)
+                size.add_metric(labels, backlog.bytes)
+        yield from (records, size, known)
 
 
 def task_registry(task: ObservedTask, keys: JobKeys) -> CollectorRegistry:

@@ -29,6 +29,11 @@ RUNTIME_AND_OPERATOR_METRICS = {
     "lockgate_state_size_bytes",
     "lockgate_source_lag_records",
     "lockgate_source_lag_bytes",
+    "lockgate_source_lag_known",
+    "lockgate_busy_seconds_total",
+    "lockgate_busy_ratio",
+    "lockgate_records_in_per_second",
+    "lockgate_records_out_per_second",
     # the operator's
     "lockgate_operator_reconciles_total",
     "lockgate_operator_jobs",

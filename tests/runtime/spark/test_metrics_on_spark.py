@@ -57,6 +57,12 @@ async def test_a_running_job_serves_driver_and_task_metrics(
         assert total(tasks, "lockgate_records_in_total", vertex="count") == len(words)
         assert all(s.value > 0 for s in series(tasks, "lockgate_state_size_bytes", vertex="count"))
         assert series(tasks, "lockgate_backpressured_seconds_total", vertex="words"), "the exchange's sender"
+        busy = series(tasks, "lockgate_busy_seconds_total")
+        assert {s.labels["vertex"] for s in busy} == {"lines", "count"}, "per chain, by its first vertex"
+        assert total(tasks, "lockgate_busy_seconds_total", vertex="count") > 0
+        assert all(0 <= s.value <= 1 for s in series(tasks, "lockgate_busy_ratio"))
+        assert len(series(tasks, "lockgate_records_in_per_second", vertex="count")) == 2
+        assert total(tasks, "lockgate_source_lag_known", vertex="lines") == 2, "a log tells its lag"
 
         driven = await asyncio.to_thread(scrape, job.driver.port)
         assert total(driven, "lockgate_checkpoints_completed_total", kind="checkpoint", **labels) >= 1

@@ -1,0 +1,307 @@
+"""The autoscaler's decision: the parallelism a job's load needs, and when to move to it.
+
+Sizing (after FLIP-271 and the DS2 paper, for one parallelism per job): over the
+metrics window, each chain's true processing rate is the records it took in per
+second of busy time (what one subtask does when it never waits). The sources'
+input rate is what they read plus how fast their backlog grew; the target rate
+adds the backlog — and what arrives during a rescale's pause — spread over the
+catch-up duration. Each chain must take its share of the target rate (its
+records in per record read) at no more than the target utilization; the job
+needs the largest parallelism any chain needs, clamped to [min, max] and to the
+key groups (maxParallelism), then rounded up to one that spreads the key groups
+— and a Kafka source's partitions — evenly, when such a value is near:
+at most a quarter more subtasks (at least one more).
+
+Timing: samples from the stabilization interval after a rescale (or the start)
+are not used — restoring and catching up the pause skew them — and a decision
+needs a full window of samples after it. A scale-up acts at once. A scale-down
+is considered only while the running parallelism is used less than
+`scale_down_utilization` (0.4: between it and the target the job holds, as
+Flink's utilization boundary does), and waits until every recommendation for
+`scale_down_delay_s` of complete metrics was lower, then goes to the highest of
+the last delay's, once the current one is that high (so a load drop takes one
+step down, not two; a load still falling after twice the delay goes down to that
+highest anyway): noise around a boundary raises a job once, never back and forth.
+Incomplete metrics take no decision and restart that wait; the reason says what
+was missing. A source that cannot tell its backlog is sized by its read rate and
+busy time alone: enough to scale up (a lower bound of the need), not to scale
+down unless the sources idle (then they read all that arrives).
+
+`decide` is pure: it takes the series, the policy and the state the previous
+decision returned, and returns the next decision with its reason, the window's
+measurements it used and the next state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from lockgate.runtime.autoscaling.series import IncompleteMetricsError, LoadSample, WindowLoad, measure
+
+NEAR_FRACTION = 0.25
+"""How far above the needed parallelism an even split may lie: a quarter more
+subtasks, and at least one more."""
+
+SOURCES_IDLE = 0.05
+"""A source chain idle at least this fraction of the time reads everything that
+arrives: its read rate is its input rate, and its backlog is not needed."""
+
+Action = Literal["scale-up", "scale-down", "hold", "not-taken"]
+
+
+@dataclass(frozen=True)
+class ScalingPolicy:
+    """The autoscaler's settings (times in seconds)."""
+
+    max_parallelism: int
+    """The most subtasks the autoscaler may run (spec.autoscaler.maxReplicas)."""
+    key_groups: int = 128
+    """The job's maxParallelism: the key groups its keyed state is split into."""
+    min_parallelism: int = 1
+    kafka_partitions: int | None = None
+    """The partition count of the job's Kafka source, if it reads one."""
+    target_utilization: float = 0.7
+    scale_down_utilization: float = 0.4
+    """A scale-down is considered only while the running parallelism is used less
+    than this: between it and the target, a rescale would save too little to pay
+    for its pause."""
+    catch_up_s: float = 300.0
+    window_s: float = 60.0
+    stabilization_s: float = 30.0
+    scale_down_delay_s: float = 600.0
+    restart_s: float = 0.0
+    """A rescale's expected pause: what arrives meanwhile joins the backlog."""
+
+    def __post_init__(self) -> None:
+        checks = [
+            ("min_parallelism", self.min_parallelism, self.min_parallelism >= 1, "at least 1"),
+            (
+                "max_parallelism",
+                self.max_parallelism,
+                self.max_parallelism >= self.min_parallelism,
+                f"at least min_parallelism ({self.min_parallelism})",
+            ),
+            (
+                "key_groups",
+                self.key_groups,
+                self.key_groups >= self.min_parallelism,
+                f"at least min_parallelism ({self.min_parallelism})",
+            ),
+            (
+                "kafka_partitions",
+                self.kafka_partitions,
+                self.kafka_partitions is None or self.kafka_partitions >= 1,
+                "at least 1, or None",
+            ),
+            (
+                "target_utilization",
+                self.target_utilization,
+                0 < self.target_utilization <= 1,
+                "more than 0 and at most 1",
+            ),
+            (
+                "scale_down_utilization",
+                self.scale_down_utilization,
+                0 <= self.scale_down_utilization < self.target_utilization,
+                f"at least 0 and less than target_utilization ({self.target_utilization})",
+            ),
+            ("catch_up_s", self.catch_up_s, self.catch_up_s > 0, "more than 0"),
+            ("window_s", self.window_s, self.window_s > 0, "more than 0"),
+            ("stabilization_s", self.stabilization_s, self.stabilization_s >= 0, "at least 0"),
+            ("scale_down_delay_s", self.scale_down_delay_s, self.scale_down_delay_s >= 0, "at least 0"),
+            ("restart_s", self.restart_s, self.restart_s >= 0, "at least 0"),
+        ]
+        for name, value, ok, wanted in checks:
+            if not ok:
+                raise ValueError(f"ScalingPolicy {name} must be {wanted}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ScalingState:
+    """What a decision hands to the next: the running parallelism, since when,
+    and a scale-down under way: since when every recommendation was lower, and
+    the highest of the last `scale_down_delay_s` (as (time, recommendation),
+    each lower than the one before: the later of two is kept when it is higher)."""
+
+    parallelism: int
+    since_s: float
+    lower_since_s: float | None = None
+    recent: tuple[tuple[float, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """How the recommendation was reached: the inputs it used."""
+
+    load: WindowLoad
+    target_rate: float
+    """Records per second the sources must read: input rate plus catching up."""
+    needed: tuple[tuple[str, int], ...]
+    """Per chain, the parallelism that keeps it under the target utilization."""
+    utilization: float
+    """The busiest chain's share of its capacity at the running parallelism that
+    the target rate would take."""
+    busy_time_alone: bool
+    """The backlog was unknown: sized by busy time and the read rate only."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision: scale up or down to `parallelism`, hold, or none taken
+    (`not-taken`: the metrics could not support one), and why."""
+
+    at_s: float
+    action: Action
+    parallelism: int
+    """The parallelism to run at (the running one unless scaling)."""
+    reason: str
+    state: ScalingState
+    """What the next decision starts from."""
+    recommended: int | None = None
+    sizing: Sizing | None = None
+
+
+def decide(
+    series: Sequence[LoadSample], policy: ScalingPolicy, state: ScalingState, now_s: float
+) -> Decision:
+    """The decision at `now_s` on the samples of `series` up to then."""
+    running = state.parallelism
+    try:
+        load = measure(
+            series,
+            parallelism=running,
+            since_s=state.since_s + policy.stabilization_s,
+            window_s=policy.window_s,
+            now_s=now_s,
+        )
+        sizing = size(load, policy, running)
+    except IncompleteMetricsError as missing:
+        return _not_taken(now_s, state, f"metrics incomplete: {missing}")
+    recommended = recommend(sizing, policy, running)
+    if recommended > running:
+        return Decision(
+            now_s,
+            "scale-up",
+            recommended,
+            f"scale up {running} -> {recommended}: {_why(sizing)}",
+            ScalingState(recommended, now_s),
+            recommended,
+            sizing,
+        )
+    if recommended < running and sizing.busy_time_alone and load.sources_idle < SOURCES_IDLE:
+        return _not_taken(
+            now_s,
+            state,
+            f"source subtasks {', '.join(load.unknown_backlog)} cannot tell their backlog and the sources "
+            f"are not idle (idle {load.sources_idle:.0%}): input may be waiting, so no scale-down",
+            recommended,
+            sizing,
+        )
+    if recommended == running or sizing.utilization >= policy.scale_down_utilization:
+        held = replace(state, lower_since_s=None, recent=())
+        return Decision(
+            now_s, "hold", running, f"hold at {running}: {_why(sizing)}", held, recommended, sizing
+        )
+    return _lower(now_s, policy, state, recommended, sizing)
+
+
+def _lower(
+    now_s: float, policy: ScalingPolicy, state: ScalingState, recommended: int, sizing: Sizing
+) -> Decision:
+    """Every recommendation lower than the running parallelism: scale down once
+    they have been for the delay, to the highest of the last delay's — when the
+    current one is that high (the load settled: no second step down behind the
+    first), or after twice the delay (a load still falling)."""
+    since = state.lower_since_s if state.lower_since_s is not None else now_s
+    kept = [(at, r) for at, r in state.recent if at >= now_s - policy.scale_down_delay_s and r > recommended]
+    recent = (*kept, (now_s, recommended))
+    peak = recent[0][1]
+    waited = now_s - since
+    if waited >= policy.scale_down_delay_s and (
+        peak == recommended or waited >= 2 * policy.scale_down_delay_s
+    ):
+        reason = (
+            f"scale down {state.parallelism} -> {peak}: every recommendation since {since:g} s was lower, "
+            f"none above {peak} in the last {policy.scale_down_delay_s:g} s; {_why(sizing)}"
+        )
+        return Decision(now_s, "scale-down", peak, reason, ScalingState(peak, now_s), recommended, sizing)
+    due = since + policy.scale_down_delay_s
+    reason = (
+        f"hold at {state.parallelism}: {peak} would do since {since:g} s, scale-down from {due:g} s; "
+        f"{_why(sizing)}"
+    )
+    pending = replace(state, lower_since_s=since, recent=recent)
+    return Decision(now_s, "hold", state.parallelism, reason, pending, recommended, sizing)
+
+
+def _not_taken(
+    now_s: float,
+    state: ScalingState,
+    reason: str,
+    recommended: int | None = None,
+    sizing: Sizing | None = None,
+) -> Decision:
+    """No decision; a scale-down under way starts its wait again."""
+    reset = replace(state, lower_since_s=None, recent=())
+    return Decision(now_s, "not-taken", state.parallelism, reason, reset, recommended, sizing)
+
+
+def size(load: WindowLoad, policy: ScalingPolicy, running: int) -> Sizing:
+    """Per chain, the parallelism its share of the target rate needs."""
+    backlog = load.backlog or 0
+    target = load.input_rate + (backlog + load.input_rate * policy.restart_s) / policy.catch_up_s
+    if load.read_rate <= 0 and backlog > 0:
+        raise IncompleteMetricsError(
+            f"the sources read nothing while {backlog} records wait: no processing rate to size by"
+        )
+    needed: list[tuple[str, int]] = []
+    utilization = 0.0
+    for chain in load.chains:
+        if chain.true_rate is None or load.read_rate <= 0:
+            needed.append((chain.vertex, policy.min_parallelism))
+            continue
+        share = chain.records_per_s / load.read_rate
+        subtasks = target * share / chain.true_rate  # at full utilization
+        needed.append((chain.vertex, max(1, math.ceil(subtasks / policy.target_utilization - 1e-9))))
+        utilization = max(utilization, subtasks / running)
+    return Sizing(load, target, tuple(needed), utilization, bool(load.unknown_backlog))
+
+
+def recommend(sizing: Sizing, policy: ScalingPolicy, running: int) -> int:
+    """The largest parallelism a chain needs, clamped and evenly split where near;
+    the running one when it is what is needed, or when the even split of less
+    would come back to it (an uneven split is no reason to rescale)."""
+    wanted = max((n for _, n in sizing.needed), default=policy.min_parallelism)
+    ceiling = min(policy.max_parallelism, policy.key_groups)
+    clamped = max(policy.min_parallelism, min(wanted, ceiling))
+    if clamped == running:
+        return running
+    split = even_split(clamped, policy, ceiling)
+    return running if clamped < running <= split else split
+
+
+def even_split(parallelism: int, policy: ScalingPolicy, ceiling: int) -> int:
+    """The smallest parallelism from `parallelism` up to a quarter more (at least
+    one more, at most `ceiling`) that divides both the key groups and the Kafka
+    partitions, else the partitions alone (a source subtask reading one partition
+    more than another is a skew of a whole partition), else the key groups;
+    `parallelism` itself when none is near."""
+    top = min(ceiling, parallelism + max(1, math.floor(parallelism * NEAR_FRACTION)))
+    candidates = range(parallelism, top + 1)
+    key_groups = [p for p in candidates if policy.key_groups % p == 0]
+    partitions = [p for p in candidates if policy.kafka_partitions and policy.kafka_partitions % p == 0]
+    both = [p for p in key_groups if p in partitions or policy.kafka_partitions is None]
+    return next(iter(both or partitions or key_groups), parallelism)
+
+
+def _why(sizing: Sizing) -> str:
+    load = sizing.load
+    backlog = "unknown backlog (busy time alone)" if sizing.busy_time_alone else f"backlog {load.backlog}"
+    bottleneck, needed = max(sizing.needed, key=lambda pair: pair[1], default=("-", 0))
+    return (
+        f"input {load.input_rate:.4g}/s, {backlog}, target {sizing.target_rate:.4g}/s; "
+        f"{bottleneck} needs {needed}"
+    )

@@ -1,0 +1,171 @@
+"""A job's load as its task metrics recorded it, and what one window of it says.
+
+A `LoadSample` is one scrape of every subtask: per chain (named by its first
+vertex, as `lockgate_busy_seconds` labels it) the counters since the subtask
+started — records into the chain (a source: records read), busy and
+backpressured seconds — and per source subtask its backlog in records, or None
+when the source cannot tell. `measure` turns the samples of one window into
+rates; a window whose metrics are incomplete raises `IncompleteMetricsError`
+naming what is missing, so that no decision is taken on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+class IncompleteMetricsError(Exception):
+    """The window's metrics cannot support a decision; the message says why."""
+
+
+@dataclass(frozen=True)
+class SubtaskLoad:
+    """One subtask of one chain at one scrape: its counters since it started."""
+
+    vertex: str
+    subtask: int
+    records_in: int
+    busy_s: float
+    backpressured_s: float = 0.0
+    source: bool = False
+    backlog: int | None = None
+    """A source subtask's records yet to read; None: the source cannot tell."""
+
+
+@dataclass(frozen=True)
+class LoadSample:
+    """Every subtask's counters at `at_s` (seconds on one clock), running at `parallelism`."""
+
+    at_s: float
+    parallelism: int
+    subtasks: tuple[SubtaskLoad, ...]
+
+
+@dataclass(frozen=True)
+class ChainRates:
+    """One chain over a window, all its subtasks together."""
+
+    vertex: str
+    source: bool
+    records_per_s: float
+    """Records into the chain per second (a source: records read)."""
+    true_rate: float | None
+    """Records a subtask processes per busy second (all records over all busy
+    time: the mean subtask); None when the chain did no measurable work."""
+    busy: float
+    """Mean busy fraction of its subtasks."""
+    max_busy: float
+    """The busiest subtask's busy fraction."""
+    idle: float
+    """Mean fraction of time its subtasks waited for input."""
+
+
+@dataclass(frozen=True)
+class WindowLoad:
+    """What the metrics of [start_s, end_s] say: the inputs of a decision."""
+
+    start_s: float
+    end_s: float
+    chains: tuple[ChainRates, ...]
+    read_rate: float
+    """Records per second all sources read."""
+    backlog: int | None
+    """Records all sources had yet to read at the end; None: some cannot tell."""
+    backlog_growth: float | None
+    """Backlog growth per second over the window (records arriving faster than read)."""
+    unknown_backlog: tuple[str, ...]
+    """The source subtasks (`vertex/subtask`) that cannot tell their backlog."""
+
+    @property
+    def input_rate(self) -> float:
+        """Records per second arriving at the sources: what they read plus what
+        piled up (the read rate alone, when the backlog is unknown)."""
+        return max(0.0, self.read_rate + (self.backlog_growth or 0.0))
+
+    @property
+    def sources_idle(self) -> float:
+        """The least idle fraction among the source chains (1.0 without sources)."""
+        return min((c.idle for c in self.chains if c.source), default=1.0)
+
+
+def measure(
+    series: Sequence[LoadSample], *, parallelism: int, since_s: float, window_s: float, now_s: float
+) -> WindowLoad:
+    """Rates over the last `window_s` of the samples taken at `parallelism` from
+    `since_s` up to `now_s` (the newest sample and the newest at least `window_s`
+    before it). Raises `IncompleteMetricsError` when the samples cover less than
+    the window, the newest is older than the window, or a subtask is missing or
+    restarted (its counters went back)."""
+    eligible = [s for s in series if since_s <= s.at_s <= now_s and s.parallelism == parallelism]
+    if not eligible:
+        raise IncompleteMetricsError(f"no metrics at parallelism {parallelism} since {since_s:g} s")
+    last = eligible[-1]
+    if now_s - last.at_s > window_s:
+        raise IncompleteMetricsError(
+            f"the newest metrics are {now_s - last.at_s:g} s old (window {window_s:g} s)"
+        )
+    earlier = [s for s in eligible if s.at_s <= last.at_s - window_s]
+    if not earlier:
+        covered = last.at_s - eligible[0].at_s
+        raise IncompleteMetricsError(
+            f"the metrics since {since_s:g} s cover {covered:g} s of the {window_s:g} s window"
+        )
+    first = earlier[-1]
+    before, after = _complete(first, parallelism), _complete(last, parallelism)
+    if set(before) != set(after):
+        (vertex, subtask) = key = sorted(set(before) ^ set(after))[0]
+        missing_at = last.at_s if key in before else first.at_s
+        raise IncompleteMetricsError(f"no metrics of {vertex}/{subtask} at {missing_at:g} s")
+    return _rates(first, last, before, after)
+
+
+def _complete(sample: LoadSample, parallelism: int) -> dict[tuple[str, int], SubtaskLoad]:
+    """The sample's subtasks by (vertex, subtask); raises unless every chain has all of them."""
+    found = {(s.vertex, s.subtask): s for s in sample.subtasks}
+    for vertex in sorted({v for v, _ in found}):
+        for subtask in range(parallelism):
+            if (vertex, subtask) not in found:
+                raise IncompleteMetricsError(f"no metrics of {vertex}/{subtask} at {sample.at_s:g} s")
+    return found
+
+
+def _rates(
+    first: LoadSample,
+    last: LoadSample,
+    before: dict[tuple[str, int], SubtaskLoad],
+    after: dict[tuple[str, int], SubtaskLoad],
+) -> WindowLoad:
+    seconds = last.at_s - first.at_s
+    by_chain: dict[str, list[tuple[SubtaskLoad, SubtaskLoad]]] = {}
+    for key, end in sorted(after.items()):
+        start = before[key]
+        if end.records_in < start.records_in or end.busy_s < start.busy_s:
+            raise IncompleteMetricsError(
+                f"the counters of {key[0]}/{key[1]} went back between {first.at_s:g} s and "
+                f"{last.at_s:g} s: the subtask restarted"
+            )
+        by_chain.setdefault(key[0], []).append((start, end))
+    chains = tuple(_chain(vertex, pairs, seconds) for vertex, pairs in by_chain.items())
+    sources = [pair for pairs in by_chain.values() for pair in pairs if pair[1].source]
+    unknown = tuple(
+        f"{end.vertex}/{end.subtask}" for start, end in sources if None in (start.backlog, end.backlog)
+    )
+    backlog = growth = None
+    if not unknown:
+        backlog = sum(end.backlog or 0 for _, end in sources)
+        growth = (backlog - sum(start.backlog or 0 for start, _ in sources)) / seconds
+    read = sum(c.records_per_s for c in chains if c.source)
+    return WindowLoad(first.at_s, last.at_s, chains, read, backlog, growth, unknown)
+
+
+def _chain(vertex: str, pairs: list[tuple[SubtaskLoad, SubtaskLoad]], seconds: float) -> ChainRates:
+    records = sum(end.records_in - start.records_in for start, end in pairs)
+    busy = [(end.busy_s - start.busy_s) / seconds for start, end in pairs]
+    blocked = [(end.backpressured_s - start.backpressured_s) / seconds for start, end in pairs]
+    busy_s = sum(busy) * seconds
+    true_rate = records / busy_s if busy_s > 0 and records > 0 else None
+    idle = sum(max(0.0, 1.0 - b - p) for b, p in zip(busy, blocked, strict=True)) / len(pairs)
+    return ChainRates(
+        vertex, pairs[0][1].source, records / seconds, true_rate, sum(busy) / len(pairs), max(busy), idle
+    )

@@ -1,8 +1,9 @@
-"""The operator's own storage credentials, as the chart gives them: old savepoints
-are deleted from S3 (moto's server) by the `lockgate operator` process on the emulated cluster, whose environment is exactly
+"""The operator's own storage credentials, as the chart gives them: old savepoints,
+and a deleted job's checkpoints, are deleted from S3 (moto's server) by the
+`lockgate operator` process on the emulated cluster, whose environment is exactly
 what the kubelet makes of the chart's operator container — `operator.env`, and
 `operator.envFrom` resolved from the Secret in the release namespace — and nothing
-of the test's. Without them the deletion fails, said as a Warning Event on the
+of the test's. Without them each deletion fails, said as a Warning Event on the
 job, and the files stay."""
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from tests.polling import eventually
 from tests.s3_server import S3Endpoint, s3_endpoint
 
 CREDENTIALS_SECRET = "lockgate-storage"
-JOB = {**SPEC, "savepoints": {"interval": "1s", "historySize": 1}}  # a savepoint a second, one kept
+# A savepoint a second, one kept; deleting the job deletes its checkpoints.
+JOB = {**SPEC, "savepoints": {"interval": "1s", "historySize": 1}, "deletion": {"checkpoints": "delete"}}
 
 
 @pytest.fixture
@@ -140,41 +142,70 @@ def _events(kubectl: Kubectl, name: str, reason: str) -> list[str]:
     return [message for _, why, message in kubectl.events(name) if why == reason]
 
 
+def _checkpoint(installed: Installed, s3: S3Endpoint, name: str) -> str:
+    """A file of the job's checkpoint directory in S3, written as its driver writes (with its credentials)."""
+    path = f"{installed.storage_root}/{JOB_NAMESPACE}/{name}/chk-1/_metadata".removeprefix("s3://")
+    s3.filesystem().pipe(path, b"{}")
+    return path
+
+
 @pytest.mark.parametrize("installed", [True], indirect=True, ids=["credentials-in-envFrom"])
-async def test_old_savepoints_are_deleted_from_s3_with_the_credentials_of_the_operators_pod(
+async def test_old_savepoints_and_a_deleted_jobs_checkpoints_are_deleted_with_the_operator_pods_credentials(
     installed: Installed, etcd: Etcd, s3: S3Endpoint
 ) -> None:
+    kubectl = installed.kubectl
     name, driver = await _running_with_savepoints(installed, etcd, s3)
-    async with driver.running():
+    directory = f"{installed.storage_root}/{JOB_NAMESPACE}/_savepoints/{name}".removeprefix("s3://")
+    async with driver.running():  # answering a savepoint a second until the job is deleted
         await eventually(
-            lambda: _events(installed.kubectl, name, "SavepointDisposed"),
+            lambda: _events(kubectl, name, "SavepointDisposed"),
             f"an old savepoint is disposed of (operator log: {installed.operator.log_tail()})",
             timeout_s=30,
         )
-    disposed = _events(installed.kubectl, name, "SavepointDisposed")[0].split(" ")[0]
-    assert disposed.startswith(f"s3://{s3.bucket}/lockgate/{JOB_NAMESPACE}/_savepoints/{name}/savepoint-")
-    assert not s3.filesystem().exists(disposed.removeprefix("s3://")), "gone from S3, files and all"
-    kept = [entry["path"] for entry in installed.kubectl.status(name)["savepoints"]]
-    assert disposed not in kept
-    assert s3.filesystem().exists(kept[-1].removeprefix("s3://")), "the one kept is there"
-    assert "SavepointDisposalFailed" not in installed.kubectl.event_reasons(name)
+        disposed = _events(kubectl, name, "SavepointDisposed")[0].split(" ")[0]
+        assert disposed.startswith(f"s3://{directory}/savepoint-")
+        assert not s3.filesystem().exists(disposed.removeprefix("s3://")), "gone from S3, files and all"
+        assert s3.filesystem().ls(directory), "the newest is kept"
+        checkpoint = _checkpoint(installed, s3, name)
+        await kubectl.delete(name)
+        await eventually(
+            lambda: not s3.filesystem().exists(checkpoint),
+            f"the deleted job's checkpoints are deleted (operator log: {installed.operator.log_tail()})",
+            timeout_s=30,
+        )
+    reasons = kubectl.event_reasons(name)
+    assert "SavepointDisposalFailed" not in reasons
+    assert "CheckpointDeletionFailed" not in reasons
 
 
 @pytest.mark.parametrize("installed", [False], indirect=True, ids=["no-credentials"])
-async def test_without_credentials_the_deletion_fails_as_a_warning_on_the_job_and_the_files_stay(
+async def test_without_credentials_each_deletion_fails_as_a_warning_on_the_job_and_the_files_stay(
     installed: Installed, etcd: Etcd, s3: S3Endpoint
 ) -> None:
+    kubectl = installed.kubectl
     name, driver = await _running_with_savepoints(installed, etcd, s3)
     async with driver.running():
         await eventually(
-            lambda: _events(installed.kubectl, name, "SavepointDisposalFailed"),
+            lambda: _events(kubectl, name, "SavepointDisposalFailed"),
             f"the failed disposal is told (operator log: {installed.operator.log_tail()})",
             timeout_s=30,
         )
-    message = _events(installed.kubectl, name, "SavepointDisposalFailed")[0]
-    path = message.split(" ")[0]
-    assert "NoCredentialsError" in message, message
-    assert s3.filesystem().exists(path.removeprefix("s3://")), "nothing deleted"
-    entry = next(e for e in installed.kubectl.status(name)["savepoints"] if e["path"] == path)
-    assert "NoCredentialsError" in entry["error"], "kept in the history, with why, to be tried again"
-    assert "SavepointDisposed" not in installed.kubectl.event_reasons(name)
+        message = _events(kubectl, name, "SavepointDisposalFailed")[0]
+        path = message.split(" ")[0]
+        assert "NoCredentialsError" in message, message
+        assert s3.filesystem().exists(path.removeprefix("s3://")), "nothing deleted"
+        entry = next(e for e in kubectl.status(name)["savepoints"] if e["path"] == path)
+        assert "NoCredentialsError" in entry["error"], "kept in the history, with why, to be tried again"
+        checkpoint = _checkpoint(installed, s3, name)
+        await kubectl.delete(name)
+        await eventually(
+            lambda: _events(kubectl, name, "CheckpointDeletionFailed"),
+            f"the failed deletion of the checkpoints is told (operator log: {installed.operator.log_tail()})",
+            timeout_s=30,
+        )
+    (message,) = _events(kubectl, name, "CheckpointDeletionFailed")
+    assert f"{installed.storage_root}/{JOB_NAMESPACE}/{name}" in message
+    assert "NoCredentialsError" in message
+    assert s3.filesystem().exists(checkpoint), "nothing deleted"
+    assert kubectl.job(name)["metadata"]["finalizers"], "the job stays until they are deleted"
+    assert "SavepointDisposed" not in kubectl.event_reasons(name)

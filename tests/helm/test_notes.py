@@ -112,7 +112,7 @@ class Install:
         return container
 
 
-INSTALLS = {
+INSTALLS: dict[str, dict[str, Any]] = {
     "defaults": {},
     "watching-named-namespaces": {"operator": {"watchNamespaces": ["streams", "batch"]}},
     "own-etcd-certificate": {
@@ -161,15 +161,27 @@ def test_the_etcd_client_certificate_is_copied_unless_the_chart_put_it_there(ins
         "the Secret the operator mounts, from where it mounts it"
     )
     assert apply == f"kubectl -n {_job_namespace(install)} apply -f -"
-    # kubectl's output for the Secret: the chart's, with what the API server adds.
-    stored = {
-        "metadata": {"namespace": NAMESPACE, "uid": "u", "resourceVersion": "7", "creationTimestamp": "t"}
+    # What `kubectl get -o yaml` prints: the Secret as stored (the chart's, when it made
+    # it), with the fields the API server adds.
+    (made,) = find(install.objects, "Secret", args.etcd_tls_secret) or [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": args.etcd_tls_secret},
+            "data": {"ca.crt": "Y2E="},
+        }
+    ]
+    added = {
+        "namespace": NAMESPACE,
+        "uid": "u-1",
+        "resourceVersion": "7",
+        "creationTimestamp": "2026-01-01T00:00:00Z",
     }
-    secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls"}
-    secret["metadata"] = {"name": args.etcd_tls_secret, **stored["metadata"]}
-    secret["data"] = {"ca.crt": "Y2E=", "tls.crt": "Y3J0", "tls.key": "a2V5"}
-    copied = yaml.safe_load(_shell(strip, yaml.safe_dump(secret, sort_keys=False)))
-    assert copied["metadata"] == {"name": args.etcd_tls_secret}, "applied where the job runs, as new"
+    secret = {**made, "metadata": {**made["metadata"], **added}}
+    copied = yaml.safe_load(_shell(strip, yaml.safe_dump(secret)))
+    assert copied["metadata"] == {k: v for k, v in made["metadata"].items() if k != "namespace"}, (
+        "applied where the job runs, as a new object"
+    )
     assert copied["data"] == secret["data"]
 
 

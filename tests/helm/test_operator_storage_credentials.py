@@ -93,7 +93,7 @@ async def installed(
     emulator, url = cluster
     api = client.ApiClient(client.Configuration(host=url))
     core = client.CoreV1Api(api)
-    secret = {
+    secret: Any = {  # the client sends a plain mapping as it is
         "metadata": {"name": CREDENTIALS_SECRET},
         "stringData": {"AWS_ACCESS_KEY_ID": s3.access_key, "AWS_SECRET_ACCESS_KEY": s3.secret_key},
     }
@@ -131,7 +131,7 @@ async def _running_with_savepoints(
     """A job taking a periodic savepoint a second, keeping one; its name and driver."""
     kubectl, name = installed.kubectl, f"sums-{uuid.uuid4().hex[:6]}"
     await kubectl.apply(name, JOB)
-    await eventually(lambda: kubectl.status(name).get("launch") == 1, "the driver is created")
+    await eventually(lambda: kubectl.status(name).get("launch") == 1, "the driver is created", timeout_s=60)
     await kubectl.set_pod_phase(f"{name}-driver-1", "Running")
     directory = f"{installed.storage_root}/{JOB_NAMESPACE}/_savepoints/{name}"
     keys = JobKeys(JOB_NAMESPACE, name)
@@ -158,9 +158,9 @@ async def test_old_savepoints_and_a_deleted_jobs_checkpoints_are_deleted_with_th
     directory = f"{installed.storage_root}/{JOB_NAMESPACE}/_savepoints/{name}".removeprefix("s3://")
     async with driver.running():  # answering a savepoint a second until the job is deleted
         await eventually(
-            lambda: _events(kubectl, name, "SavepointDisposed"),
+            lambda: bool(_events(kubectl, name, "SavepointDisposed")),
             f"an old savepoint is disposed of (operator log: {installed.operator.log_tail()})",
-            timeout_s=30,
+            timeout_s=60,
         )
         disposed = _events(kubectl, name, "SavepointDisposed")[0].split(" ")[0]
         assert disposed.startswith(f"s3://{directory}/savepoint-")
@@ -171,7 +171,7 @@ async def test_old_savepoints_and_a_deleted_jobs_checkpoints_are_deleted_with_th
         await eventually(
             lambda: not s3.filesystem().exists(checkpoint),
             f"the deleted job's checkpoints are deleted (operator log: {installed.operator.log_tail()})",
-            timeout_s=30,
+            timeout_s=60,
         )
     reasons = kubectl.event_reasons(name)
     assert "SavepointDisposalFailed" not in reasons
@@ -186,9 +186,9 @@ async def test_without_credentials_each_deletion_fails_as_a_warning_on_the_job_a
     name, driver = await _running_with_savepoints(installed, etcd, s3)
     async with driver.running():
         await eventually(
-            lambda: _events(kubectl, name, "SavepointDisposalFailed"),
+            lambda: bool(_events(kubectl, name, "SavepointDisposalFailed")),
             f"the failed disposal is told (operator log: {installed.operator.log_tail()})",
-            timeout_s=30,
+            timeout_s=60,
         )
         message = _events(kubectl, name, "SavepointDisposalFailed")[0]
         path = message.split(" ")[0]
@@ -199,9 +199,9 @@ async def test_without_credentials_each_deletion_fails_as_a_warning_on_the_job_a
         checkpoint = _checkpoint(installed, s3, name)
         await kubectl.delete(name)
         await eventually(
-            lambda: _events(kubectl, name, "CheckpointDeletionFailed"),
+            lambda: bool(_events(kubectl, name, "CheckpointDeletionFailed")),
             f"the failed deletion of the checkpoints is told (operator log: {installed.operator.log_tail()})",
-            timeout_s=30,
+            timeout_s=60,
         )
     (message,) = _events(kubectl, name, "CheckpointDeletionFailed")
     assert f"{installed.storage_root}/{JOB_NAMESPACE}/{name}" in message

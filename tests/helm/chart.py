@@ -52,10 +52,12 @@ def installable(values: dict[str, Any] | None = None) -> dict[str, Any]:
     return {**values, "operator": operator}
 
 
-def render_files(values: dict[str, Any] | None = None) -> dict[str, str]:
+def render_files(
+    values: dict[str, Any] | None = None, *, release: str = RELEASE, namespace: str = NAMESPACE
+) -> dict[str, str]:
     """What `helm install --dry-run` renders for `values` as given: each template's text, NOTES.txt too."""
     rendered: dict[str, str] = helm.Chart.load(CHART).render(
-        values, name=RELEASE, namespace=NAMESPACE, is_install=True
+        values, name=release, namespace=namespace, is_install=True
     )
     return rendered
 

@@ -22,7 +22,7 @@ from lockgate.operator.job_policy import JobPolicy, check_job
 from lockgate.operator.naming import JobNames
 from lockgate.operator.spec import parse_spec
 
-from tests.helm.chart import CHART, NAMESPACE, REPO, find, installable, operator_args, render_files
+from tests.helm.chart import CHART, NAMESPACE, RELEASE, REPO, find, installable, operator_args, render_files
 from tests.helm.test_chart import _parse_operator_args
 from tests.operator.test_crd import _schema
 
@@ -99,11 +99,17 @@ class Install:
     values: dict[str, Any]
     objects: list[dict[str, Any]]
     commands: list[str]
+    release: str = RELEASE
+    namespace: str = NAMESPACE
 
     @classmethod
-    def of(cls, values: dict[str, Any]) -> Install:
-        rendered = render_files(installable(values))
-        return cls(values, _objects(rendered), _commands(rendered[NOTES]))
+    def of(cls, values: dict[str, Any], release: str = RELEASE, namespace: str = NAMESPACE) -> Install:
+        rendered = render_files(installable(values), release=release, namespace=namespace)
+        return cls(values, _objects(rendered), _commands(rendered[NOTES]), release, namespace)
+
+    def again(self, more: dict[str, Any]) -> Install:
+        """The same release upgraded with `more` set (`helm upgrade --reuse-values --set`)."""
+        return Install.of(_merged(self.values, more), self.release, self.namespace)
 
     def operator(self) -> dict[str, Any]:
         container: dict[str, Any] = find(self.objects, "Deployment")[0]["spec"]["template"]["spec"][
@@ -112,19 +118,27 @@ class Install:
         return container
 
 
-INSTALLS: dict[str, dict[str, Any]] = {
-    "defaults": {},
-    "watching-named-namespaces": {"operator": {"watchNamespaces": ["streams", "batch"]}},
-    "own-etcd-certificate": {
-        "etcd": {"bundled": {"serverSecret": "my-etcd-member"}, "tls": {"secretName": "my-etcd-client"}},
-        "image": {"repository": "registry.example/lockgate", "tag": "dev"},
-    },
+INSTALLS: dict[str, tuple[dict[str, Any], str, str]] = {  # values, release, namespace
+    "defaults": ({}, RELEASE, NAMESPACE),
+    "watching-named-namespaces": (
+        {"operator": {"watchNamespaces": ["streams", "batch"]}},
+        RELEASE,
+        NAMESPACE,
+    ),
+    "own-etcd-certificate-another-release": (
+        {
+            "etcd": {"bundled": {"serverSecret": "my-etcd-member"}, "tls": {"secretName": "my-etcd-client"}},
+            "image": {"repository": "registry.example/lockgate", "tag": "dev"},
+        },
+        "streaming",
+        "data-platform",
+    ),
 }
 
 
 @pytest.fixture(params=list(INSTALLS), ids=list(INSTALLS))
 def install(request: pytest.FixtureRequest) -> Install:
-    return Install.of(INSTALLS[request.param])
+    return Install.of(*INSTALLS[request.param])
 
 
 def _job_namespace(install: Install) -> str:
@@ -144,7 +158,7 @@ def test_the_jobs_namespace_is_labelled_as_the_operator_requires(install: Instal
         install.commands, r"kubectl label namespace (\S+) pod-security\.kubernetes\.io/enforce=restricted"
     )
     assert namespace[1] == _job_namespace(install)
-    unrestricted = Install.of(_merged(install.values, {"operator": {"allowUnrestrictedNamespaces": True}}))
+    unrestricted = install.again({"operator": {"allowUnrestrictedNamespaces": True}})
     assert not [c for c in unrestricted.commands if c.startswith("kubectl label")]
 
 
@@ -152,12 +166,12 @@ def test_the_etcd_client_certificate_is_copied_unless_the_chart_put_it_there(ins
     args = _parse_operator_args(operator_args(install.objects))
     copies = [c for c in install.commands if " get secret " in c]
     chart_copies = {s["metadata"]["namespace"] for s in find(install.objects, "Secret", args.etcd_tls_secret)}
-    if _job_namespace(install) in chart_copies - {NAMESPACE}:
+    if _job_namespace(install) in chart_copies - {install.namespace}:
         assert copies == [], "the chart copied it into the job's namespace"
         return
     (copy,) = copies
     fetch, strip, apply = copy.split(" | ")
-    assert fetch == f"kubectl -n {NAMESPACE} get secret {args.etcd_tls_secret} -o yaml", (
+    assert fetch == f"kubectl -n {install.namespace} get secret {args.etcd_tls_secret} -o yaml", (
         "the Secret the operator mounts, from where it mounts it"
     )
     assert apply == f"kubectl -n {_job_namespace(install)} apply -f -"
@@ -172,7 +186,7 @@ def test_the_etcd_client_certificate_is_copied_unless_the_chart_put_it_there(ins
         }
     ]
     added = {
-        "namespace": NAMESPACE,
+        "namespace": install.namespace,
         "uid": "u-1",
         "resourceVersion": "7",
         "creationTimestamp": "2026-01-01T00:00:00Z",
@@ -228,21 +242,19 @@ def test_watching_and_rescaling_name_the_job_applied(install: Install) -> None:
 
 
 def test_the_operator_is_told_how_to_get_storage_credentials_until_it_has_them(install: Install) -> None:
-    secret = _one(install.commands, rf"kubectl -n {NAMESPACE} create secret generic (\S+) .*")[1]
+    secret = _one(install.commands, rf"kubectl -n {install.namespace} create secret generic (\S+) .*")[1]
     upgrade = _one(
-        install.commands, rf"helm upgrade (\S+) helm/lockgate -n {NAMESPACE} --reuse-values --set '(.+)'"
+        install.commands,
+        rf"helm upgrade (\S+) helm/lockgate -n {install.namespace} --reuse-values --set '(.+)'",
     )
-    assert upgrade[1] == "lockgate", "the release"
-    given = helm.parse_set_string(upgrade[2])
-    upgraded = Install.of(_merged(install.values, given))
+    assert upgrade[1] == install.release
+    upgraded = install.again(helm.parse_set_string(upgrade[2]))
     assert upgraded.operator()["envFrom"] == [{"secretRef": {"name": secret}}]
     assert not [c for c in upgraded.commands if c.startswith("helm upgrade")], "nothing more to do"
     identity = {
         "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/lockgate"}}
     }
-    assert not [
-        c for c in Install.of(_merged(install.values, identity)).commands if c.startswith("helm upgrade")
-    ]
+    assert not [c for c in install.again(identity).commands if c.startswith("helm upgrade")]
 
 
 def test_the_credentials_secrets_hold_what_s3_clients_read(install: Install) -> None:

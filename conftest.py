@@ -27,6 +27,7 @@ SLOW = (
     "e2e/test_recovery.py",
     "e2e/test_rescale.py",
     "e2e/test_suspend.py",
+    "tests/helm/test_operator_storage_credentials.py",
 )
 
 

@@ -37,6 +37,9 @@ from lockgate.operator.upgrade_plan import Step
 from lockgate.runtime.engine.restart import RestartHistory, decide
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
+# A deleted job's checkpoints the storage refused to delete: tried again this much later.
+CHECKPOINT_DELETION_RETRY_S = 60.0
+
 
 async def checked_spec(job: Job) -> StreamingJobSpec:
     """The job's spec once checked against the model and the operator's policy, and
@@ -223,8 +226,27 @@ async def on_delete(job: Job) -> None:
         await job.context.etcd.revoke_identity(job.keys)
     if spec is not None and spec.deletion.checkpoints == "delete":
         storage = storage_layout(job.names, spec, job.context.cluster)
-        await asyncio.to_thread(_delete_checkpoints, storage.checkpoints, job.names.name)
+        await _delete_checkpoints_or_say_why(job, storage.checkpoints)
     job.context.metrics.job_phase(job.names.qualified, None)
+
+
+async def _delete_checkpoints_or_say_why(job: Job, storage_url: str) -> None:
+    """The job's checkpoint directory deleted; if the storage refuses (the operator has
+    no credentials for it, say), a Warning on the job says why, and the job, its
+    finalizer on, stays until a later try succeeds."""
+    try:
+        await asyncio.to_thread(_delete_checkpoints, storage_url, job.names.name)
+    except Exception as error:  # any storage error: told, and tried again
+        why = f"{type(error).__name__}: {error}"[:300]
+        job.warn(
+            "CheckpointDeletionFailed",
+            f"{storage_url}/{job.names.name} not deleted, {why}; the StreamingJob stays until it is "
+            f"(tried again in {CHECKPOINT_DELETION_RETRY_S:.0f} s): give the operator credentials "
+            "for the storage, or remove its finalizer to keep the files",
+        )
+        raise RetryLaterError(
+            f"checkpoints not deleted: {why}", delay_s=CHECKPOINT_DELETION_RETRY_S
+        ) from error
 
 
 async def _final_savepoint(job: Job, launch: int) -> bool:

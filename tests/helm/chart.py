@@ -11,6 +11,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "helm" / "lockgate"
 NAMESPACE = "lockgate-system"
+RELEASE = "lockgate"
 
 NON_DEFAULT: dict[str, Any] = {
     "operator": {
@@ -19,6 +20,10 @@ NON_DEFAULT: dict[str, Any] = {
         "checkpointStorage": "s3://b/lockgate",
         "allowPrivilegedPods": True,
         "allowCustomStorageRoots": True,
+        "env": [{"name": "AWS_ENDPOINT_URL", "value": "https://s3.example"}],
+        "envFrom": [{"secretRef": {"name": "lockgate-storage"}}],
+        "volumes": [{"name": "gcs-key", "secret": {"secretName": "gcs-key"}}],
+        "volumeMounts": [{"name": "gcs-key", "mountPath": "/var/run/gcs", "readOnly": True}],
     },
     "etcd": {
         "bundled": {"enabled": False},
@@ -34,9 +39,32 @@ NON_DEFAULT: dict[str, Any] = {
 }
 
 
+# The one value an install must give: the chart has no storage root of its own.
+STORAGE_ROOT = "s3://lockgate-demo/lockgate"
+
+
+def installable(values: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`values` with the storage root, unless they name one (or let jobs name theirs)."""
+    values = dict(values or {})
+    operator = dict(values.get("operator") or {})
+    if not operator.get("allowCustomStorageRoots"):
+        operator.setdefault("checkpointStorage", STORAGE_ROOT)
+    return {**values, "operator": operator}
+
+
+def render_files(
+    values: dict[str, Any] | None = None, *, release: str = RELEASE, namespace: str = NAMESPACE
+) -> dict[str, str]:
+    """What `helm install --dry-run` renders for `values` as given: each template's text, NOTES.txt too."""
+    rendered: dict[str, str] = helm.Chart.load(CHART).render(
+        values, name=release, namespace=namespace, is_install=True
+    )
+    return rendered
+
+
 def render(values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Every object the chart renders (the CRDs in crds/ not included)."""
-    manifests = helm.Chart.load(CHART).render(values, name="lockgate", namespace=NAMESPACE, is_install=True)
+    """Every object the chart renders for `values` and the storage root (the CRDs in crds/ not included)."""
+    manifests = render_files(installable(values))
     objects = []
     for path, text in sorted(manifests.items()):
         if path.endswith(".yaml"):

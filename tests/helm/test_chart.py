@@ -156,6 +156,26 @@ def test_the_operator_holds_what_it_grants_its_drivers(values: dict[str, Any] | 
             assert "persistentvolumeclaims" not in rule["resources"], f"{rule}: jobs get no claims"
 
 
+def test_the_operator_gets_its_storage_credentials_as_a_pod_does() -> None:
+    """It deletes old savepoints and deleted jobs' checkpoints with credentials of its own."""
+    pod = find(render(NON_DEFAULT), "Deployment")[0]["spec"]["template"]["spec"]
+    (operator,) = pod["containers"]
+    assert operator["envFrom"] == [{"secretRef": {"name": "lockgate-storage"}}]
+    assert [v["name"] for v in operator["env"]] == ["AWS_ENDPOINT_URL", "LOCKGATE_ETCD_PASSWORD"], (
+        "the chart's own last: of two of one name the last counts"
+    )
+    assert {"name": "gcs-key", "secret": {"secretName": "gcs-key"}} in pod["volumes"]
+    assert {"name": "gcs-key", "mountPath": "/var/run/gcs", "readOnly": True} in operator["volumeMounts"]
+    assert {"name": "tmp", "mountPath": "/tmp"} in operator["volumeMounts"], "beside the chart's own"
+    plain = find(render(), "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
+    assert "envFrom" not in plain
+
+
+def test_a_volume_named_as_the_charts_own_is_refused() -> None:
+    with pytest.raises(helm.HelmRenderError, match=r"operator\.volumes: the name \"tmp\" is the chart's own"):
+        render({"operator": {"volumes": [{"name": "tmp", "emptyDir": {}}]}})
+
+
 def test_the_operator_reads_the_namespaces_of_jobs_unless_it_runs_them_in_any() -> None:
     """It refuses jobs in namespaces that do not enforce Pod Security restricted."""
     (cluster_role,) = find(render(), "ClusterRole", "lockgate-operator")
@@ -172,6 +192,9 @@ def test_the_operator_reads_the_namespaces_of_jobs_unless_it_runs_them_in_any() 
         ({"monitoring": {"podMonitors": "sometimes"}}, "/monitoring/podMonitors"),
         ({"operater": {"replicas": 2}}, "'operater' not allowed"),
         ({"etcd": {"endpoints": ["etcd:2379"]}}, "/etcd/endpoints/0"),
+        ({"operator": {"envFrom": [{"secret": {"name": "s3"}}]}}, "/operator/envFrom/0"),
+        ({"operator": {"volumeMounts": [{"name": "key"}]}}, "/operator/volumeMounts/0"),
+        ({"operator": {"env": [{"value": "x"}]}}, "/operator/env/0"),
     ],
 )
 def test_bad_values_are_refused_naming_the_key(values: dict[str, Any], culprit: str) -> None:

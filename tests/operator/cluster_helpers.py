@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -183,11 +183,15 @@ class StandInDriver:
         launch: int = 1,
         parallelism: int = 2,
         savepoint_dir: str | None = None,
+        write_files: Callable[[str], int] = write_savepoint_files,
     ) -> None:
         self.kubelet, self.etcd, self.keys, self.answer = kubelet, etcd, keys, answer
         self.savepoint_dir = savepoint_dir
-        """A `file://` directory to write each savepoint's files into, as the driver
-        does (`<dir>/savepoint-<id>-<random>`); without it, paths name no files."""
+        """A directory to write each savepoint's files into, as the driver does
+        (`<dir>/savepoint-<id>-<random>`); without it, paths name no files."""
+        self.write_files = write_files
+        """Writes a savepoint's files at a path of `savepoint_dir`, with the driver's
+        credentials; their size (default: `file://` directories)."""
         self.requests: list[tuple[str, SavepointRequest]] = []
         self.pod = f"{keys.job}-driver-{launch}"  # the name the operator gives it
         self.heartbeat = StatusHeartbeat(
@@ -211,7 +215,7 @@ class StandInDriver:
         path, size = f"file:///savepoints/savepoint-{request_id}", None
         if self.savepoint_dir is not None:
             path = f"{self.savepoint_dir}/savepoint-{request_id}-{uuid.uuid4().hex[:8]}"
-            size = write_savepoint_files(path)
+            size = self.write_files(path)
         result = SavepointResult("completed", path, bytes=size)
         await self.etcd.put(self.keys.savepoint_result(request_id), encode(result))
         if request.stop:

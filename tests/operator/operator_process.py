@@ -55,10 +55,21 @@ class OperatorProcess:
         *extra: str,
         name: str = "operator",
         storage_root: str | None = None,
+        container_env: dict[str, str] | None = None,
     ) -> OperatorProcess:
-        """`storage_root`: the operator's --checkpoint-storage (default: under `workdir`)."""
+        """`storage_root`: the operator's --checkpoint-storage (default: under `workdir`).
+        `container_env`: the environment its container gets, as the kubelet makes it from
+        the pod spec; then that is all the process gets besides PATH, a HOME of its own and
+        the kubeconfig — nothing of the test's (its AWS_* variables, say). Without it the
+        process inherits the test's environment."""
         port = free_port()
-        env = {**os.environ, "KUBECONFIG": str(kubeconfig(workdir / f"{name}.kubeconfig", api_url))}
+        if container_env is None:
+            inherited = dict(os.environ)
+        else:
+            home = workdir / f"{name}-home"
+            home.mkdir(exist_ok=True)
+            inherited = {"PATH": os.environ["PATH"], "HOME": str(home), **container_env}
+        env = {**inherited, "KUBECONFIG": str(kubeconfig(workdir / f"{name}.kubeconfig", api_url))}
         log = workdir / f"{name}.log"
         process = await asyncio.create_subprocess_exec(
             LOCKGATE,

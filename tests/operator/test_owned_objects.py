@@ -400,7 +400,7 @@ def test_every_example_manifest_runs_on_a_cluster_as_written(manifest: Path) -> 
     spec = yaml.safe_load(manifest.read_text())["spec"]
     operations = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
     guide = operations.split("## From an empty cluster")[1].split("\n## ")[0]  # the step-by-step guide
-    (root,) = set(re.findall(r"--set operator\.checkpointStorage=(\S+)$", guide, re.MULTILINE))
+    (root,) = set(re.findall(r"--set operator\.checkpointStorage=(\S+)(?: \\)?$", guide, re.MULTILINE))
     check_job(parse_spec(spec), NAMES, Cluster(CLUSTER.etcd_endpoints, root), JobPolicy())
     pod = driver_pod(NAMES, parse_spec(spec), Launch(1, 128, "latest"), CLUSTER)
     kubernetes_validate.validate(pod, KUBERNETES, strict=True)
@@ -414,7 +414,7 @@ def test_every_example_manifest_runs_on_a_cluster_as_written(manifest: Path) -> 
     executor = next(c for c in template["spec"]["containers"] if c["name"] == "executor")
     mounted = [m["mountPath"] for m in spec.get("volumeMounts") or []]
     urls = [
-        spec["checkpointing"]["storage"],
+        spec["checkpointing"].get("storage") or root,  # none named: the operator's root
         *[v for v in spec["job"].get("args", {}).values() if "://" in v],
     ]
     for url in urls:

@@ -122,6 +122,16 @@ root
 {{- end -}}
 {{- end -}}
 
+{{/* The operator's storage root; installing without one fails, saying what to set.
+Nothing every cluster has could serve as a default: an emptyDir is one pod's, a claim
+is one namespace's (jobs run in others) and ReadWriteOnce binds one node. */}}
+{{- define "lockgate.storageRoot" -}}
+{{- if and (not .Values.operator.checkpointStorage) (not .Values.operator.allowCustomStorageRoots) -}}
+{{- fail "operator.checkpointStorage is required: the storage root where jobs keep checkpoints and savepoints, each namespace's under <root>/<namespace>/. Install with --set operator.checkpointStorage=s3://BUCKET/lockgate (or gs://BUCKET/lockgate, or file:///PATH on a ReadWriteMany volume the operator and every job's pods mount); docs/operations.md, \"Installing with Helm\"" -}}
+{{- end -}}
+{{- .Values.operator.checkpointStorage -}}
+{{- end -}}
+
 {{/* Labels of the etcd member's pods. */}}
 {{- define "lockgate.etcdSelector" -}}
 app.kubernetes.io/instance: {{ .Release.Name }}

@@ -1,4 +1,4 @@
-"""One grammar wherever a person types a duration (runtime/driver/durations.py):
+"""One grammar wherever a person types a duration (runtime/spec/durations.py):
 the CRD's schema (what `kubectl apply` takes), a manifest `lockgate run` reads,
 `lockgate run`'s flags, the operator's flags and the Helm chart's values all take
 the same values, as the same number of seconds, and refuse the same."""
@@ -18,8 +18,8 @@ import yaml
 from lockgate.operator.command import register as register_operator
 from lockgate.operator.spec import SpecError, parse_spec
 from lockgate.runtime.driver import add_job_options
-from lockgate.runtime.driver.durations import DURATION_PATTERN, parse_duration
-from lockgate.runtime.driver.manifest import ManifestError, load_manifest
+from lockgate.runtime.spec.durations import DURATION_PATTERN, parse_duration
+from lockgate.runtime.spec.manifest import ManifestError, load_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 CRD = yaml.safe_load((REPO / "crds" / "streamingjob.yaml").read_text())

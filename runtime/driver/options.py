@@ -258,34 +258,6 @@ class JobSettings:
         )
 
 
-MANIFEST_FIELDS = {
-    "job_id": "metadata.name",
-    "namespace": "metadata.namespace",
-    "parallelism": "spec.replicas",
-    "max_parallelism": "spec.maxParallelism",
-    "state_backend": "spec.stateBackend",
-    "allow_non_restored_state": "spec.job.allowNonRestoredState",
-    "accept_duplicate_output": ACCEPT_DUPLICATES_FIELD,
-    "checkpoint_interval": "spec.checkpointing.interval",
-    "checkpoint_timeout": "spec.checkpointing.timeout",
-    "min_pause": "spec.checkpointing.minPause",
-    "mode": "spec.checkpointing.mode",
-    "max_concurrent": "spec.checkpointing.maxConcurrent",
-    "tolerable_failures": "spec.checkpointing.tolerableFailures",
-    "retained": "spec.checkpointing.retained",
-    "incremental": "spec.checkpointing.incremental",
-    "checkpoint_dir": "spec.checkpointing.storage",
-    "savepoint_dir": "spec.savepoints.dir",
-    "restart_strategy": "spec.restartStrategy.type",
-    "restart_attempts": "spec.restartStrategy.attempts",
-    "restart_delay": "spec.restartStrategy.delay",
-    "restart_max_delay": "spec.restartStrategy.maxDelay",
-    "restart_failure_interval": "spec.restartStrategy.failureInterval",
-}
-"""The options a manifest sets, by the field that sets them. The rest of the spec
-(image, pods, upgrade mode, ...) is the operator's: valid, read, unused here."""
-
-
 def is_manifest(job: str) -> bool:
     return job.endswith((".yaml", ".yml")) or (Path(job).is_file() and not job.endswith(".py"))
 

@@ -224,7 +224,7 @@ class RestartStrategySpec(_Object):
     """Flink's strategies: what a failure of the job leads to."""
     attempts: int | None = Field(None, ge=1, le=INT32)
     """fixed-delay: restarts in the job's life (3); exponential-backoff: at most (unbounded);
-    failure-rate: failures within failureInterval (3)."""
+    failure-rate: failures allowed within failureInterval (1)."""
     delay_s: Duration | None = Field(None, alias="delay")
     """Before a restart (1s); exponential-backoff's first delay."""
     max_delay_s: Duration | None = Field(None, alias="maxDelay")

@@ -216,7 +216,7 @@ def _structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
 
 def _int_or_string(node: dict[str, Any]) -> dict[str, Any]:
     node["anyOf"] = [{k: v for k, v in branch.items() if k != "title"} for branch in node["anyOf"]]
-    is_duration = node["anyOf"] == DURATION_SCHEMA["anyOf"]
+    is_duration = node.get("pattern") == DURATION_SCHEMA["pattern"]
     if is_duration and isinstance(node.get("default"), int | float):
         node["default"] = format_duration(node["default"])
     return _ordered(node)

@@ -65,9 +65,8 @@ EVERY = [*TAKEN, *REFUSED]
 def _crd_duration_fields(schema: dict[str, Any], path: str = "") -> dict[str, str]:
     fields = {}
     for name, child in schema.get("properties", {}).items():
-        patterns = [branch.get("pattern", "") for branch in child.get("anyOf", [])]
-        if child.get("x-kubernetes-int-or-string") and any("(ns|us|ms|s|m|h)" in p for p in patterns):
-            fields[f"{path}{name}"] = next(p for p in patterns if p)
+        if child.get("x-kubernetes-int-or-string") and "(ns|us|ms|s|m|h)" in child.get("pattern", ""):
+            fields[f"{path}{name}"] = child["pattern"]
         fields.update(_crd_duration_fields(child, f"{path}{name}."))
     return fields
 

@@ -113,10 +113,14 @@ def _valid_quantity(text: str) -> str:
 
 
 DURATION_SCHEMA: dict[str, Any] = {
-    "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": DURATION_PATTERN}],
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
     "x-kubernetes-int-or-string": True,
+    "minimum": 0,  # checks only an integer, as `pattern` only a string
+    "pattern": DURATION_PATTERN,
 }
-"""A whole number of seconds or a duration string: what `_seconds` takes, for the CRD."""
+"""A whole number of seconds or a duration string: what `_seconds` takes, as the CRD
+writes it. The API server takes an integer-or-string only with exactly these two
+branches, so the bounds stand beside them (as controller-gen writes a quantity's)."""
 QUANTITY_SCHEMA: dict[str, Any] = {
     "anyOf": [{"type": "integer"}, {"type": "string"}],
     "x-kubernetes-int-or-string": True,

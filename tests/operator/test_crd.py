@@ -119,6 +119,42 @@ def test_the_checked_in_crd_is_the_one_generated_from_the_model(copy: str) -> No
     assert (REPO / copy).read_text() == render(), f"{copy} is stale: run scripts/generate_crd.py"
 
 
+INT_OR_STRING = [{"type": "integer"}, {"type": "string"}]
+"""The one `anyOf` a structural schema allows (the API server's isIntOrStringAnyOfPattern)."""
+
+
+def _not_structural(node: dict[str, Any], where: str) -> list[str]:
+    """What an API server refuses in a CRD's schema (its structural-schema rules the
+    schema could break): each node typed unless it is an integer-or-string or
+    free-form, no `$ref`, no `anyOf` but the exact integer-or-string one, no
+    `properties` beside `additionalProperties`."""
+    found = []
+    int_or_string = node.get("x-kubernetes-int-or-string", False)
+    if "$ref" in node or "$defs" in node:
+        found.append(f"{where}: $ref")
+    if int_or_string and ("type" in node or node.get("anyOf") != INT_OR_STRING):
+        found.append(f"{where}: an integer-or-string takes no type and exactly anyOf {INT_OR_STRING}")
+    if not int_or_string and "anyOf" in node:
+        found.append(f"{where}: anyOf outside an integer-or-string")
+    if "type" not in node and not int_or_string and not node.get("x-kubernetes-preserve-unknown-fields"):
+        found.append(f"{where}: no type")
+    if "properties" in node and "additionalProperties" in node:
+        found.append(f"{where}: properties and additionalProperties")
+    for name, child in node.get("properties", {}).items():
+        found += _not_structural(child, f"{where}.{name}")
+    for key in ("items", "additionalProperties"):
+        if isinstance(node.get(key), dict):
+            found += _not_structural(node[key], f"{where}[{key}]")
+    return found
+
+
+def test_the_crd_is_a_structural_schema_the_api_server_takes() -> None:
+    """Failed before the fix: a duration's `anyOf` branches carried its pattern and
+    bound, which an API server refuses ("type: Forbidden: must be empty to be
+    structural"); they stand beside the branches now."""
+    assert _not_structural(_schema(), "") == []
+
+
 def test_a_duration_default_is_written_as_a_duration_the_api_server_takes() -> None:
     checkpointing = _schema()["properties"]["spec"]["properties"]["checkpointing"]["properties"]
     assert (checkpointing["interval"]["default"], checkpointing["timeout"]["default"]) == ("10s", "10m")

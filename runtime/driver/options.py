@@ -175,7 +175,6 @@ _DURATIONS = ("duration", "positive duration")
 _LOCAL_DEFAULTS = {
     "checkpoint_dir": "default: .lockgate/checkpoints",
     "savepoint_dir": "default: .lockgate/savepoints",
-    "max_parallelism": "default: Flink's rule from the parallelism",
 }
 
 
@@ -188,7 +187,7 @@ def _spec_option(group: Any, flag: str, *aliases: str) -> None:
     (kind, spec_kind), default = kind_of(field), field.get_default(call_default_factory=True)
     shown = _LOCAL_DEFAULTS.get(name)
     if shown is None and default is not None:
-        shown = f"default {format_duration(default) if spec_kind in _DURATIONS else default}"
+        shown = f"default {_shown(default, spec_kind)}"
     text = " ".join((field.description or "").split())
     options: dict[str, Any] = {"help": f"{text} ({shown})" if shown else text}
     if kind is bool and default is True:
@@ -199,9 +198,18 @@ def _spec_option(group: Any, flag: str, *aliases: str) -> None:
         options["choices"] = get_args(kind)
     else:
         options["type"] = _flag_type(kind, spec_kind, field)
+        options["metavar"] = _METAVARS.get(spec_kind or "")
     group.add_argument(flag, *aliases, **options)
 
 
+def _shown(default: object, spec_kind: FieldKind | None) -> str:
+    """A default as a manifest would write it."""
+    if isinstance(default, bool):
+        return str(default).lower()
+    return format_duration(float(default)) if spec_kind in _DURATIONS else str(default)  # type: ignore[arg-type]
+
+
+_METAVARS = {"duration": "DURATION", "positive duration": "DURATION", "storage url": "URL"}
 _FLAG_TYPES = {
     "duration": types.seconds,
     "positive duration": types.positive_seconds,

@@ -193,7 +193,7 @@ class Checkpointing(_Object):
 
 class Savepoints(_Object):
     dir: StorageUrl | None = None
-    """Savepoint directory URL (default storage/savepoints)."""
+    """Savepoint directory URL (default: the job's _savepoints directory beside its checkpoints)."""
     trigger_nonce: int | None = Field(None, ge=-(2**31), le=INT32)
     """Change it to take a savepoint without stopping the job."""
     interval_s: PositiveDuration | None = Field(None, alias="interval")

@@ -2,9 +2,10 @@
 Kubernetes API, executors owned by the driver pod (they go when it goes).
 
 Every value the operator decides — parallelism, max parallelism, where to
-restore from — is an explicit flag, so `kubectl get pod -o yaml` shows what
-runs; the job's own settings come from the StreamingJob manifest in the job's
-ConfigMap, mounted at /etc/lockgate.
+restore from, storage — is an explicit flag, so `kubectl get pod -o yaml` shows
+what runs; the job's own settings come from the StreamingJob manifest in the job's
+ConfigMap, mounted at /etc/lockgate, which the driver resolves with the same model
+as `lockgate run job.yaml` does (no second projection of the spec into flags).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from lockgate.runtime.coordination.etcd_options import PASSWORD_ENV as ETCD_PASS
 from lockgate.runtime.coordination.job_identity import JobIdentity
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.leadership import LEASE_TTL_S
-from lockgate.runtime.driver.streaming_job import amount_of
+from lockgate.runtime.spec.durations import format_duration
+from lockgate.runtime.spec.model import amount_of
 
 CONFIG_DIR = "/etc/lockgate"
 ETCD_TLS_DIR, ETCD_TLS_VOLUME = "/etc/lockgate-etcd-tls", "etcd-tls"  # same path in driver and executors
@@ -209,18 +211,6 @@ def spark_conf(names: JobNames, spec: StreamingJobSpec, launch: Launch) -> dict[
     return {**conf, **_executor_conf(spec.executor_resources), **spec.spark_conf}
 
 
-def _restart_flags(spec: StreamingJobSpec) -> list[str]:
-    strategy = spec.restart_strategy
-    flags = ["--restart-strategy", strategy.type]
-    optional = {
-        "--restart-attempts": strategy.attempts,
-        "--restart-delay": strategy.delay_s,
-        "--restart-max-delay": strategy.max_delay_s,
-        "--restart-failure-interval": strategy.failure_interval_s,
-    }
-    return flags + [x for flag, value in optional.items() if value is not None for x in (flag, str(value))]
-
-
 @dataclass(frozen=True)
 class StorageLayout:
     checkpoints: str  # the driver's --checkpoint-dir; the runtime adds a directory named by the job
@@ -249,29 +239,19 @@ def storage_layout(names: JobNames, spec: StreamingJobSpec, cluster: Cluster) ->
 def driver_arguments(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster: Cluster) -> list[str]:
     """The driver's own options (after spark-submit's `--`)."""
     storage = storage_layout(names, spec, cluster)
-    c = spec.checkpointing
     flags = [f"{CONFIG_DIR}/{MANIFEST_FILE}", "--namespace", names.namespace, "--job-id", names.name]
-    flags += ["--driver-name", names.driver_pod(launch.number), "--takeover-wait", str(TAKEOVER_WAIT_S)]
+    flags += ["--driver-name", names.driver_pod(launch.number)]
+    flags += ["--takeover-wait", format_duration(TAKEOVER_WAIT_S)]
     flags += ["--parallelism", str(spec.replicas), "--max-parallelism", str(launch.max_parallelism)]
-    flags += ["--state-backend", spec.state_backend, "--mode", c.mode]
-    flags += ["--checkpoint-interval", str(c.interval_s), "--checkpoint-timeout", str(c.timeout_s)]
-    flags += ["--min-pause", str(c.min_pause_s), "--max-concurrent", str(c.max_concurrent)]
-    flags += ["--tolerable-failures", str(c.tolerable_failures), "--retained", str(c.retained)]
-    flags += ["--incremental" if c.incremental else "--no-incremental"]
     flags += ["--checkpoint-dir", storage.checkpoints, "--savepoint-dir", storage.savepoints]
     flags += ["--work-dir", "/tmp/lockgate", "--snapshot-key-file", f"{SNAPSHOT_KEY_DIR}/{SNAPSHOT_KEY_FILE}"]
     flags += ["--metrics-port", str(DRIVER_METRICS_PORT), "--task-metrics-ports", str(TASK_METRICS_PORT)]
     flags += ["--metrics-bind", "0.0.0.0"]  # Prometheus scrapes the pod's address
-    flags += _restart_flags(spec)
     if cluster.etcd_tls_secret is not None:
         files = {"--etcd-ca": "ca.crt", "--etcd-cert": "tls.crt", "--etcd-key": "tls.key"}
         flags += [x for flag, name in files.items() for x in (flag, f"{ETCD_TLS_DIR}/{name}")]
     user = cluster.etcd_user_of(names, spec)
     flags += [] if user is None else ["--etcd-user", user]
-    if spec.job.allow_non_restored_state:
-        flags += ["--allow-non-restored-state"]
-    if spec.job.accept_duplicate_output:
-        flags += ["--accept-duplicate-output"]
     if launch.restore == "savepoint":
         flags += ["--from-savepoint", str(launch.savepoint)]
         flags += ["--import-unsigned-savepoint"] if launch.import_unsigned else []

@@ -19,8 +19,8 @@ from urllib.parse import unquote
 
 from lockgate.operator.driver_pod import Cluster, namespace_root, storage_layout
 from lockgate.operator.naming import JobNames
-from lockgate.runtime.driver.spec_errors import SpecError
-from lockgate.runtime.driver.streaming_job import StreamingJobSpec
+from lockgate.runtime.spec.errors import SpecError
+from lockgate.runtime.spec.model import StreamingJobSpec
 
 PRIVILEGED_OPTION = "--allow-privileged-pods"
 STORAGE_OPTION = "--allow-custom-storage-roots"

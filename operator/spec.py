@@ -1,6 +1,6 @@
 """A StreamingJob's spec as the operator reads it: the runtime's one model of the
-spec (`lockgate.runtime.driver.streaming_job`, which `lockgate run job.yaml` reads
-too), with the CRD's defaults applied, and what only a cluster needs: an image.
+spec (`lockgate.runtime.spec.model`, which `lockgate run job.yaml` reads
+too; the CRD is generated from it), with its defaults applied, and what only a cluster needs: an image.
 
 The API server applies the CRD's defaults; the model applies them again, so an
 object written before a CRD upgrade, or served by a server that does not default,
@@ -11,11 +11,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from lockgate.runtime.driver.spec_errors import SpecError
-from lockgate.runtime.driver.streaming_job import Resources, RestartStrategySpec, StreamingJobSpec
-from lockgate.runtime.driver.streaming_job import parse_spec as parse_any_spec
+from lockgate.runtime.spec.errors import SpecError
+from lockgate.runtime.spec.model import Resources, RestartStrategySpec, StreamingJobSpec
+from lockgate.runtime.spec.model import parse_spec as parse_any_spec
 
-__all__ = ["Resources", "RestartStrategySpec", "SpecError", "StreamingJobSpec", "image_of", "parse_spec"]
+__all__ = [
+    "REQUIRED_ON_A_CLUSTER",
+    "Resources",
+    "RestartStrategySpec",
+    "SpecError",
+    "StreamingJobSpec",
+    "image_of",
+    "parse_spec",
+]
+
+REQUIRED_ON_A_CLUSTER = ("image",)
+"""Optional in the model (a local run has none), required by the CRD and `image_of`."""
 
 _NO_IMAGE = "spec.image is required: the image with Python, Java 17, pyspark, lockgate and the job"
 

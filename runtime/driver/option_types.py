@@ -8,9 +8,9 @@ import ipaddress
 from collections.abc import Callable
 
 from lockgate.runtime.coordination.keys import check_name
-from lockgate.runtime.driver.durations import parse_duration, positive_duration
-from lockgate.runtime.driver.streaming_job import INT32
 from lockgate.runtime.metrics.serving import PortRange
+from lockgate.runtime.spec.durations import parse_duration, positive_duration
+from lockgate.runtime.spec.model import INT32
 from lockgate.runtime.storage_url import syntax_of_storage_url
 
 

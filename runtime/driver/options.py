@@ -1,5 +1,7 @@
 """The options of a job run, shared by the driver (`python -m lockgate.runtime.driver`)
-and `lockgate run`: from the command line, a StreamingJob manifest, and defaults."""
+and `lockgate run`: from the command line, a StreamingJob manifest, and the spec's
+model (`lockgate.runtime.spec.model`), which is where each option's default, bounds
+and description are written: a flag that sets a spec field is derived from it."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import argparse
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 from lockgate.runtime.api.entrypoint import default_job_name, module_entrypoint
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
@@ -15,34 +17,46 @@ from lockgate.runtime.coordination.errors import ACCEPT_DUPLICATES_FIELD
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.restore_point import Trust
 from lockgate.runtime.driver import option_types as types
-from lockgate.runtime.driver.manifest import load_manifest
 from lockgate.runtime.engine.frame_sizing import DEFAULT_IN_FLIGHT_TARGET_S
 from lockgate.runtime.engine.job_master import EarlierCheckpoints
 from lockgate.runtime.engine.liveness import DEFAULT_LIVENESS_TIMEOUT_S, check_liveness_timeout
-from lockgate.runtime.engine.restart import STRATEGIES, RestartStrategy, restart_strategy
-from lockgate.runtime.keygroups import UPPER_BOUND_MAX_PARALLELISM as MAX_PARALLELISM
+from lockgate.runtime.engine.restart import RestartStrategy, restart_strategy
 from lockgate.runtime.keygroups import default_max_parallelism
 from lockgate.runtime.metrics.serving import PortRange
 from lockgate.runtime.snapshot.snapshot_key import SnapshotKeyError, key_for_local_job, read_key
+from lockgate.runtime.spec.durations import format_duration
+from lockgate.runtime.spec.manifest import load_manifest
+from lockgate.runtime.spec.model import FieldKind, field_at, kind_of, resolved_document
 from lockgate.runtime.storage_url import check_storage_url
+from pydantic.fields import FieldInfo
 
-DEFAULTS: dict[str, object] = {
-    "parallelism": 2,
-    "checkpoint_interval": 5.0,
-    "checkpoint_timeout": 600.0,
-    "tolerable_failures": 0,
-    "min_pause": 0.0,
-    "max_concurrent": 1,
-    "incremental": True,
-    "retained": 2,
-    "state_backend": "rocksdb",
-    "mode": "exactly-once",
-    "namespace": "default",
-    "restart_strategy": "fixed-delay",
-    "allow_non_restored_state": False,
-    "accept_duplicate_output": False,
+SPEC_OPTIONS = {
+    "parallelism": "spec.replicas",
+    "max_parallelism": "spec.maxParallelism",
+    "state_backend": "spec.stateBackend",
+    "allow_non_restored_state": "spec.job.allowNonRestoredState",
+    "accept_duplicate_output": ACCEPT_DUPLICATES_FIELD,
+    "checkpoint_interval": "spec.checkpointing.interval",
+    "checkpoint_timeout": "spec.checkpointing.timeout",
+    "min_pause": "spec.checkpointing.minPause",
+    "mode": "spec.checkpointing.mode",
+    "max_concurrent": "spec.checkpointing.maxConcurrent",
+    "tolerable_failures": "spec.checkpointing.tolerableFailures",
+    "retained": "spec.checkpointing.retained",
+    "incremental": "spec.checkpointing.incremental",
+    "checkpoint_dir": "spec.checkpointing.storage",
+    "savepoint_dir": "spec.savepoints.dir",
+    "restart_strategy": "spec.restartStrategy.type",
+    "restart_attempts": "spec.restartStrategy.attempts",
+    "restart_delay": "spec.restartStrategy.delay",
+    "restart_max_delay": "spec.restartStrategy.maxDelay",
+    "restart_failure_interval": "spec.restartStrategy.failureInterval",
 }
-"""Applied after the manifest: an option is None until a flag or the manifest sets it."""
+"""The options that set a field of the spec, by that field: each flag's type, bounds,
+help and default are the field's. The rest of the spec (image, pods, upgrade mode,
+...) is the operator's: valid, read, unused here."""
+MANIFEST_FIELDS = {"job_id": "metadata.name", "namespace": "metadata.namespace", **SPEC_OPTIONS}
+"""Every option a manifest sets, by the field that sets it."""
 
 
 class OptionError(ValueError):
@@ -55,38 +69,10 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
         metavar="JOB",
         help="the job: module:function, path/to/job.py:function, or a StreamingJob manifest file",
     )
-    command.add_argument(
-        "--parallelism", "-p", type=types.integer(1, MAX_PARALLELISM), help="subtasks per vertex (default 2)"
-    )
-    for flag, kind, text in (
-        ("--max-parallelism", types.integer(1, MAX_PARALLELISM), "key groups (default: Flink's rule from P)"),
-        (
-            "--checkpoint-interval",
-            types.positive_seconds,
-            "like 500ms, 30s, 1m30s, or plain seconds (default 5)",
-        ),
-        ("--checkpoint-timeout", types.positive_seconds, "seconds (default 600)"),
-        ("--tolerable-failures", types.integer(0), "failed checkpoints in a row (default 0)"),
-        ("--min-pause", types.seconds, "seconds between a checkpoint's end and the next (0)"),
-        ("--max-concurrent", types.integer(1), "checkpoints in flight at once (default 1)"),
-    ):
-        command.add_argument(flag, type=kind, help=text)
-    command.add_argument(
-        "--incremental",
-        action=argparse.BooleanOptionalAction,
-        help="RocksDB checkpoints upload only new SST files (default); --no-incremental: full snapshots",
-    )
-    command.add_argument(
-        "--checkpoint-dir",
-        type=types.storage_url,
-        help="checkpoint storage URL (default: .lockgate/checkpoints)",
-    )
-    command.add_argument("--retained", type=types.integer(1), help="completed checkpoints kept (default 2)")
-    command.add_argument(
-        "--savepoint-dir", type=types.storage_url, help="where savepoints go (default: .lockgate/savepoints)"
-    )
-    command.add_argument("--state-backend", choices=["rocksdb", "heap"], help="default: rocksdb")
-    command.add_argument("--mode", choices=["exactly-once", "at-least-once"], help="default: exactly-once")
+    _spec_option(command, "--parallelism", "-p")
+    for name in SPEC_OPTIONS:
+        if name not in _RESTART_OPTIONS and name != "parallelism":
+            _spec_option(command, "--" + name.replace("_", "-"))
     command.add_argument(
         "--from-savepoint",
         metavar="PATH",
@@ -106,21 +92,6 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="the job's snapshot key (64 hex digits), which signs every snapshot and without which none is "
         "restored (default: made on the first run under the work directory, .lockgate/keys/)",
-    )
-    command.add_argument(
-        "--allow-non-restored-state",
-        action="store_true",
-        default=None,
-        help="restore although some state in the savepoint belongs to no vertex of the job: that state "
-        "is dropped (default: refuse, naming it)",
-    )
-    command.add_argument(
-        "--accept-duplicate-output",
-        action="store_true",
-        default=None,
-        help="restore a checkpoint older than the newest one that completed, when the newer ones are "
-        "lost, damaged or replaced in storage: the output the sinks committed after it is written "
-        "again (default: refuse, naming the checkpoints)",
     )
     command.add_argument(
         "--fresh",
@@ -155,7 +126,7 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
     )
     command.add_argument(
         "--exchange-timeout",
-        type=float,
+        type=types.seconds,
         default=DEFAULT_LIVENESS_TIMEOUT_S,
         metavar="SECONDS",
         help="a task whose exchange peer sent nothing, not even a heartbeat, for this long fails, and "
@@ -195,14 +166,64 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
         "0.0.0.0 on a cluster, where Prometheus scrapes each pod's address)",
     )
     restart = command.add_argument_group("restarts (Flink's strategies)")
-    restart.add_argument("--restart-strategy", choices=STRATEGIES, help="default: fixed-delay")
-    for flag, kind, text in (
-        ("--restart-attempts", types.integer(0), "fixed-delay: attempts (3); failure-rate: max failures"),
-        ("--restart-delay", types.seconds, "seconds before a restart (1)"),
-        ("--restart-max-delay", types.seconds, "exponential-backoff: the cap (60)"),
-        ("--restart-failure-interval", types.positive_seconds, "failure-rate: the window in seconds (60)"),
-    ):
-        restart.add_argument(flag, type=kind, help=text)
+    for name in _RESTART_OPTIONS:
+        _spec_option(restart, "--" + name.replace("_", "-"))
+
+
+_RESTART_OPTIONS = [name for name, path in SPEC_OPTIONS.items() if path.startswith("spec.restartStrategy.")]
+_DURATIONS = ("duration", "positive duration")
+_LOCAL_DEFAULTS = {
+    "checkpoint_dir": "default: .lockgate/checkpoints",
+    "savepoint_dir": "default: .lockgate/savepoints",
+}
+
+
+def _spec_option(group: Any, flag: str, *aliases: str) -> None:
+    """A flag that sets a field of the spec, as the model declares the field: what it
+    takes, its bounds, its description and its default. Unset, it is None: the
+    manifest's value or the model's default comes in when the options are resolved."""
+    name = flag.removeprefix("--").replace("-", "_")
+    field = field_at(SPEC_OPTIONS[name])
+    (kind, spec_kind), default = kind_of(field), field.get_default(call_default_factory=True)
+    shown = _LOCAL_DEFAULTS.get(name)
+    if shown is None and default is not None:
+        shown = f"default {_shown(default, spec_kind)}"
+    text = " ".join((field.description or "").split())
+    options: dict[str, Any] = {"help": f"{text} ({shown})" if shown else text}
+    if kind is bool and default is True:
+        options["action"] = argparse.BooleanOptionalAction
+    elif kind is bool:
+        options.update(action="store_true", default=None)
+    elif get_origin(kind) is Literal:
+        options["choices"] = get_args(kind)
+    else:
+        options["type"] = _flag_type(kind, spec_kind, field)
+        options["metavar"] = _METAVARS.get(spec_kind or "")
+    group.add_argument(flag, *aliases, **options)
+
+
+def _shown(default: object, spec_kind: FieldKind | None) -> str:
+    """A default as a manifest would write it."""
+    if isinstance(default, bool):
+        return str(default).lower()
+    return format_duration(float(default)) if spec_kind in _DURATIONS else str(default)  # type: ignore[arg-type]
+
+
+_METAVARS = {"duration": "DURATION", "positive duration": "DURATION", "storage url": "URL"}
+_FLAG_TYPES = {
+    "duration": types.seconds,
+    "positive duration": types.positive_seconds,
+    "storage url": types.storage_url,
+}
+
+
+def _flag_type(kind: Any, spec_kind: FieldKind | None, field: FieldInfo) -> Any:
+    if spec_kind is not None:
+        return _FLAG_TYPES[spec_kind]
+    if kind is int:
+        bounds = {type(m).__name__: m for m in field.metadata}
+        return types.integer(bounds["Ge"].ge, bounds["Le"].le)
+    raise TypeError(f"no flag type for {kind!r}: give the field's kind one here")
 
 
 @dataclass(frozen=True)
@@ -245,34 +266,6 @@ class JobSettings:
         )
 
 
-MANIFEST_FIELDS = {
-    "job_id": "metadata.name",
-    "namespace": "metadata.namespace",
-    "parallelism": "spec.replicas",
-    "max_parallelism": "spec.maxParallelism",
-    "state_backend": "spec.stateBackend",
-    "allow_non_restored_state": "spec.job.allowNonRestoredState",
-    "accept_duplicate_output": ACCEPT_DUPLICATES_FIELD,
-    "checkpoint_interval": "spec.checkpointing.interval",
-    "checkpoint_timeout": "spec.checkpointing.timeout",
-    "min_pause": "spec.checkpointing.minPause",
-    "mode": "spec.checkpointing.mode",
-    "max_concurrent": "spec.checkpointing.maxConcurrent",
-    "tolerable_failures": "spec.checkpointing.tolerableFailures",
-    "retained": "spec.checkpointing.retained",
-    "incremental": "spec.checkpointing.incremental",
-    "checkpoint_dir": "spec.checkpointing.storage",
-    "savepoint_dir": "spec.savepoints.dir",
-    "restart_strategy": "spec.restartStrategy.type",
-    "restart_attempts": "spec.restartStrategy.attempts",
-    "restart_delay": "spec.restartStrategy.delay",
-    "restart_max_delay": "spec.restartStrategy.maxDelay",
-    "restart_failure_interval": "spec.restartStrategy.failureInterval",
-}
-"""The options a manifest sets, by the field that sets them. The rest of the spec
-(image, pods, upgrade mode, ...) is the operator's: valid, read, unused here."""
-
-
 def is_manifest(job: str) -> bool:
     return job.endswith((".yaml", ".yml")) or (Path(job).is_file() and not job.endswith(".py"))
 
@@ -285,45 +278,39 @@ def _set_in(document: dict[str, Any], path: str) -> Any:
     return document
 
 
-def _apply_manifest(arguments: argparse.Namespace, sources: dict[str, str], local: bool) -> dict[str, str]:
-    """When JOB is a manifest: its values for the options no flag set; its args.
+def _resolve(arguments: argparse.Namespace, local: bool) -> tuple[dict[str, str], dict[str, str]]:
+    """Flags, then the manifest, then the model's defaults: the job's args, and where
+    each option's value came from (a flag, a manifest field, the default).
     `local`: `lockgate run`; a driver the operator launched restores only what the
     operator's flags say (its manifest names the import on every launch)."""
-    if not is_manifest(arguments.job):
-        return {}
-    manifest = load_manifest(Path(arguments.job))
-    arguments.job = manifest.spec.entrypoint
-    written = manifest.model_dump(by_alias=True, exclude_unset=True)
+    sources = {
+        name: "--" + name.replace("_", "-") for name, value in vars(arguments).items() if value is not None
+    }
+    manifest = load_manifest(Path(arguments.job)) if is_manifest(arguments.job) else None
+    if manifest is not None:
+        arguments.job = manifest.spec.entrypoint
+    written = {} if manifest is None else manifest.model_dump(by_alias=True, exclude_unset=True)
+    resolved = resolved_document(manifest, arguments.job)
     for name, field in MANIFEST_FIELDS.items():
-        value = _set_in(written, field)
-        if getattr(arguments, name) is None and value is not None:
-            setattr(arguments, name, value)
-            sources[name] = field
-    spec = manifest.spec
+        if getattr(arguments, name) is None:
+            setattr(arguments, name, _set_in(resolved, field))
+            sources[name] = field if _set_in(written, field) is not None else "the default"
+    args = {} if manifest is None else dict(manifest.spec.args)
+    if manifest is not None and local:
+        _import_from_manifest(arguments, sources, manifest.spec)
+    args.update(dict(arguments.arg))
+    return args, sources
+
+
+def _import_from_manifest(arguments: argparse.Namespace, sources: dict[str, str], spec: Any) -> None:
+    """The savepoint the manifest vouches for, as the operator's first launch restores it."""
     imported, field = spec.initial_savepoint_path, "spec.initialSavepointPath"
     if imported is None:
         imported, field = spec.job.import_unsigned_savepoint, "spec.job.importUnsignedSavepoint"
     starts_elsewhere = arguments.fresh or arguments.resume
-    if local and imported is not None and arguments.from_savepoint is None and not starts_elsewhere:
-        # The savepoint the manifest vouches for, as the operator's first launch restores it.
+    if imported is not None and arguments.from_savepoint is None and not starts_elsewhere:
         arguments.from_savepoint, arguments.import_unsigned_savepoint = imported, True
         sources["from_savepoint"] = field
-    return dict(manifest.spec.args)
-
-
-def _resolve(arguments: argparse.Namespace, local: bool) -> tuple[dict[str, str], dict[str, str]]:
-    """Flags, then the manifest, then the defaults: the job's args, and where each
-    option's value came from (a flag, a manifest field, the default)."""
-    sources = {
-        name: "--" + name.replace("_", "-") for name, value in vars(arguments).items() if value is not None
-    }
-    args = _apply_manifest(arguments, sources, local)
-    for name, default in DEFAULTS.items():
-        if getattr(arguments, name) is None:
-            setattr(arguments, name, default)
-            sources[name] = "the default"
-    args.update(dict(arguments.arg))
-    return args, sources
 
 
 def _check_together(arguments: argparse.Namespace, sources: dict[str, str]) -> None:

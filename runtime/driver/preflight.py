@@ -15,7 +15,6 @@ from lockgate.runtime.api.validation import JobDefinitionError, validate_connect
 from lockgate.runtime.coordination.cancellation import run_with_bounded_shutdown
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig, EtcdUnavailableError
 from lockgate.runtime.coordination.job_status import record_refusal
-from lockgate.runtime.driver.manifest import ManifestError
 from lockgate.runtime.driver.options import JobSettings, OptionError
 from lockgate.runtime.engine.job_master import EarlierRunError
 from lockgate.runtime.engine.restore_check import (
@@ -25,6 +24,7 @@ from lockgate.runtime.engine.restore_check import (
 )
 from lockgate.runtime.snapshot.metadata import read_metadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError
+from lockgate.runtime.spec.manifest import ManifestError
 from lockgate.runtime.storage_url import StorageUrlError, check_storage_url
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from lockgate.operator.owned import owned_objects, snapshot_key_secret
 from lockgate.operator.spec import SpecError, parse_spec
 from lockgate.runtime.driver import settings_from
 from lockgate.runtime.driver.__main__ import parser as driver_parser
-from lockgate.runtime.driver.manifest import load_manifest
+from lockgate.runtime.spec.manifest import load_manifest
 
 from tests.operator.test_crd import KUBERNETES
 
@@ -125,14 +125,7 @@ def test_the_driver_runs_one_executor_per_subtask_owned_by_its_pod() -> None:
     assert driver[driver.index("--max-parallelism") + 1] == "128"
     assert driver[driver.index("--checkpoint-dir") + 1] == "s3://bucket/checkpoints/streams"
     assert driver[driver.index("--savepoint-dir") + 1] == "s3://bucket/checkpoints/streams/_savepoints/sums"
-    assert "--incremental" in driver
-    full = driver_pod(
-        NAMES,
-        parse_spec({**SPEC, "checkpointing": {"incremental": False}}),
-        Launch(3, 128, "latest"),
-        CLUSTER,
-    )
-    assert "--no-incremental" in _driver_args(full)
+    assert "--checkpoint-interval" not in driver, "the driver reads the spec from the ConfigMap"
     assert "--from-savepoint" not in driver, "last-state resumes the latest checkpoint"
     assert "--fresh" not in driver
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
@@ -178,30 +171,6 @@ def test_restore_flags_follow_the_launch() -> None:
     assert _driver_args(empty)[-1] == "--fresh"
     with pytest.raises(ValueError, match="savepoint path goes with"):
         Launch(2, 128, "latest", "s3://b/savepoint-1")
-
-
-def test_allow_non_restored_state_reaches_the_driver_only_when_the_spec_sets_it() -> None:
-    launch = Launch(2, 128, "savepoint", "s3://b/savepoint-1")
-    assert "--allow-non-restored-state" not in _driver_args(
-        driver_pod(NAMES, parse_spec(SPEC), launch, CLUSTER)
-    )
-    allowing = parse_spec({**SPEC, "job": {**SPEC["job"], "allowNonRestoredState": True}})  # type: ignore[dict-item]
-    assert "--allow-non-restored-state" in _driver_args(driver_pod(NAMES, allowing, launch, CLUSTER))
-
-
-def test_accepting_duplicate_output_reaches_the_driver_only_when_the_spec_sets_it(tmp_path: Path) -> None:
-    launch = Launch(2, 128, "latest")
-    assert "--accept-duplicate-output" not in _driver_args(
-        driver_pod(NAMES, parse_spec(SPEC), launch, CLUSTER)
-    )
-    spec = {**SPEC, "job": {**SPEC["job"], "acceptDuplicateOutput": True}}  # type: ignore[dict-item]
-    flags = driver_arguments(NAMES, parse_spec(spec), launch, CLUSTER)
-    assert "--accept-duplicate-output" in flags
-    # The manifest the driver reads says the same on its own (a local `lockgate run job.yaml`).
-    config_map = owned_objects(NAMES, spec, CLUSTER, own_service_account=False)[0]
-    (tmp_path / "job.yaml").write_text(config_map["data"]["job.yaml"])
-    arguments = driver_parser().parse_args([str(tmp_path / "job.yaml"), "--etcd", CLUSTER.etcd_endpoints])
-    assert settings_from(arguments, tmp_path, fresh_by_default=False).accept_duplicate_output
 
 
 def test_the_config_map_is_the_manifest_the_driver_reads(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ operator share."""
 from __future__ import annotations
 
 import pytest
-from lockgate.runtime.driver.streaming_job import RestartStrategySpec
 from lockgate.runtime.engine.restart import RestartHistory, RestartStrategy, decide, restart_strategy
+from lockgate.runtime.spec.model import RestartStrategySpec
 
 
 def _delays(strategy: RestartStrategy, times: list[float]) -> list[float | None]:

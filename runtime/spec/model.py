@@ -1,8 +1,9 @@
 """The StreamingJob resource: the one model of its spec, read by the operator and
 by `lockgate run job.yaml` alike.
 
-It mirrors the CRD (`crds/streamingjob.yaml`; a test holds the two together):
-the same field names, enums, bounds and defaults. Unknown fields are refused, as
+The one place each setting's default, bound and description is written: the CRD
+(`crds/streamingjob.yaml`, generated from it by scripts/generate_crd.py),
+`lockgate run`'s flags and the driver's options derive theirs from it. Unknown fields are refused, as
 `kubectl apply` refuses them, and so are values of the wrong type ("3" for an
 integer), which YAML makes easy to write. `parse_spec` and `read_manifest` raise
 `SpecError`, its message naming every field that is wrong and what it accepts.
@@ -13,13 +14,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from lockgate.runtime.coordination.keys import check_name
-from lockgate.runtime.driver.durations import DURATION_PATTERN, EXAMPLES, parse_duration
-from lockgate.runtime.driver.spec_errors import SpecError, describe
 from lockgate.runtime.engine.restart import RestartKind, RestartStrategy, restart_strategy
 from lockgate.runtime.keygroups import UPPER_BOUND_MAX_PARALLELISM
+from lockgate.runtime.spec.durations import DURATION_PATTERN, EXAMPLES, parse_duration
+from lockgate.runtime.spec.errors import SpecError, describe
 from lockgate.runtime.storage_url import check_storage_url
 from pydantic import (
     AfterValidator,
@@ -27,12 +29,14 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    JsonValue,
     ValidationError,
     WithJsonSchema,
     field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 KIND = "StreamingJob"
@@ -45,8 +49,17 @@ DesiredState = Literal["running", "suspended"]
 
 
 def _seconds(value: object) -> float:
+    """A duration string, or a whole number of seconds as YAML writes `interval: 10`
+    (what the CRD takes: an integer or a string, never a fraction)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return parse_duration(str(value))
+    if isinstance(value, float):
+        raise ValueError(
+            f"a number here is whole seconds; got {value!r}: write it as a duration like "
+            f"{value:g}s or quote it"
+        )
     if not isinstance(value, str):
-        raise ValueError(f"must be a duration string like {EXAMPLES}, got {value!r}")
+        raise ValueError(f"must be a duration like {EXAMPLES}, got {value!r}")
     return parse_duration(value)
 
 
@@ -99,31 +112,55 @@ def _valid_quantity(text: str) -> str:
     return text
 
 
-_DURATION_SCHEMA = WithJsonSchema({"type": "string", "pattern": DURATION_PATTERN})
+DURATION_SCHEMA: dict[str, Any] = {
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
+    "x-kubernetes-int-or-string": True,
+    "minimum": 0,  # checks only an integer, as `pattern` only a string
+    "pattern": DURATION_PATTERN,
+}
+"""A whole number of seconds or a duration string: what `_seconds` takes, as the CRD
+writes it. The API server takes an integer-or-string only with exactly these two
+branches, so the bounds stand beside them (as controller-gen writes a quantity's)."""
+QUANTITY_SCHEMA: dict[str, Any] = {
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
+    "x-kubernetes-int-or-string": True,
+}
+_DURATION_SCHEMA = WithJsonSchema(DURATION_SCHEMA)
 Duration = Annotated[float, BeforeValidator(_seconds), _DURATION_SCHEMA]
 PositiveDuration = Annotated[float, BeforeValidator(_seconds), AfterValidator(_positive), _DURATION_SCHEMA]
 StorageUrl = Annotated[str, AfterValidator(_storage)]
-Quantity = Annotated[str, BeforeValidator(_quantity), AfterValidator(_valid_quantity)]  # int-or-string
+Quantity = Annotated[
+    str, BeforeValidator(_quantity), AfterValidator(_valid_quantity), WithJsonSchema(QUANTITY_SCHEMA)
+]
 
 
 class _Object(BaseModel):
     """A mapping of the spec: its camelCase keys only, nothing unknown, no coercion."""
 
-    model_config = ConfigDict(alias_generator=to_camel, extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(
+        alias_generator=to_camel, extra="forbid", frozen=True, strict=True, use_attribute_docstrings=True
+    )
 
 
 class JobSection(_Object):
     entrypoint: str = Field(json_schema_extra={"pattern": _ENTRYPOINT.pattern})
+    """module:function that builds the dataflow, e.g. jobs.wordcount:build"""
     args: dict[str, str] = Field(default_factory=dict)
+    """Arguments the job reads from env.args."""
     allow_non_restored_state: bool = False
-    """Restore a snapshot although some of its state belongs to no vertex of the job
-    (that state is dropped), as Flink's `allowNonRestoredState`."""
+    """Restore a savepoint or checkpoint although some of its state belongs to no vertex of the job (a
+    vertex renamed or removed): that state is dropped. Without it such a restore is refused, naming
+    the state."""
     accept_duplicate_output: bool = False
-    """Restore a checkpoint older than the newest completed one (the newer ones lost,
-    damaged or replaced in storage), writing again the output committed after it."""
+    """Restore a checkpoint older than the newest one that completed, when the newer ones are lost,
+    damaged or replaced in storage: the output the sinks committed after it is written again. Without
+    it such a restore is refused, naming the checkpoints, and the job fails."""
     import_unsigned_savepoint: StorageUrl | None = None
-    """A snapshot to restore although the job's key did not sign it (one from before
-    snapshot signing, or another job's): the one snapshot its author vouches for."""
+    """A savepoint or checkpoint URL to restore although this job's snapshot key did not sign it (taken
+    by a Lockgate from before snapshot signing, or by another job). Its state is unpickled, so name only
+    one whose writers you trust. Restored on the first launch, or at once when the value changes; what
+    the job takes after is signed with its own key. Must lie in the namespace's directory of the
+    operator's storage root."""
 
     @field_validator("entrypoint")
     @classmethod
@@ -135,24 +172,38 @@ class JobSection(_Object):
 
 class Checkpointing(_Object):
     interval_s: PositiveDuration = Field(10.0, alias="interval")
+    """How often a checkpoint starts."""
     timeout_s: PositiveDuration = Field(600.0, alias="timeout")
+    """A checkpoint not complete by then is aborted."""
     min_pause_s: Duration = Field(0.0, alias="minPause")
+    """The least time between one checkpoint's end and the next one's start."""
     mode: Literal["exactly-once", "at-least-once"] = "exactly-once"
+    """exactly-once aligns barriers; at-least-once does not wait for them."""
     max_concurrent: int = Field(1, ge=1, le=INT32)
+    """Checkpoints in flight at once."""
     tolerable_failures: int = Field(0, ge=0, le=INT32)
+    """Failed checkpoints in a row the job survives; one more fails it."""
     retained: int = Field(2, ge=1, le=INT32)
+    """Completed checkpoints kept: the newest restores, the one before it covers a damaged newest."""
     incremental: bool = True
+    """RocksDB checkpoints upload only new SST files; false takes full snapshots."""
     storage: StorageUrl | None = None
+    """Checkpoint storage URL (s3://, gs://, file:// on a shared volume)."""
 
 
 class Savepoints(_Object):
     dir: StorageUrl | None = None
+    """Savepoint directory URL (default: the job's _savepoints directory beside its checkpoints)."""
     trigger_nonce: int | None = Field(None, ge=-(2**31), le=INT32)
+    """Change it to take a savepoint without stopping the job."""
     interval_s: PositiveDuration | None = Field(None, alias="interval")
-    """Periodic savepoints, taken by the operator while the job runs."""
+    """Take a savepoint this often while the job runs (periodic savepoints; unset, none)."""
     history_size: int = Field(10, ge=1, le=100)
+    """How many savepoints status.savepoints keeps; the operator disposes of its own that fall out."""
     history_max_age_s: PositiveDuration | None = Field(None, alias="historyMaxAge")
+    """Savepoints older than this fall out of the history (the newest completed one never does)."""
     timeout_s: PositiveDuration = Field(300.0, alias="timeout")
+    """How long the operator waits for a savepoint it asked for."""
 
     @field_validator("interval_s")
     @classmethod
@@ -164,16 +215,26 @@ class Savepoints(_Object):
 
 
 class Deletion(_Object):
+    """What deleting the StreamingJob does besides stopping it."""
+
     savepoint: bool = False
+    """Stop the job with a final savepoint (kept in savepoints.dir)."""
     checkpoints: Literal["keep", "delete"] = "keep"
+    """Whether the job's checkpoint files are removed from storage."""
 
 
 class RestartStrategySpec(_Object):
     type: RestartType = "exponential-backoff"
+    """Flink's strategies: what a failure of the job leads to."""
     attempts: int | None = Field(None, ge=1, le=INT32)
+    """fixed-delay: restarts in the job's life (3); exponential-backoff: at most (unbounded);
+    failure-rate: failures allowed within failureInterval (1)."""
     delay_s: Duration | None = Field(None, alias="delay")
+    """Before a restart (1s); exponential-backoff's first delay."""
     max_delay_s: Duration | None = Field(None, alias="maxDelay")
+    """exponential-backoff: the cap of its delay (1m)."""
     failure_interval_s: PositiveDuration | None = Field(None, alias="failureInterval")
+    """failure-rate: the window failures are counted in (1m)."""
 
     def strategy(self) -> RestartStrategy:
         """The strategy these settings give, with the defaults for what is not set."""
@@ -199,35 +260,76 @@ class PodResources(_Object):
 
 class Etcd(_Object):
     endpoints: str | None = None
+    """Overrides the operator's etcd endpoints."""
+
+
+_SPEC_RULES: list[JsonValue] = [
+    {
+        "rule": "!has(self.maxParallelism) || self.replicas <= self.maxParallelism",
+        "message": "replicas must not exceed maxParallelism (the number of key groups)",
+        "fieldPath": ".replicas",
+    },
+    {
+        "rule": "!has(oldSelf.maxParallelism) || "
+        "(has(self.maxParallelism) && self.maxParallelism == oldSelf.maxParallelism)",
+        "message": "maxParallelism cannot change once set: it fixes how keyed state is split into key groups",
+        "fieldPath": ".maxParallelism",
+    },
+]
+"""`_consistent`'s check, and the one only the API server can make (it sees the old
+object), as the CRD's CEL rules."""
 
 
 class StreamingJobSpec(_Object):
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": _SPEC_RULES})
+
     image: str | None = Field(None, min_length=1)
-    """Required on a cluster (the operator checks it); a local run has no use for it."""
+    """Image with Python, Java 17, pyspark, lockgate and the job's code (required on a cluster; a local
+    run has no use for it)."""
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     job: JobSection
     replicas: int = Field(2, ge=1, le=UPPER_BOUND_MAX_PARALLELISM)
+    """Parallelism of every vertex; one Spark executor per subtask."""
     max_parallelism: int | None = Field(None, ge=1, le=UPPER_BOUND_MAX_PARALLELISM)
+    """Number of key groups; fixed for the life of the job's state (unset: Flink's rule from replicas)."""
     state_backend: Literal["rocksdb", "heap"] = "rocksdb"
+    """Where keyed state lives: RocksDB on local disk, or the task's memory."""
     checkpointing: Checkpointing = Checkpointing()
     savepoints: Savepoints = Savepoints()
     initial_savepoint_path: StorageUrl | None = None
-    """The savepoint a new job's first launch restores (later changes do nothing);
-    whoever creates the job vouches for it, as for `job.importUnsignedSavepoint`."""
+    """A savepoint the job's first launch restores (changing it later does nothing). Whoever creates
+    the job vouches for it, as for job.importUnsignedSavepoint."""
     deletion: Deletion = Deletion()
     upgrade_mode: UpgradeMode = "savepoint"
+    """How a spec change carries state into the restarted job."""
     state: DesiredState = "running"
     restart_strategy: RestartStrategySpec = RestartStrategySpec()
     restart_nonce: int | None = Field(None, ge=-(2**31), le=INT32)
+    """Change it to restart the job from its latest checkpoint."""
     driver: PodResources = PodResources()
     executor: PodResources = PodResources()
     spark_conf: dict[str, str] = Field(default_factory=dict)
     service_account_name: str | None = None
+    """Run the driver and its executors as this service account (its cloud identity reaches every pod
+    that uploads state) instead of the driver as one the operator creates."""
     pod_template: dict[str, Any] = Field(default_factory=dict)
+    """Merged into the driver and executor pods (labels, annotations, tolerations, ...); its container
+    named driver gives the driver's container its env and envFrom, its container named executor is
+    merged into every executor's."""
     volumes: list[dict[str, Any]] = Field(default_factory=list)
-    volume_mounts: list[dict[str, Any]] = Field(default_factory=list)
-    """Mounted at the same paths in the driver and every executor: a shared
-    volume for `file://` checkpoint storage, say (both read and write it)."""
+    """Pod volumes for the driver and every executor (a shared claim for file:// storage)."""
+    volume_mounts: list[dict[str, Any]] = Field(
+        default_factory=list,
+        json_schema_extra={
+            "items": {
+                "type": "object",
+                "required": ["name", "mountPath"],
+                "properties": {"name": {"type": "string"}, "mountPath": {"type": "string"}},
+                "additionalProperties": True,
+            }
+        },
+    )
+    """Mounted at the same paths in the driver and every executor container."""
     etcd: Etcd = Etcd()
 
     @field_validator("volumes")
@@ -322,3 +424,53 @@ def read_manifest(document: Mapping[str, Any]) -> StreamingJobManifest:
         return StreamingJobManifest.model_validate(document)
     except ValidationError as error:
         raise SpecError(describe(error, StreamingJobManifest, "")) from None
+
+
+def field_at(path: str) -> FieldInfo:
+    """The model's field a manifest path names (`spec.checkpointing.interval`): its
+    default, bounds and description, which flags derived from it show."""
+    model: type[BaseModel] = StreamingJobManifest
+    field: FieldInfo | None = None
+    for name in path.split("."):
+        if field is not None:
+            model = _model_of(field)
+        field = next(f for attribute, f in model.model_fields.items() if (f.alias or attribute) == name)
+    assert field is not None, path
+    return field
+
+
+def _model_of(field: FieldInfo) -> type[BaseModel]:
+    annotation = field.annotation
+    if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        raise TypeError(f"{annotation!r} has no fields")
+    return annotation
+
+
+def resolved_document(manifest: StreamingJobManifest | None, entrypoint: str) -> dict[str, Any]:
+    """A manifest as the model resolves it, every default filled in (a run without a
+    manifest: the defaults of every field, for the job `entrypoint`)."""
+    if manifest is None:
+        spec = StreamingJobSpec.model_construct(job=JobSection.model_construct(entrypoint=entrypoint))
+        metadata = {"namespace": Metadata.model_fields["namespace"].default}
+        return {"metadata": metadata, "spec": spec.model_dump(by_alias=True)}
+    return manifest.model_dump(by_alias=True)
+
+
+FieldKind = Literal["duration", "positive duration", "storage url"]
+
+
+def kind_of(field: FieldInfo) -> tuple[Any, FieldKind | None]:
+    """A field's Python type (None taken out of `X | None`), and which of the model's
+    own kinds of value it is, if any: what a flag that sets it must parse."""
+    annotation = field.annotation
+    members = [a for a in get_args(annotation) if a is not type(None)]
+    if get_origin(annotation) in (Union, UnionType) and len(members) == 1:
+        annotation = members[0]
+    metadata = list(field.metadata)
+    if get_origin(annotation) is Annotated:
+        annotation, *extra = get_args(annotation)
+        metadata += extra
+    validators = {m.func for m in metadata if isinstance(m, AfterValidator)}
+    if _DURATION_SCHEMA in metadata:
+        return annotation, "positive duration" if _positive in validators else "duration"
+    return annotation, "storage url" if _storage in validators else None

@@ -39,3 +39,16 @@ def positive_duration(text: str) -> float:
     if seconds <= 0:
         raise ValueError(f"must be more than 0 seconds, got {text!r}")
     return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """`seconds` in the grammar, the largest units first (600 -> `10m`, 90 -> `1m30s`,
+    0.5 -> `500ms`, 0 -> `0s`): how the CRD writes a default."""
+    micros = round(seconds * 1_000_000)
+    if micros == 0:
+        return "0s"
+    text = ""
+    for unit, size in (("h", 3_600_000_000), ("m", 60_000_000), ("s", 1_000_000), ("ms", 1000), ("us", 1)):
+        count, micros = divmod(micros, size)
+        text += f"{count}{unit}" if count else ""
+    return text

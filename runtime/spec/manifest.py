@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from lockgate.runtime.driver.spec_errors import SpecError
-from lockgate.runtime.driver.streaming_job import KIND, StreamingJobManifest, read_manifest
+from lockgate.runtime.spec.errors import SpecError
+from lockgate.runtime.spec.model import KIND, StreamingJobManifest, read_manifest
 
 
 class ManifestError(ValueError):

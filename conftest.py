@@ -14,6 +14,7 @@ SLOW = (
     "tests/runtime/recovery/",
     "tests/runtime/spark/",
     "tests/runtime/cli/test_run.py",
+    "tests/runtime/cli/test_run_local.py",
     "tests/runtime/engine/test_damaged_checkpoints.py",
     "tests/runtime/engine/test_lease_lapse.py",
     "tests/runtime/engine/test_recovery.py",

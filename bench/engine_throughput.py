@@ -28,8 +28,9 @@ from lockgate.runtime.coordination.etcd import EtcdConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.engine.channels import DEFAULT_CHANNEL_CAPACITY
-from lockgate.runtime.engine.job_master import run_once
+from lockgate.runtime.engine.job_master import JobMaster
 from lockgate.runtime.engine.job_spec import JobSpec
+from lockgate.runtime.engine.restart import restart_strategy
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.metrics.serving import PortRange
 from lockgate.runtime.snapshot.storage import CheckpointStorage
@@ -76,7 +77,8 @@ def measure(
         scraper.start()
     started = time.monotonic()
     try:
-        asyncio.run(run_once(spec, BarrierStage(spark), storage, config))  # type: ignore[arg-type]
+        master = JobMaster(spec, BarrierStage(spark), storage, config)  # type: ignore[arg-type]
+        asyncio.run(master.run(restart_strategy("none")))
     finally:
         done.set()
     wall = time.monotonic() - started

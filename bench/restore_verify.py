@@ -18,6 +18,7 @@ import argparse
 import os
 import random
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -26,9 +27,12 @@ from pathlib import Path
 from lockgate.runtime import ValueStateDescriptor, key_group, key_group_range
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.coordination.restore_point import verify
-from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex, snapshot_vertex
 from lockgate.runtime.snapshot.metadata import CheckpointMetadata, read_metadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.vertex_snapshots import LocalSubtask, restore_vertex, snapshot_vertex  # noqa: E402 - after the path that makes it importable
 
 M = 128
 P = 2

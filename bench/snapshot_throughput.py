@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -24,11 +25,14 @@ from lockgate.runtime import ValueStateDescriptor, key_group_range
 from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend
-from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex
 from lockgate.runtime.snapshot.metadata import CheckpointMetadata, SnapshotKind, VertexState, write_metadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.snapshot.subtask import SnapshotTarget, snapshot_subtask
 from lockgate.runtime.state.backend import KeyedStateBackend
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.vertex_snapshots import LocalSubtask, restore_vertex  # noqa: E402 - after the path that makes it importable
 
 M = 128
 STATE = ValueStateDescriptor("payload")

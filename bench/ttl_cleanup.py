@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,10 +26,13 @@ from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.clock import ManualClock
 from lockgate.runtime.snapshot.handles import NativeKeyedHandle
-from lockgate.runtime.snapshot.local import LocalSubtask, snapshot_vertex
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.state.backend import KeyedStateBackend
 from lockgate.runtime.state.ttl_cleanup import IncrementalCleanup
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.vertex_snapshots import LocalSubtask, snapshot_vertex  # noqa: E402 - after the path that makes it importable
 
 M = 128
 SESSION = ValueStateDescriptor("session", ttl=10)

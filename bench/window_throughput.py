@@ -29,8 +29,9 @@ from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.etcd import EtcdConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.coordination.keys import JobKeys
-from lockgate.runtime.engine.job_master import run_once
+from lockgate.runtime.engine.job_master import JobMaster
 from lockgate.runtime.engine.job_spec import JobSpec
+from lockgate.runtime.engine.restart import restart_strategy
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.spark import BarrierStage, local_session
@@ -85,7 +86,9 @@ def measure(spark: object, etcd: EtcdConfig, work: Path, args: argparse.Namespac
     )
     storage = CheckpointStorage(f"file://{work}/checkpoints")
     started = time.monotonic()
-    asyncio.run(run_once(spec, BarrierStage(spark), storage, CheckpointConfig(interval_s=5.0, timeout_s=600)))  # type: ignore[arg-type]
+    config = CheckpointConfig(interval_s=5.0, timeout_s=600)
+    master = JobMaster(spec, BarrierStage(spark), storage, config)  # type: ignore[arg-type]
+    asyncio.run(master.run(restart_strategy("none")))
     wall = time.monotonic() - started
     sources = [json.loads(p.read_text()) for p in samples.glob("source-*.json")]
     sinks = [json.loads(p.read_text()) for p in samples.glob("sink-*.json")]

@@ -19,9 +19,12 @@ from pathlib import Path
 from lockgate.runtime import ValueStateDescriptor, key_group, key_group_range, operator_index
 from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
-from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex, snapshot_vertex
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.state.backend import KeyedStateBackend
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.vertex_snapshots import LocalSubtask, restore_vertex, snapshot_vertex  # noqa: E402 - after the path that makes it importable
 
 MAX_PARALLELISM = 128
 COUNT = ValueStateDescriptor("count", default=0)

@@ -16,7 +16,7 @@ import pickle
 import re
 import tempfile
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,8 +24,8 @@ from typing import Any
 import fsspec
 from fsspec.spec import AbstractFileSystem
 from lockgate.runtime.api.entrypoint import BuildFunction, JobBuildError, graph_of
+from lockgate.runtime.api.front_ends import RUN_JOB, FrontEndError, address_to
 from lockgate.runtime.api.graph import JobGraph, Vertex
-from lockgate.runtime.api.job_args import MissingJobArgumentError
 from lockgate.runtime.api.validation import JobDefinitionError
 from lockgate.runtime.clock import Clock
 from lockgate.runtime.connectors.collect_sink import CollectSink
@@ -34,12 +34,9 @@ from lockgate.runtime.coordination.cancellation import within
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.in_memory_store import InMemoryStore
 from lockgate.runtime.coordination.keys import JobKeys
-from lockgate.runtime.coordination.savepoint_client import request_savepoint
-from lockgate.runtime.engine.job_master import JobGaveUpError, JobMaster, RunResult
+from lockgate.runtime.engine.in_process import run_in_process
+from lockgate.runtime.engine.job_master import RunResult
 from lockgate.runtime.engine.job_spec import JobSpec
-from lockgate.runtime.engine.restart import restart_strategy
-from lockgate.runtime.engine.restore_check import MaxParallelismMismatchError, NonRestoredStateError
-from lockgate.runtime.engine.thread_stage import ThreadStage
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.testing.settings import Backend, RunSettings, Savepoint, checked_settings
@@ -103,7 +100,14 @@ def run_job(
         max_parallelism=max_parallelism,
         timeout_s=timeout_s,
     )
-    coroutine = _run(settings)
+    try:
+        return _on_a_loop_of_its_own(_run(settings))
+    except FrontEndError as error:
+        address_to(error, RUN_JOB)  # its message names run_job's arguments, not lockgate run's flags
+        raise
+
+
+def _on_a_loop_of_its_own(coroutine: Coroutine[Any, Any, JobResult]) -> JobResult:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -156,15 +160,6 @@ class _Graphs:
 def _built(settings: RunSettings, name: str) -> JobGraph:
     try:
         return graph_of(settings.build, name, settings.args, settings.label)
-    except MissingJobArgumentError as missing:
-        missing.args = (
-            re.sub(
-                r"give it with --arg (\S+)=VALUE \([^)]*\)",
-                r"give it in run_job(args={'\1': ...})",
-                str(missing),
-            ),
-        )
-        raise
     except JobBuildError as error:
         raised = error.__cause__
         if raised is None:
@@ -211,7 +206,7 @@ async def _run(settings: RunSettings) -> JobResult:
                 bounded=True,
                 graph_factory=graphs,
             )
-            ended = await within(_run_master(spec, root, reached, settings), settings.timeout_s)
+            ended = await within(_run_in_process(spec, root, reached, settings), settings.timeout_s)
         read = None if graphs.budget is None else graphs.budget.read
         committed = frozenset().union(*(CollectSink.committed_ids(name) for name in graphs.sinks.values()))
         savepoint = None
@@ -231,14 +226,6 @@ async def _run(settings: RunSettings) -> JobResult:
             f"run_job: {settings.label} did not end within {settings.timeout_s} s{hint}; give timeout_s= "
             "if it needs longer"
         ) from None
-    except JobGaveUpError as gave_up:
-        failure = gave_up.__cause__
-        if failure is None:
-            raise
-        failure.__suppress_context__ = True  # the job's own error, as it raised it, with its cause
-        raise failure  # noqa: B904 - its own cause is kept; the give-up is not news
-    except (NonRestoredStateError, MaxParallelismMismatchError) as refused:
-        raise type(refused)(_as_run_job_says_it(str(refused), f"memory://{root}/restore")) from None
     finally:
         store.end_all_leases()
         for name in graphs.sinks.values():
@@ -247,47 +234,25 @@ async def _run(settings: RunSettings) -> JobResult:
             memory.rm(root, recursive=True)
 
 
-async def _run_master(
+async def _run_in_process(
     spec: JobSpec, root: str, reached: asyncio.Future[None], settings: RunSettings
 ) -> RunResult:
     """The run to its end; a stop-with-savepoint is asked for once `reached` (the read budget spent)."""
-    master = JobMaster(
-        spec,
-        ThreadStage(),
-        CheckpointStorage(f"memory://{root}/checkpoints"),
-        CheckpointConfig(interval_s=CHECKPOINT_INTERVAL_S, timeout_s=settings.timeout_s),
-        savepoint_dir=f"memory://{root}/savepoints",
-        allow_non_restored_state=settings.allow_non_restored_state,
-    )
     restore = None
     if settings.restore is not None:
         memory = fsspec.filesystem("memory")
         for path, data in settings.restore.files.items():
             memory.pipe_file(f"{root}/restore/{path}", data)
         restore = f"memory://{root}/restore"
-    run = asyncio.ensure_future(master.run(restart_strategy("none"), from_savepoint=restore))
-    try:
-        either: set[asyncio.Future[Any]] = {run, reached}
-        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-        if reached.done() and not run.done():
-            store = spec.control_plane
-            assert isinstance(store, InMemoryStore)
-            await request_savepoint(store, spec.keys, stop=True, expires_in_s=settings.timeout_s)
-        return await run
-    finally:
-        # Cancelled (the time is up): the tasks stop before the run's files are deleted.
-        run.cancel()
-        await asyncio.gather(run, return_exceptions=True)
-
-
-def _as_run_job_says_it(message: str, restore_url: str) -> str:
-    """A restore refusal in `run_job`'s words: its argument names, not a path or the
-    command line's flags."""
-    message = message.replace(restore_url, "the savepoint given as restore=")
-    message = re.sub(
-        r"pass --allow-non-restored-state \([^)]*\)", "pass allow_non_restored_state=True", message
+    return await run_in_process(
+        spec,
+        CheckpointStorage(f"memory://{root}/checkpoints"),
+        CheckpointConfig(interval_s=CHECKPOINT_INTERVAL_S, timeout_s=settings.timeout_s),
+        savepoint_dir=f"memory://{root}/savepoints",
+        from_savepoint=restore,
+        allow_non_restored_state=settings.allow_non_restored_state,
+        stop_when=reached,
     )
-    return re.sub(r"Run with --max-parallelism (\d+)", r"Run with max_parallelism=\1", message)
 
 
 def _set(future: asyncio.Future[None]) -> None:

@@ -126,9 +126,7 @@ def graph_of(build: BuildFunction, job_name: str, args: Mapping[str, str] | None
         # Its message says all there is to fix: one line, naming where the job asked.
         frame = implicating_job_frame(error)
         if frame is not None:
-            error.args = (
-                f"{error} (asked for in {frame.name}, {Path(frame.filename).name} line {frame.lineno})",
-            )
+            error.asked_in = f"{frame.name}, {Path(frame.filename).name} line {frame.lineno}"
         raise
     except Exception as error:
         note_arguments(error, env.args)

@@ -14,25 +14,48 @@ import builtins
 from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
+from lockgate.runtime.api.front_ends import RUN_JOB, FrontEnd, FrontEndError, job_argument
 from lockgate.runtime.api.validation import JobDefinitionError
 
 T = TypeVar("T")
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
 
-class MissingJobArgumentError(JobDefinitionError, KeyError):
+class _ArgumentError(FrontEndError, JobDefinitionError):
+    asked_in: str | None = None
+    """Where the job's code asked for the argument (set by the build)."""
+
+    def __str__(self) -> str:
+        message = self.render(self.front_end)
+        return message if self.asked_in is None else f"{message} (asked for in {self.asked_in})"
+
+
+class MissingJobArgumentError(_ArgumentError, KeyError):
     def __init__(self, key: str, given: list[str]) -> None:
-        super().__init__(
-            f"job argument {key!r} is missing: give it with --arg {key}=VALUE (or in the manifest's "
-            f"spec.job.args); given: {', '.join(given) or 'none'}"
-        )
+        super().__init__(key, given)
+        self.key, self.given = key, given
 
-    def __str__(self) -> str:  # KeyError's would quote the whole message
-        return str(self.args[0])
+    def render(self, front_end: FrontEnd) -> str:
+        if front_end == RUN_JOB:
+            how = f"give it in {job_argument(self.key, '...', front_end)}"
+        else:
+            given = job_argument(self.key, "VALUE", front_end)
+            how = f"give it with {given} (or in the manifest's spec.job.args)"
+        return f"job argument {self.key!r} is missing: {how}; given: {', '.join(self.given) or 'none'}"
+
+    __str__ = _ArgumentError.__str__  # KeyError's would quote the key
 
 
-class JobArgumentError(JobDefinitionError):
-    """An argument whose value is not what the job reads it as."""
+class JobArgumentError(_ArgumentError):
+    """An argument whose value is not what the job reads it as (`env.args.int(...)`)."""
+
+    def __init__(self, key: str, value: str, expected: str) -> None:
+        super().__init__(key, value, expected)
+        self.key, self.value, self.expected = key, value, expected
+
+    def render(self, front_end: FrontEnd) -> str:
+        given = job_argument(self.key, "...", front_end)
+        return f"job argument {self.key}={self.value!r} is not {self.expected}: give it with {given}"
 
 
 class JobArgs(Mapping[str, str]):
@@ -78,9 +101,7 @@ class JobArgs(Mapping[str, str]):
         try:
             return parse(self._values[key])
         except ValueError:
-            raise JobArgumentError(
-                f"job argument {key}={self._values[key]!r} is not {what}: give it with --arg {key}=..."
-            ) from None
+            raise JobArgumentError(key, self._values[key], what) from None
 
 
 def note_arguments(error: BaseException, args: Mapping[str, str]) -> None:

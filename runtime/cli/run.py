@@ -1,5 +1,7 @@
 """`lockgate run JOB`: run a job locally on Spark (`local[P]`), with an embedded etcd
-under `.lockgate/` unless `--etcd` names one. The driver's code, on this machine."""
+under `.lockgate/` unless `--etcd` names one. The driver's code, on this machine.
+`lockgate run --local JOB`: the same run with its tasks as threads of this process
+(the in-process runner), no JVM and no Spark: the job author's fastest loop."""
 
 from __future__ import annotations
 
@@ -26,11 +28,10 @@ from lockgate.runtime.driver.options import JobSettings, OptionError
 from lockgate.runtime.driver.preflight import preflight
 from lockgate.runtime.driver.progress import Totals
 from lockgate.runtime.driver.termination import until_terminated
-from lockgate.runtime.engine.job_master import RunResult, refuse_an_earlier_run
+from lockgate.runtime.engine.in_process import ThreadStage
+from lockgate.runtime.engine.job_master import RunResult, Stage, refuse_an_earlier_run
 from lockgate.runtime.snapshot.storage import CheckpointStorage
-from lockgate.runtime.spark import BarrierStage
 from lockgate.runtime.spark.java import check_java
-from lockgate.runtime.spark.session import command_session
 
 
 def register(commands: Any) -> None:
@@ -39,6 +40,13 @@ def register(commands: Any) -> None:
     etcd = command.add_argument_group("etcd")
     etcd.add_argument("--etcd", help="etcd endpoints (default: start an embedded etcd)")
     add_security(etcd)  # TLS and the job's etcd user, for an etcd of the team's own
+    command.add_argument(
+        "--local",
+        action="store_true",
+        help="run the tasks as threads of this process: no JVM, no Spark, the same job master, etcd, "
+        "checkpoints and savepoints (a savepoint or checkpoint of either kind of run restores in the "
+        "other); the fastest way to try a job",
+    )
     command.add_argument(
         "--master",
         help="Spark master (default: local[P]); e.g. local-cluster[2,1,1024] for executors in their own JVMs",
@@ -95,18 +103,36 @@ def _check_slots(master: str | None, parallelism: int) -> None:
         )
 
 
+SPARK_ONLY = {"master": "--master", "spark_ui": "--spark-ui", "task_metrics_ports": "--task-metrics-ports"}
+"""Flags of a run on Spark that a --local run has nothing to apply to."""
+
+
+def _refuse_spark_only_flags(arguments: argparse.Namespace) -> None:
+    given = [flag for name, flag in SPARK_ONLY.items() if getattr(arguments, name) is not None]
+    if given:
+        raise OptionError(
+            f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} for a run on Spark; --local runs "
+            "the tasks as threads of this process: drop --local to run on Spark, or drop "
+            f"{' and '.join(given)}"
+        )
+
+
 def run_command(arguments: argparse.Namespace) -> int:
     # Job modules are found from the current directory, as `python -m` would.
     sys.path.insert(0, os.getcwd())
+    if arguments.local:
+        _refuse_spark_only_flags(arguments)
     if not arguments.etcd and arguments.takeover_wait is None:
         # The embedded etcd is this directory's alone (the run lock): a coordinator it
         # still records is a killed run's, which a successor replaces within its TTL.
         arguments.takeover_wait = LEASE_TTL_S + 2.0
     settings = settings_from(arguments, WORK_DIR, fresh_by_default=True)
-    _check_slots(arguments.master, settings.parallelism)
+    if not arguments.local:
+        _check_slots(arguments.master, settings.parallelism)
     if arguments.etcd_user and not arguments.etcd:
         raise OptionError("--etcd-user goes with --etcd: the embedded etcd has no users")
-    check_java()  # Spark's launcher would say it only once the JVM fails to start
+    if not arguments.local:
+        check_java()  # Spark's launcher would say it only once the JVM fails to start
     # Before etcd or Spark start; an embedded etcd is not started just to record a refusal.
     preflight(settings, config_of(arguments.etcd, arguments) if arguments.etcd else None)
     with exclusive_run(WORK_DIR):
@@ -127,34 +153,57 @@ def run_command(arguments: argparse.Namespace) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _stage(settings: JobSettings, arguments: argparse.Namespace) -> Iterator[tuple[Stage, str, list[str]]]:
+    """Where the tasks run: Spark's barrier stage (its JVM starts here), or this
+    process's threads; with how to say so, and what to print after."""
+    if arguments.local:
+        try:
+            yield ThreadStage(), "in this process (--local)", []
+        finally:
+            RUN_FILE.unlink(missing_ok=True)
+        return
+    # Imported only here: a --local run never loads pyspark.
+    from lockgate.runtime.spark import BarrierStage  # noqa: PLC0415
+    from lockgate.runtime.spark.session import command_session  # noqa: PLC0415
+
+    master = arguments.master or f"local[{settings.parallelism}]"
+    with command_session(
+        master,
+        f"lockgate-{settings.keys.job}",
+        on_stop=lambda: RUN_FILE.unlink(missing_ok=True),
+        task_failures_logged=arguments.debug,
+        ui_port=arguments.spark_ui,
+        spark_warnings=arguments.debug or arguments.verbose > 0,
+    ) as spark:
+        ui = [f"Spark UI at {spark.sparkContext.uiWebUrl}"] if arguments.spark_ui is not None else []
+        yield BarrierStage(spark), f"on {master}", ui
+
+
 def _run_here(settings: JobSettings, arguments: argparse.Namespace) -> tuple[RunResult, Totals]:
-    """The job on Spark beside its etcd (embedded, or `--etcd`), to its end."""
+    """The job on Spark or on this process's threads, beside its etcd (embedded, or
+    `--etcd`), to its end."""
     keys, p = settings.keys, settings.parallelism
     # Only an etcd that may hold an earlier run is waited for before the JVM starts.
     may_hold_an_earlier_run = bool(arguments.etcd) or (WORK_DIR / "etcd").exists()
     with _etcd(arguments) as (etcd_config, etcd_ready):
-        refuses = settings.earlier_checkpoints == "refuse" and settings.from_savepoint is None
-        if refuses and may_hold_an_earlier_run:
+        # A run from a savepoint starts from it, whatever checkpoints the job id has (as the job master does).
+        starts_empty = settings.earlier_checkpoints == "refuse" and settings.from_savepoint is None
+        if starts_empty and may_hold_an_earlier_run:
             etcd_ready()
             run_with_bounded_shutdown(_refuse_an_earlier_run(settings, etcd_config))
-        master = arguments.master or f"local[{p}]"
-        with command_session(
-            master,
-            f"lockgate-{keys.job}",
-            on_stop=lambda: RUN_FILE.unlink(missing_ok=True),
-            task_failures_logged=arguments.debug,
-            ui_port=arguments.spark_ui,
-            spark_warnings=arguments.debug or arguments.verbose > 0,
-        ) as spark:
+        with _stage(settings, arguments) as (stage, where, notes):
             etcd_ready()
             # Other commands find the run's etcd by this record: only once it serves.
             endpoints = ",".join(etcd_config.endpoints)
             record = {"etcd": endpoints, "namespace": keys.namespace, "job_id": keys.job, "pid": os.getpid()}
             RUN_FILE.write_text(json.dumps(record))
-            where = f"{keys.namespace}/{keys.job} at parallelism {p} on {master}"
-            print(f"running {settings.entrypoint} as {where}", flush=True)
-            if arguments.spark_ui is not None:
-                print(f"Spark UI at {spark.sparkContext.uiWebUrl}", flush=True)
+            print(
+                f"running {settings.entrypoint} as {keys.namespace}/{keys.job} at parallelism {p} {where}",
+                flush=True,
+            )
+            for note in notes:
+                print(note, flush=True)
             return run_with_bounded_shutdown(
-                until_terminated(drive(settings, etcd_config, BarrierStage(spark), progress=sys.stderr))
+                until_terminated(drive(settings, etcd_config, stage, progress=sys.stderr))
             )

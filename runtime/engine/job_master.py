@@ -35,7 +35,7 @@ from lockgate.runtime.coordination.restore_point import (
 from lockgate.runtime.coordination.unusable import UnusableCheckpoints
 from lockgate.runtime.engine.job_spec import JobSpec, new_launch_secret
 from lockgate.runtime.engine.plan import job_plan
-from lockgate.runtime.engine.restart import RestartHistory, RestartStrategy, decide, restart_strategy
+from lockgate.runtime.engine.restart import RestartHistory, RestartStrategy, decide
 from lockgate.runtime.engine.restore_check import (
     MaxParallelismMismatchError,
     NonRestoredStateError,
@@ -296,23 +296,6 @@ class JobMaster:
             problem,
         )
         return True
-
-
-async def run_once(
-    spec: JobSpec,
-    stage: Stage,
-    storage: CheckpointStorage,
-    config: CheckpointConfig,
-    *,
-    savepoint_dir: str | None = None,
-    from_savepoint: str | None = None,
-    earlier_checkpoints: EarlierCheckpoints = "resume",
-) -> RunResult:
-    """One launch, no restarts."""
-    master = JobMaster(spec, stage, storage, config, savepoint_dir=savepoint_dir)
-    return await master.run(
-        restart_strategy("none"), from_savepoint=from_savepoint, earlier_checkpoints=earlier_checkpoints
-    )
 
 
 async def _handle_earlier_checkpoints(coordinator: CheckpointCoordinator, policy: EarlierCheckpoints) -> None:

@@ -13,6 +13,13 @@ from __future__ import annotations
 
 import logging
 
+from lockgate.runtime.api.front_ends import (
+    ALLOW_NON_RESTORED_STATE,
+    MAX_PARALLELISM,
+    FrontEnd,
+    FrontEndError,
+    snapshot_named,
+)
 from lockgate.runtime.api.graph import KEYED_KINDS, STATEFUL_KINDS, JobGraph
 from lockgate.runtime.snapshot.metadata import CheckpointMetadata
 
@@ -22,12 +29,50 @@ CLAIMS = {"keyed": KEYED_KINDS, "operator": ("source", "sink")}
 """Which kinds of vertex keep each kind of state."""
 
 
-class MaxParallelismMismatchError(ValueError):
-    """State is split into key groups by max parallelism: it can never change."""
+class MaxParallelismMismatchError(FrontEndError, ValueError):
+    """State is split into key groups by max parallelism: it can never change.
+    `parallelism` is set when the run's parallelism exceeds the state's max parallelism
+    (the run's own max parallelism follows from it unless set), else the run's
+    `max_parallelism` differs from the state's."""
+
+    def __init__(
+        self, url: str, vertex: str, state_max_parallelism: int, max_parallelism: int, parallelism: int | None
+    ) -> None:
+        super().__init__(url, vertex, state_max_parallelism, max_parallelism, parallelism)
+        self.url, self.vertex = url, vertex
+        self.state_max_parallelism, self.max_parallelism = state_max_parallelism, max_parallelism
+        self.parallelism = parallelism
+
+    def render(self, front_end: FrontEnd) -> str:
+        snapshot, fixed = snapshot_named(self.url, front_end), self.state_max_parallelism
+        if self.parallelism is not None:
+            return (
+                f"parallelism {self.parallelism} exceeds max parallelism {fixed} of the state in {snapshot} "
+                f"(vertex {self.vertex!r}), which is fixed for the life of a job's state: a subtask needs "
+                f"at least one key group; run with at most {fixed}"
+            )
+        return (
+            f"{snapshot} was taken with max parallelism {fixed} (vertex {self.vertex!r}); this run has "
+            f"{self.max_parallelism}. Run with {MAX_PARALLELISM.set_to(fixed, front_end)}: it is fixed for "
+            "the life of a job's state."
+        )
 
 
-class NonRestoredStateError(ValueError):
+class NonRestoredStateError(FrontEndError, ValueError):
     """The snapshot holds state no vertex of the job claims; the message names it."""
+
+    def __init__(self, url: str, unclaimed: list[str], stateful: list[str]) -> None:
+        super().__init__(url, unclaimed, stateful)
+        self.url, self.unclaimed, self.stateful = url, unclaimed, stateful
+
+    def render(self, front_end: FrontEnd) -> str:
+        return (
+            f"{snapshot_named(self.url, front_end)} holds state no vertex of this job claims: "
+            f"{', '.join(self.unclaimed)}. The job's stateful vertices are {', '.join(self.stateful)}. "
+            "A vertex keeps its state under its name: give a renamed vertex its old name back to restore "
+            "its state (a renamed source would otherwise read its input again from the beginning), or pass "
+            f"{ALLOW_NON_RESTORED_STATE.set_to(True, front_end)} to drop the unclaimed state."
+        )
 
 
 def unclaimed_state(metadata: CheckpointMetadata, graph: JobGraph) -> list[str]:
@@ -56,17 +101,9 @@ def check_restorable(
     parallelism follows from its parallelism unless set, so that is the flag to change."""
     for name, vertex in metadata.vertices.items():
         if parallelism is not None and parallelism > vertex.max_parallelism:
-            raise MaxParallelismMismatchError(
-                f"parallelism {parallelism} exceeds max parallelism {vertex.max_parallelism} of the "
-                f"state in {url} (vertex {name!r}), which is fixed for the life of a job's state: a "
-                f"subtask needs at least one key group; run with at most {vertex.max_parallelism}"
-            )
+            raise MaxParallelismMismatchError(url, name, vertex.max_parallelism, max_parallelism, parallelism)
         if vertex.max_parallelism != max_parallelism:
-            raise MaxParallelismMismatchError(
-                f"{url} was taken with max parallelism {vertex.max_parallelism} (vertex {name!r}); "
-                f"this run has {max_parallelism}. Run with --max-parallelism "
-                f"{vertex.max_parallelism}: it is fixed for the life of a job's state."
-            )
+            raise MaxParallelismMismatchError(url, name, vertex.max_parallelism, max_parallelism, None)
     unclaimed = unclaimed_state(metadata, graph)
     if not unclaimed:
         return
@@ -77,11 +114,5 @@ def check_restorable(
             ", ".join(unclaimed),
         )
         return
-    stateful = ", ".join(f"{v.name!r} ({v.kind})" for v in graph.vertices if v.kind in STATEFUL_KINDS)
-    raise NonRestoredStateError(
-        f"{url} holds state no vertex of this job claims: {', '.join(unclaimed)}. The job's "
-        f"stateful vertices are {stateful}. A vertex keeps its state under its name: "
-        "give a renamed vertex its old name back to restore its state (a renamed source would "
-        "otherwise read its input again from the beginning), or pass --allow-non-restored-state "
-        "(spec.job.allowNonRestoredState: true) to drop the unclaimed state."
-    )
+    stateful = [f"{v.name!r} ({v.kind})" for v in graph.vertices if v.kind in STATEFUL_KINDS]
+    raise NonRestoredStateError(url, unclaimed, stateful)

@@ -17,7 +17,6 @@ from lockgate.runtime import ValueStateDescriptor, key_group, key_group_range
 from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.coordination.restore_point import verify
-from lockgate.runtime.snapshot.local import LocalSubtask, snapshot_vertex
 from lockgate.runtime.snapshot.metadata import read_metadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError
 
@@ -25,6 +24,7 @@ from tests.faults.checkpoint_corruption import corrupt_snapshot, files_only_it_h
 from tests.faults.exchange_partition import PROXY_HOST, ExchangeProxies
 from tests.faults.schedule import CLASS_OF, CLASSES, KINDS, Schedule, plan
 from tests.faults.soak_reference import SoakInput, output_problems, running_sum
+from tests.vertex_snapshots import LocalSubtask, snapshot_vertex
 
 # -- the schedule ------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from lockgate.runtime import (
     GeneratorSource,
     StreamEnvironment,
 )
+from lockgate.runtime.api.job_args import JobArgumentError
 from lockgate.runtime.api.validation import JobDefinitionError
 from lockgate.runtime.engine.restore_check import MaxParallelismMismatchError, NonRestoredStateError
 from lockgate.testing import ManualClock, Savepoint, run_job
@@ -386,6 +387,17 @@ def test_an_exception_of_the_build_is_raised_as_itself() -> None:
     with pytest.raises(ValueError, match="no limit") as caused:
         run_job(raises_from)
     assert isinstance(caused.value.__cause__, KeyError), "the job's own cause is kept"
+
+
+def test_an_argument_of_the_wrong_kind_is_named_in_run_jobs_words() -> None:
+    def typed(env: StreamEnvironment) -> None:
+        env.args.int("count")
+
+    with pytest.raises(JobArgumentError) as refused:
+        run_job(typed, args={"count": "abc"})
+    assert str(refused.value).startswith(
+        "job argument count='abc' is not an integer: give it with run_job(args={'count': ...}) (asked for in "
+    )
 
 
 def _renamed(env: StreamEnvironment) -> None:

@@ -11,12 +11,12 @@ import pytest
 from lockgate.runtime.driver import add_job_options, settings_from
 from lockgate.runtime.driver.preflight import preflight
 from lockgate.runtime.engine.restore_check import MaxParallelismMismatchError, NonRestoredStateError
-from lockgate.runtime.snapshot.local import LocalSubtask, snapshot_vertex
 from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError
 from lockgate.runtime.state.operator_state import OperatorStateStore
 
 from tests.runtime.cli.refusals import ARGS, WORD_COUNT, manifest, settings
 from tests.runtime.cli.test_run import _lockgate
+from tests.vertex_snapshots import LocalSubtask, snapshot_vertex
 
 
 def _savepoint(tmp_path: Path, vertex: str) -> str:

@@ -13,11 +13,11 @@ from lockgate.runtime.coordination.coordinator import CheckpointConfig, JobPlan
 from lockgate.runtime.coordination.errors import CheckpointAbortedError, JobFailedError
 from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger, decode
 from lockgate.runtime.metrics.job_metrics import JobMetrics
-from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex
 from lockgate.runtime.snapshot.metadata import read_metadata
 
 from tests.polling import eventually, eventually_true
 from tests.runtime.coordination.running_job import COUNT, Job
+from tests.vertex_snapshots import LocalSubtask, restore_vertex
 
 MANUAL = CheckpointConfig(interval_s=None, timeout_s=30)
 

@@ -28,10 +28,10 @@ from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import CompletedCheckpoint
 from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
+from lockgate.runtime.engine.in_process import ThreadStage
 from lockgate.runtime.engine.job_master import JobGaveUpError, JobMaster, Stage
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.restart import RestartStrategy, restart_strategy
-from lockgate.runtime.engine.thread_stage import ThreadStage
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError
 

@@ -15,11 +15,11 @@ from lockgate.runtime.coordination.completed_store import CompletedCheckpointSto
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.engine.in_process import ThreadStage
 from lockgate.runtime.engine.job_master import JobMaster
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.restart import restart_strategy
 from lockgate.runtime.engine.restore_check import unclaimed_state
-from lockgate.runtime.engine.thread_stage import ThreadStage
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.snapshot.handles import OperatorStateHandle
 from lockgate.runtime.snapshot.metadata import CheckpointMetadata, SubtaskState, VertexState

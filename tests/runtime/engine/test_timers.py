@@ -29,13 +29,13 @@ from lockgate.runtime.engine.events import NO_WATERMARK, Barrier, EventTime, Key
 from lockgate.runtime.engine.operators import ProcessOperator
 from lockgate.runtime.engine.timer_service import TimerRegistrationError
 from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend
-from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex, snapshot_vertex
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.state.backend import KeyGroupOwnershipError
 
 from tests.conftest import make_backend
 from tests.jobs.functions import FirstSeen
 from tests.runtime.engine.harness import Run, run_job
+from tests.vertex_snapshots import LocalSubtask, restore_vertex, snapshot_vertex
 
 M = 16
 SEEN = ValueStateDescriptor("seen", default=0)

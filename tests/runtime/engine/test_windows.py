@@ -34,11 +34,11 @@ from lockgate.runtime.coordination.in_memory_store import InMemoryStore
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
 from lockgate.runtime.engine.events import KeyedRecord, keyed_record
+from lockgate.runtime.engine.in_process import ThreadStage
 from lockgate.runtime.engine.job_master import JobMaster
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.operators import ProcessOperator
 from lockgate.runtime.engine.restart import restart_strategy
-from lockgate.runtime.engine.thread_stage import ThreadStage
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.engine.window_operator import LateRecords, MissingEventTimeError, WindowProcess
 from lockgate.runtime.snapshot.storage import CheckpointStorage

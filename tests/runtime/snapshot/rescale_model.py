@@ -17,10 +17,10 @@ from lockgate.runtime import (
     key_group_range,
     operator_index,
 )
-from lockgate.runtime.snapshot.local import LocalSubtask
 from lockgate.runtime.state.backend import KeyedStateBackend
 
 from tests.conftest import Average, make_backend
+from tests.vertex_snapshots import LocalSubtask
 
 DESCRIPTORS: dict[str, StateDescriptor] = {
     "value": ValueStateDescriptor("value"),

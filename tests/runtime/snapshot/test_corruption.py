@@ -13,11 +13,12 @@ from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.coordination.restore_point import verify
 from lockgate.runtime.snapshot.canonical import read_index
-from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex, snapshot_vertex
 from lockgate.runtime.snapshot.metadata import CheckpointMetadata, write_metadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage, FileRef, SnapshotCorruptError
 from lockgate.runtime.snapshot.subtask import restore_subtask
 from lockgate.runtime.state.operator_state import OperatorStateStore
+
+from tests.vertex_snapshots import LocalSubtask, restore_vertex, snapshot_vertex
 
 COUNT = ValueStateDescriptor("count", default=0)
 

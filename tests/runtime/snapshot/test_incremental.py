@@ -10,7 +10,6 @@ from pathlib import Path
 from lockgate.runtime import ValueStateDescriptor
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.clock import ManualClock
-from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex, snapshot_vertex
 from lockgate.runtime.snapshot.metadata import CheckpointMetadata, SubtaskState, read_metadata, write_metadata
 from lockgate.runtime.snapshot.metadata import VertexState as MetadataVertexState
 from lockgate.runtime.snapshot.retention import (
@@ -20,6 +19,8 @@ from lockgate.runtime.snapshot.retention import (
 )
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.snapshot.subtask import PendingSubtaskSnapshot, SnapshotTarget, snapshot_subtask
+
+from tests.vertex_snapshots import LocalSubtask, restore_vertex, snapshot_vertex
 
 COUNT = ValueStateDescriptor("count", default=0)
 SESSION = ValueStateDescriptor("session", ttl=1)

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lockgate.runtime.snapshot.local import restore_vertex, snapshot_vertex
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 from tests.runtime.snapshot import rescale_model as model
+from tests.vertex_snapshots import restore_vertex, snapshot_vertex
 
 _checkpoint_ids = itertools.count(1)
 

@@ -10,7 +10,6 @@ from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.clock import ManualClock
 from lockgate.runtime.snapshot.checkpointable import RestoreError
-from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex, snapshot_vertex
 from lockgate.runtime.snapshot.metadata import (
     CheckpointMetadata,
     VertexState,
@@ -22,6 +21,7 @@ from lockgate.runtime.snapshot.subtask import SnapshotTarget, snapshot_subtask
 from lockgate.runtime.state.backend import StateMigrationError
 
 from tests.conftest import make_backend
+from tests.vertex_snapshots import LocalSubtask, restore_vertex, snapshot_vertex
 
 COUNT = ValueStateDescriptor("count", default=0)
 

@@ -17,7 +17,6 @@ import pytest
 from lockgate.runtime import ValueStateDescriptor
 from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
 from lockgate.runtime.coordination.restore_point import Trust, verify
-from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex, snapshot_vertex
 from lockgate.runtime.snapshot.metadata import (
     CheckpointMetadata,
     SnapshotNotSignedError,
@@ -29,6 +28,7 @@ from lockgate.runtime.snapshot.storage import CheckpointStorage, FileRef, Snapsh
 from lockgate.runtime.state.operator_state import OperatorStateStore
 
 from tests.runtime.engine.test_network import Exploit
+from tests.vertex_snapshots import LocalSubtask, restore_vertex, snapshot_vertex
 
 REPO = Path(__file__).resolve().parents[3]
 LOCKGATE = str(Path(sys.executable).parent / "lockgate")

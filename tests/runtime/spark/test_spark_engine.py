@@ -13,7 +13,7 @@ import pytest
 from lockgate.runtime import read_committed
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.in_memory_store import InMemoryStore
-from lockgate.runtime.engine.job_master import JobGaveUpError, run_once
+from lockgate.runtime.engine.job_master import JobGaveUpError
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.restore_check import MaxParallelismMismatchError
 from lockgate.runtime.engine.vertex_state import StateConfig
@@ -23,6 +23,7 @@ from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.spark import BarrierStage
 
 from tests.exactness import assert_running_sums_exact, assert_word_counts_exact
+from tests.one_launch import run_once
 from tests.runtime.engine.test_local_engine import _write_lines
 
 M = 32

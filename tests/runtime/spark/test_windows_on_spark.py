@@ -19,7 +19,7 @@ from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
-from lockgate.runtime.engine.job_master import JobMaster, run_once
+from lockgate.runtime.engine.job_master import JobMaster
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.restart import restart_strategy
 from lockgate.runtime.engine.vertex_state import StateConfig
@@ -27,6 +27,7 @@ from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.spark import BarrierStage
 
 from tests.jobs.sessions import write_sessions
+from tests.one_launch import run_once
 from tests.polling import eventually_true
 from tests.runtime.metrics.metered_job import MeteredJob, free_port_range
 from tests.runtime.metrics.scrape import scrape, total

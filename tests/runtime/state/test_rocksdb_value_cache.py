@@ -11,9 +11,10 @@ from lockgate.runtime import ValueStateDescriptor
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.backends.rocksdb.value_table import ENTRY_OVERHEAD, RocksDBValueTable
 from lockgate.runtime.clock import ManualClock
-from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex, snapshot_vertex
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.state.tables import CurrentKey
+
+from tests.vertex_snapshots import LocalSubtask, restore_vertex, snapshot_vertex
 
 
 def _counts(backend: RocksDBKeyedStateBackend, keys: range) -> dict[int, int]:

@@ -12,12 +12,12 @@ from lockgate.runtime import ValueStateDescriptor, key_group, key_group_range
 from lockgate.runtime.key_serializer import serialize_key
 from lockgate.runtime.keygroups import key_group_of_bytes
 from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend
-from lockgate.runtime.snapshot.local import LocalSubtask, restore_vertex, snapshot_vertex
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.state.backend import StateMigrationError
 from lockgate.runtime.state.timers import TimerQueue, encode_timestamp
 
 from tests.conftest import make_backend
+from tests.vertex_snapshots import LocalSubtask, restore_vertex, snapshot_vertex
 
 M = 16
 QUEUE = "_timers.event_time"

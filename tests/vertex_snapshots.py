@@ -2,7 +2,7 @@
 
 The engine snapshots subtasks in their own tasks and a coordinator writes
 `_metadata`; this module does the same for subtasks held in one process, for
-the state demo, benchmarks and tests of the state layer.
+tests of the state layer, the state demo and benchmarks.
 """
 
 from __future__ import annotations

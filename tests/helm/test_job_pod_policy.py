@@ -100,6 +100,29 @@ BAD_PODS: dict[str, tuple[Callable[[], dict[str, Any]], str]] = {
         lambda: _changed(_security(seccompProfile={"type": "Unconfined"}), container=True),
         "unconfined seccomp",
     ),
+    "no seccomp profile (unconfined unless the kubelet defaults one)": (
+        lambda: _changed(lambda s: s["securityContext"].pop("seccompProfile")),
+        "unconfined seccomp",
+    ),
+    "an SELinux type of its choosing": (
+        lambda: _changed(lambda s: s["securityContext"].update(seLinuxOptions={"type": "spc_t"})),
+        "SELinux",
+    ),
+    "a container's SELinux user and role": (
+        lambda: _changed(_security(seLinuxOptions={"user": "system_u", "role": "system_r"}), container=True),
+        "SELinux",
+    ),
+    "an unmasked /proc": (lambda: _changed(_security(procMount="Unmasked"), container=True), "/proc"),
+    "a sysctl": (
+        lambda: _changed(
+            lambda s: s["securityContext"].update(sysctls=[{"name": "kernel.msgmax", "value": "65536"}])
+        ),
+        "sysctls",
+    ),
+    "a Windows host process": (
+        lambda: _changed(_security(windowsOptions={"hostProcess": True}), container=True),
+        "host process",
+    ),
     "AppArmor unconfined by annotation": (
         lambda: _annotated("container.apparmor.security.beta.kubernetes.io/executor", "unconfined"),
         "AppArmor",

@@ -142,6 +142,11 @@ def _pod_problems(spec: StreamingJobSpec) -> Iterator[str]:
     yield from _template_problems(spec.pod_template)
     yield from _volume_problems(spec.volumes, "spec.volumes")
     for key in spec.spark_conf:
+        if "=" in key:  # under any policy: spark-submit splits `--conf KEY=VALUE` at the first `=`
+            raise SpecError(
+                f"spec.sparkConf[{key!r}]: a Spark conf key holds no '=' (Spark would read it as the key "
+                f"{key.split('=', 1)[0]!r}); remove it"
+            )
         if key in _IDENTIFYING_CONF:  # under any policy
             raise SpecError(f"spec.sparkConf[{key!r}] is refused ({_IDENTIFYING_CONF[key]}); remove it")
         for prefix, what in _REFUSED_CONF.items():

@@ -20,6 +20,7 @@ NON_DEFAULT: dict[str, Any] = {
         "allowPrivilegedPods": True,
         "allowCustomStorageRoots": True,
     },
+    "jobPodPolicy": {"enabled": False},  # refused beside allowPrivilegedPods
     "etcd": {
         "bundled": {"enabled": False},
         "endpoints": ["https://etcd-0.etcd:2379", "https://etcd-1.etcd:2379"],

@@ -10,6 +10,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+import helm_python as helm
 import pytest
 
 from tests.helm.chart import NAMESPACE, render
@@ -200,3 +201,18 @@ def test_with_watched_namespaces_the_policy_holds_there_only() -> None:
 def test_the_policy_can_be_turned_off() -> None:
     objects = render({"jobPodPolicy": {"enabled": False}})
     assert not [o for o in objects if o["kind"].startswith("ValidatingAdmissionPolicy")]
+
+
+def test_privileged_pods_with_the_policy_on_are_refused_at_install() -> None:
+    """The operator lets a job's template loosen its pods with allowPrivilegedPods, and
+    the policy then denied the very executors Spark made from it: the job waited for
+    executors that never came. The chart says so at install instead."""
+    with pytest.raises(
+        helm.HelmRenderError, match=r"operator\.allowPrivilegedPods .* jobPodPolicy\.enabled=false"
+    ):
+        render({"operator": {"allowPrivilegedPods": True}})
+    assert not [
+        o
+        for o in render({"operator": {"allowPrivilegedPods": True}, "jobPodPolicy": {"enabled": False}})
+        if o["kind"].startswith("ValidatingAdmissionPolicy")
+    ]

@@ -35,9 +35,9 @@ NON_DEFAULT: dict[str, Any] = {
 }
 
 
-def render(values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def render(values: dict[str, Any] | None = None, *, release: str = "lockgate") -> list[dict[str, Any]]:
     """Every object the chart renders (the CRDs in crds/ not included)."""
-    manifests = helm.Chart.load(CHART).render(values, name="lockgate", namespace=NAMESPACE, is_install=True)
+    manifests = helm.Chart.load(CHART).render(values, name=release, namespace=NAMESPACE, is_install=True)
     objects = []
     for path, text in sorted(manifests.items()):
         if path.endswith(".yaml"):

@@ -15,7 +15,16 @@ import pytest
 
 from tests.helm.chart import NAMESPACE, render
 from tests.helm.job_pod_policy import JobPodPolicy, service_account_user
-from tests.helm.job_pods import ACCOUNTS, DEFAULT_ACCOUNT, DRIVER, IMAGE, NAMES, OTHER, spark_executor_pod
+from tests.helm.job_pods import (
+    ACCOUNTS,
+    DEFAULT_ACCOUNT,
+    DRIVER,
+    IMAGE,
+    NAMES,
+    OTHER,
+    job_driver_pod,
+    spark_executor_pod,
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +45,25 @@ def test_the_policy_holds_only_jobs_drivers(policy: JobPodPolicy) -> None:
     assert not policy.decide(root_pod, "alice@example.com", "streams", ACCOUNTS).applies, (
         "people: Pod Security"
     )
+
+
+@pytest.mark.parametrize(
+    ("release", "values"),
+    [("prod-lockgate", None), ("lockgate", {"serviceAccount": {"name": "streams-lockgate"}})],
+    ids=["a release named *-lockgate", "an operator account named *-lockgate"],
+)
+def test_the_operators_own_driver_pods_are_not_held_whatever_its_account_is_named(
+    release: str, values: dict[str, Any] | None
+) -> None:
+    """The policy picks job drivers' requests by their accounts' suffix `-lockgate`; the
+    operator's own account has the release's name, and with a release `prod-lockgate`
+    the policy denied every driver pod the operator made (not the job's own account)."""
+    objects = render(values, release=release)
+    (account,) = [o["metadata"]["name"] for o in objects if o["kind"] == "ServiceAccount"]
+    assert account.endswith("-lockgate")
+    operator = service_account_user(NAMESPACE, account)
+    decision = JobPodPolicy(objects).decide(job_driver_pod(), operator, "streams", ACCOUNTS)
+    assert (decision.applies, decision.denials) == (False, [])
 
 
 def _changed(change: Callable[[dict[str, Any]], object], *, container: bool = False) -> dict[str, Any]:

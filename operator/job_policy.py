@@ -142,6 +142,11 @@ def _pod_problems(spec: StreamingJobSpec) -> Iterator[str]:
     yield from _template_problems(spec.pod_template)
     yield from _volume_problems(spec.volumes, "spec.volumes")
     for key in spec.spark_conf:
+        if "=" in key:  # under any policy: spark-submit splits `--conf KEY=VALUE` at the first `=`
+            raise SpecError(
+                f"spec.sparkConf[{key!r}]: a Spark conf key holds no '=' (Spark would read it as the key "
+                f"{key.split('=', 1)[0]!r}); remove it"
+            )
         if key in _IDENTIFYING_CONF:  # under any policy
             raise SpecError(f"spec.sparkConf[{key!r}] is refused ({_IDENTIFYING_CONF[key]}); remove it")
         for prefix, what in _REFUSED_CONF.items():
@@ -284,6 +289,23 @@ def check_service_account(
             f"{SERVICE_ACCOUNT_ANNOTATION}={SERVICE_ACCOUNT_ALLOWED}`, or a cluster admin allows every "
             f"account with the operator's {PRIVILEGED_OPTION}"
         )
+
+
+def check_own_service_account(names: JobNames, owners: list[dict[str, str]] | None) -> None:
+    """The account the operator makes for the job's driver, `<job>-lockgate`, is the
+    job's (`owners`: that account's owner references, None if it does not exist yet):
+    one of that name that belongs to nobody or to something else (an account the
+    namespace's manager made, with a cloud identity or rights; the operator's own)
+    would be merged into the job's, and the job's code would run with its identity
+    and take it with it when deleted. Under any policy."""
+    if owners is None or any(o["kind"] == "StreamingJob" and o["name"] == names.name for o in owners):
+        return  # none yet, or this job's (or an earlier job's of this name, being deleted)
+    raise SpecError(
+        f"ServiceAccount {names.service_account} exists in namespace {names.namespace} and is not this "
+        "job's: the operator makes that account for the job's driver, and the job would run with the "
+        "identity and rights of the one there; rename the job, or have whoever manages the namespace "
+        "rename that account (or name it in spec.serviceAccountName once marked for StreamingJobs)"
+    )
 
 
 def check_namespace(namespace: str, labels: Mapping[str, str] | None, policy: JobPolicy) -> None:

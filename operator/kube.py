@@ -70,6 +70,15 @@ class Kube:
         metadata = account.metadata
         return dict((metadata.annotations if metadata is not None else None) or {})
 
+    async def service_account_owners(self, namespace: str, name: str) -> list[dict[str, str]] | None:
+        """The owner references (kind, name, uid) of a ServiceAccount; None if it does not exist."""
+        account = await _unless_not_found(self._core.read_namespaced_service_account, name, namespace)
+        if account is None:
+            return None
+        metadata = account.metadata
+        owners = (metadata.owner_references if metadata is not None else None) or []
+        return [{"kind": o.kind, "name": o.name, "uid": o.uid} for o in owners]
+
     async def namespace_labels(self, name: str) -> dict[str, str] | None:
         """The labels of a namespace; None if it does not exist."""
         namespace = await _unless_not_found(self._core.read_namespace, name)

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from lockgate.operator.driver_pod import Launch, driver_pod
 from lockgate.operator.job import Job
-from lockgate.operator.job_policy import check_job, check_namespace, check_service_account
+from lockgate.operator.job_policy import (
+    check_job,
+    check_namespace,
+    check_own_service_account,
+    check_service_account,
+)
 from lockgate.operator.spec import SpecError, StreamingJobSpec
 from lockgate.operator.transition import max_parallelism
 
@@ -26,5 +31,8 @@ async def check_launch(job: Job, spec: StreamingJobSpec) -> None:
     if spec.service_account_name is not None:
         annotations = await context.kube.service_account_annotations(namespace, spec.service_account_name)
         check_service_account(spec, namespace, annotations, context.policy)
+    else:
+        account = job.names.service_account
+        check_own_service_account(job.names, await context.kube.service_account_owners(namespace, account))
     if not context.policy.allow_unrestricted_namespaces:
         check_namespace(namespace, await context.kube.namespace_labels(namespace), context.policy)

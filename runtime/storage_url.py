@@ -72,10 +72,21 @@ def check_storage_url(
 def _check_local_directory(url: str, path: str) -> None:
     """A local path this host uses can be a directory of the job's files: not in the
     kernel's filesystems, not a file or under one."""
-    kernel = next((root for root in KERNEL_FILESYSTEMS if path == root or path.startswith(root + "/")), None)
+    # Where the path leads once symlinks are followed (and `//`, which normpath keeps, is one `/`).
+    resolved = os.path.realpath(path)
+    kernel = next(
+        (
+            root
+            for root in KERNEL_FILESYSTEMS
+            for p in (path, resolved)
+            if p == root or p.startswith(root + "/")
+        ),
+        None,
+    )
     if kernel is not None:
+        leads = "" if resolved == path or path.startswith(kernel) else f" (it leads to {resolved})"
         raise StorageUrlError(
-            f"{url}: {kernel} is the kernel's view of processes and devices, which takes no files; "
+            f"{url}: {kernel} is the kernel's view of processes and devices{leads}, which takes no files; "
             "give a directory on a disk or volume, or an object store (s3://, gs://)"
         )
     existing = path  # the nearest location that exists: the path or above it

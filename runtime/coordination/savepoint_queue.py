@@ -17,6 +17,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 
+from fsspec.core import split_protocol
 from lockgate.runtime.coordination.cancellation import cancel_and_wait
 from lockgate.runtime.coordination.errors import CheckpointAbortedError, CoordinatorFencedError
 from lockgate.runtime.coordination.keys import JobKeys
@@ -29,6 +30,7 @@ from lockgate.runtime.coordination.records import (
     encode,
 )
 from lockgate.runtime.snapshot.metadata import SnapshotKind
+from lockgate.runtime.storage_url import PROCESS_LOCAL, StorageUrlError, check_storage_url
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +90,21 @@ class SavepointQueue:
         if not await self._guarded([Put(self._keys.savepoint_result(request_id), encode(result))]):
             raise CoordinatorFencedError(f"the coordinator was replaced while serving savepoint {request_id}")
 
+    def _unshared(self, directory: str) -> str | None:
+        """Why the tasks cannot all write `directory` (a relative path, memory:// in a
+        run whose own savepoints are not), None when they can. `lockgate savepoint
+        --dir` checks this too, but a request reaches the driver from whoever may write
+        the job's keys: a stop into such a directory would leave nothing to restore."""
+        default = self._default_dir
+        in_one_process = default is not None and split_protocol(default)[0] in PROCESS_LOCAL
+        try:
+            check_storage_url(
+                directory, process_local=in_one_process, protocol_known=False, on_this_host=False
+            )
+        except StorageUrlError as error:
+            return str(error)
+        return None
+
     async def _serve(self, request_id: str) -> None:
         existing = await self._store.get(self._keys.savepoint_result(request_id))
         if existing is not None and decode(SavepointResult, existing).status != "pending":
@@ -102,6 +119,11 @@ class SavepointQueue:
                 request_id,
                 SavepointResult("failed", error="no savepoint directory: set savepoints.dir or pass --dir"),
             )
+            return
+        unshared = self._unshared(directory)
+        if unshared is not None:
+            await self._result(request_id, SavepointResult("failed", error=unshared))
+            log.error("savepoint request %s refused: %s", request_id, unshared)
             return
         target = f"{directory.rstrip('/')}/savepoint-{request_id}-{uuid.uuid4().hex[:8]}"
         await self._result(request_id, SavepointResult("pending", path=target))

@@ -30,10 +30,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships n
             key = self.construct_object(key_node, deep=deep)
             line = key_node.start_mark.line + 1
             try:
-                earlier = first_line.setdefault(key, line)
+                earlier = first_line.get(key)
             except TypeError:
                 continue  # an unhashable key: the constructor below refuses it
-            if earlier != line:
+            first_line.setdefault(key, line)
+            if earlier is not None:  # also on the same line: `{a: 1, a: 2}`
                 raise DuplicateKeyError(
                     f"line {line}: key {key!r} is given twice (first on line {earlier}); YAML readers keep "
                     "the last and kubectl refuses the file: keep one"

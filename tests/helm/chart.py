@@ -25,6 +25,7 @@ NON_DEFAULT: dict[str, Any] = {
         "volumes": [{"name": "gcs-key", "secret": {"secretName": "gcs-key"}}],
         "volumeMounts": [{"name": "gcs-key", "mountPath": "/var/run/gcs", "readOnly": True}],
     },
+    "jobPodPolicy": {"enabled": False},  # refused beside allowPrivilegedPods
     "etcd": {
         "bundled": {"enabled": False},
         "endpoints": ["https://etcd-0.etcd:2379", "https://etcd-1.etcd:2379"],
@@ -62,9 +63,9 @@ def render_files(
     return rendered
 
 
-def render(values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def render(values: dict[str, Any] | None = None, *, release: str = RELEASE) -> list[dict[str, Any]]:
     """Every object the chart renders for `values` and the storage root (the CRDs in crds/ not included)."""
-    manifests = render_files(installable(values))
+    manifests = render_files(installable(values), release=release)
     objects = []
     for path, text in sorted(manifests.items()):
         if path.endswith(".yaml"):

@@ -10,11 +10,21 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+import helm_python as helm
 import pytest
 
 from tests.helm.chart import NAMESPACE, render
 from tests.helm.job_pod_policy import JobPodPolicy, service_account_user
-from tests.helm.job_pods import ACCOUNTS, DEFAULT_ACCOUNT, DRIVER, IMAGE, NAMES, OTHER, spark_executor_pod
+from tests.helm.job_pods import (
+    ACCOUNTS,
+    DEFAULT_ACCOUNT,
+    DRIVER,
+    IMAGE,
+    NAMES,
+    OTHER,
+    job_driver_pod,
+    spark_executor_pod,
+)
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +45,25 @@ def test_the_policy_holds_only_jobs_drivers(policy: JobPodPolicy) -> None:
     assert not policy.decide(root_pod, "alice@example.com", "streams", ACCOUNTS).applies, (
         "people: Pod Security"
     )
+
+
+@pytest.mark.parametrize(
+    ("release", "values"),
+    [("prod-lockgate", None), ("lockgate", {"serviceAccount": {"name": "streams-lockgate"}})],
+    ids=["a release named *-lockgate", "an operator account named *-lockgate"],
+)
+def test_the_operators_own_driver_pods_are_not_held_whatever_its_account_is_named(
+    release: str, values: dict[str, Any] | None
+) -> None:
+    """The policy picks job drivers' requests by their accounts' suffix `-lockgate`; the
+    operator's own account has the release's name, and with a release `prod-lockgate`
+    the policy denied every driver pod the operator made (not the job's own account)."""
+    objects = render(values, release=release)
+    (account,) = [o["metadata"]["name"] for o in objects if o["kind"] == "ServiceAccount"]
+    assert account.endswith("-lockgate")
+    operator = service_account_user(NAMESPACE, account)
+    decision = JobPodPolicy(objects).decide(job_driver_pod(), operator, "streams", ACCOUNTS)
+    assert (decision.applies, decision.denials) == (False, [])
 
 
 def _changed(change: Callable[[dict[str, Any]], object], *, container: bool = False) -> dict[str, Any]:
@@ -99,6 +128,29 @@ BAD_PODS: dict[str, tuple[Callable[[], dict[str, Any]], str]] = {
     "a container's seccomp unconfined": (
         lambda: _changed(_security(seccompProfile={"type": "Unconfined"}), container=True),
         "unconfined seccomp",
+    ),
+    "no seccomp profile (unconfined unless the kubelet defaults one)": (
+        lambda: _changed(lambda s: s["securityContext"].pop("seccompProfile")),
+        "unconfined seccomp",
+    ),
+    "an SELinux type of its choosing": (
+        lambda: _changed(lambda s: s["securityContext"].update(seLinuxOptions={"type": "spc_t"})),
+        "SELinux",
+    ),
+    "a container's SELinux user and role": (
+        lambda: _changed(_security(seLinuxOptions={"user": "system_u", "role": "system_r"}), container=True),
+        "SELinux",
+    ),
+    "an unmasked /proc": (lambda: _changed(_security(procMount="Unmasked"), container=True), "/proc"),
+    "a sysctl": (
+        lambda: _changed(
+            lambda s: s["securityContext"].update(sysctls=[{"name": "kernel.msgmax", "value": "65536"}])
+        ),
+        "sysctls",
+    ),
+    "a Windows host process": (
+        lambda: _changed(_security(windowsOptions={"hostProcess": True}), container=True),
+        "host process",
     ),
     "AppArmor unconfined by annotation": (
         lambda: _annotated("container.apparmor.security.beta.kubernetes.io/executor", "unconfined"),
@@ -177,3 +229,18 @@ def test_with_watched_namespaces_the_policy_holds_there_only() -> None:
 def test_the_policy_can_be_turned_off() -> None:
     objects = render({"jobPodPolicy": {"enabled": False}})
     assert not [o for o in objects if o["kind"].startswith("ValidatingAdmissionPolicy")]
+
+
+def test_privileged_pods_with_the_policy_on_are_refused_at_install() -> None:
+    """The operator lets a job's template loosen its pods with allowPrivilegedPods, and
+    the policy then denied the very executors Spark made from it: the job waited for
+    executors that never came. The chart says so at install instead."""
+    with pytest.raises(
+        helm.HelmRenderError, match=r"operator\.allowPrivilegedPods .* jobPodPolicy\.enabled=false"
+    ):
+        render({"operator": {"allowPrivilegedPods": True}})
+    assert not [
+        o
+        for o in render({"operator": {"allowPrivilegedPods": True}, "jobPodPolicy": {"enabled": False}})
+        if o["kind"].startswith("ValidatingAdmissionPolicy")
+    ]

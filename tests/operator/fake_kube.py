@@ -61,6 +61,13 @@ class FakeKube:
     async def service_account_annotations(self, namespace: str, name: str) -> dict[str, str] | None:
         return self.service_accounts.get((namespace, name))
 
+    async def service_account_owners(self, namespace: str, name: str) -> list[dict[str, str]] | None:
+        account = self.objects.get(("ServiceAccount", namespace, name))
+        if account is None:
+            return None
+        owners = account["metadata"].get("ownerReferences") or []
+        return [{"kind": o["kind"], "name": o["name"], "uid": o["uid"]} for o in owners]
+
     async def namespace_labels(self, name: str) -> dict[str, str] | None:
         labels = self.namespaces.get(name)
         return None if labels is None else dict(labels)

@@ -397,3 +397,15 @@ def test_a_service_account_runs_a_job_only_when_its_namespace_marked_it() -> Non
         assert "kubectl annotate serviceaccount uploader lockgate.dev/streaming-jobs=allowed" in message
         check_service_account(spec, "team-a", marks, JobPolicy(allow_privileged_pods=True))
     check_service_account(parse_spec(SPEC), "team-a", None, STRICT)  # none named: the operator's own
+
+
+@pytest.mark.parametrize(
+    "key", ["spark.app.id=spark-of-team-b", "spark.kubernetes.driver.resourceNamePrefix=x"]
+)
+def test_a_conf_key_with_an_equals_sign_is_refused_under_any_policy(key: str) -> None:
+    """spark-submit splits `--conf KEY=VALUE` at the first `=`: a key holding one
+    would reach Spark as the key before it, past the checks of the whole key."""
+    spec = parse_spec({**SPEC, "sparkConf": {key: "1"}})
+    for policy in (STRICT, TRUSTING):
+        with pytest.raises(SpecError, match=rf"spec\.sparkConf\['{key}'\]: .*'{key.partition('=')[0]}'"):
+            check_job(spec, NAMES, CLUSTER, policy)

@@ -491,6 +491,33 @@ async def test_a_job_runs_as_a_service_account_only_once_the_namespace_marked_it
     assert pod["spec"]["serviceAccountName"] == "marked"
 
 
+async def test_an_account_named_as_the_jobs_driver_account_that_is_not_the_jobs_is_refused_not_adopted(
+    kubectl: Kubectl, job_name: str, operator: Operator
+) -> None:
+    """The operator makes the driver's account `<job>-lockgate`; one of that name made by
+    someone else (with a cloud identity, say) was merge-patched into the job's: the
+    driver ran with its identity though the namespace never marked it for
+    StreamingJobs, and deleting the job deleted the account."""
+    core = client.CoreV1Api(operator.api())
+    name = f"{job_name}-lockgate"
+    identity = {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/admin"}
+    await asyncio.to_thread(
+        core.create_namespaced_service_account,
+        NAMESPACE,
+        {"metadata": {"name": name, "annotations": identity}},
+    )
+    await kubectl.apply(job_name, SPEC)
+
+    await _degraded(kubectl, job_name)
+    assert (
+        f"ServiceAccount {name} exists in namespace {NAMESPACE} and is not this job's"
+        in (kubectl.status(job_name)["message"])
+    )
+    assert not kubectl.exists(PODS, f"{job_name}-driver-1")
+    account = await asyncio.to_thread(core.read_namespaced_service_account, name, NAMESPACE)
+    assert not account.metadata.owner_references, "the account was not made the job's"
+
+
 async def test_deletion_removes_the_driver_and_the_jobs_etcd_keys(
     kubectl: Kubectl, job_name: str, etcd: Etcd, tmp_path: Path
 ) -> None:

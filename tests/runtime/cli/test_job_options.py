@@ -333,3 +333,16 @@ def test_two_flags_that_each_say_where_the_run_starts_are_refused_naming_both(
 ) -> None:
     with pytest.raises(OptionError, match=f"{named} each say where the run starts: give one"):
         _settings_from(tmp_path, *flags)
+
+
+@pytest.mark.parametrize("spelling", ["{link}/checkpoints", "file://{link}/checkpoints", "//proc/self/x"])
+def test_a_storage_location_reaching_a_kernel_filesystem_another_way_is_refused(
+    tmp_path: Path, spelling: str
+) -> None:
+    """A symlink into /proc, or `//proc` (which POSIX path normalisation keeps as
+    written), was accepted and failed only at the first checkpoint."""
+    link = tmp_path / "proc-link"
+    link.symlink_to("/proc/self")
+    url = spelling.format(link=link)
+    message = refusal(tmp_path, WORD_COUNT, *ARGS, "--checkpoint-dir", url)
+    assert f"argument --checkpoint-dir: {url}: /proc is the kernel's view of processes and devices" in message

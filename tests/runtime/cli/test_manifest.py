@@ -195,8 +195,12 @@ JOB = f"  job:\n    entrypoint: {WORD_COUNT}\n"
             f"{HEAD}metadata:\n  name: words\nmetadata:\n  name: other\nspec:\n{JOB}",
             "line 5: key 'metadata' is given twice (first on line 3)",
         ),
+        (
+            f"{HEAD}metadata:\n  name: words\nspec:\n{JOB}  sparkConf: {{spark.a: x, spark.a: y}}\n",
+            "line 8: key 'spark.a' is given twice (first on line 8)",
+        ),
     ],
-    ids=["in the spec", "at the top"],
+    ids=["in the spec", "at the top", "on one line"],
 )
 def test_a_key_given_twice_is_refused_naming_the_key_and_line(
     tmp_path: Path, text: str, complaint: str

@@ -159,7 +159,7 @@ def test_the_spark_ui_is_served_when_asked_for_at_the_address_printed(tmp_path: 
 def test_resume_with_nothing_to_resume_is_refused_saying_so(tmp_path: Path) -> None:
     _write_lines(tmp_path / "lines", partitions=1, lines=5)
     result = _word_count(tmp_path, "out", "--resume")
-    assert result.returncode == 1, result.stderr[-3000:]
+    assert result.returncode == 2, result.stderr[-3000:]  # a refusal: nothing to resume
     assert "has no completed checkpoint to resume from; run it without --resume" in result.stderr
     assert "Traceback" not in result.stderr
 

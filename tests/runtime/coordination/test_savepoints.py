@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.records import SavepointResult, decode
@@ -147,3 +148,28 @@ async def test_a_failed_savepoint_never_touches_an_earlier_one_of_the_same_id(jo
     assert first.path is not None
     restore = await asyncio.to_thread(verify, first.path)
     assert restore.metadata.checkpoint_id == first.checkpoint_id, "the earlier savepoint is whole"
+
+
+@pytest.mark.parametrize("directory", ["memory://loot", "rel/dir"])
+async def test_a_request_for_a_directory_the_tasks_cannot_share_fails_and_the_job_runs_on(
+    job: Job, directory: str
+) -> None:
+    """`lockgate savepoint --dir` refuses these, but a request reaches the driver from
+    whoever may write the job's keys (an older client, the job's own code): a stop
+    into memory:// or a relative path left no savepoint anyone could restore, and the
+    job stopped."""
+    coordinator = job.coordinator(CheckpointConfig(interval_s=60, timeout_s=30))
+    await coordinator.start()
+    runner = asyncio.create_task(coordinator.run())
+    try:
+        request_id = await request_savepoint(
+            job.store, job.keys, stop=True, directory=directory, expires_in_s=60
+        )
+        result = await await_savepoint(job.store, job.keys, request_id, 20)
+        assert result.status == "failed"
+        assert (result.error or "").startswith(f"{directory}: "), result.error
+        assert not runner.done(), "the job was not stopped"
+        assert job.subtasks[0].answered == [], "no savepoint was triggered"
+    finally:
+        runner.cancel()
+        await coordinator.close()

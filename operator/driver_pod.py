@@ -31,6 +31,20 @@ SNAPSHOT_KEY_DIR, SNAPSHOT_KEY_VOLUME, SNAPSHOT_KEY_FILE = "/etc/lockgate-snapsh
 MANIFEST_FILE = "job.yaml"
 EXECUTOR_TEMPLATE_FILE = "executor-pod-template.yaml"  # Spark merges its executor pods into it
 EXECUTOR_CONTAINER = "executor"  # the template's container Spark fills in
+# What the JVM and Spark's launch scripts read from the environment: any of them
+# sets Spark conf keys and JVM system properties past the checks of spec.sparkConf
+# (`-Dspark.app.id=…` in JAVA_TOOL_OPTIONS). Refused in a container's env, and set
+# empty by the operator after it, which a Secret or ConfigMap in envFrom cannot
+# override (a container's env wins over its envFrom).
+LAUNCH_ENVIRONMENT = (
+    "JAVA_TOOL_OPTIONS",
+    "_JAVA_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+    "SPARK_SUBMIT_OPTS",
+    "SPARK_JAVA_OPTS",
+    "SPARK_CONF_DIR",
+)
+PINNED_LAUNCH_ENVIRONMENT = tuple({"name": name, "value": ""} for name in LAUNCH_ENVIRONMENT)
 DRIVER_CONTAINER = "driver"  # the template's container merged into the driver's
 DRIVER_PORT, BLOCK_MANAGER_PORT, UI_PORT = 7078, 7079, 4040
 # Prometheus ports, both named METRICS_PORT_NAME: the driver's and each executor's one task's.
@@ -282,6 +296,7 @@ def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster:
             *own.get("env", []),
             {"name": "LOCKGATE_ETCD", "value": spec.etcd_endpoints or cluster.etcd_endpoints},
             *cluster.etcd_password_env(names, spec),  # after the template's: its own cannot override
+            *PINNED_LAUNCH_ENVIRONMENT,
         ],
         **({"envFrom": list(own["envFrom"])} if own.get("envFrom") else {}),
         "ports": [

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from lockgate.operator.driver_pod import Cluster, namespace_root, storage_layout
+from lockgate.operator.driver_pod import LAUNCH_ENVIRONMENT, Cluster, namespace_root, storage_layout
 from lockgate.operator.naming import JobNames
 from lockgate.runtime.spec.errors import SpecError
 from lockgate.runtime.spec.model import StreamingJobSpec
@@ -195,6 +195,13 @@ def _template_problems(template: Mapping[str, Any]) -> Iterator[str]:
             )
         if isinstance(name, str):
             named[name] = index
+        for entry_index, entry in enumerate(container.get("env") or []):
+            # Under any policy: these set Spark conf the operator sets itself (the app id, the image).
+            if isinstance(entry, Mapping) and entry.get("name") in LAUNCH_ENVIRONMENT:
+                raise SpecError(
+                    f"{where}.env[{entry_index}] sets {entry['name']}, which hands the JVM and Spark "
+                    "options past spec.sparkConf's checks: give Spark settings in spec.sparkConf"
+                )
         if name not in _CONTAINER_NAMES:
             yield f"{where}: only containers named {' or '.join(_CONTAINER_NAMES)} may be given, not sidecars"
         yield from _unknown(container, _CONTAINER_KEYS, where)

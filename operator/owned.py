@@ -18,6 +18,7 @@ from lockgate.operator.driver_pod import (
     EXECUTOR_TEMPLATE_FILE,
     MANIFEST_FILE,
     METRICS_PORT_NAME,
+    PINNED_LAUNCH_ENVIRONMENT,
     POD_SECURITY,
     SNAPSHOT_KEY_FILE,
     TASK_METRICS_PORT,
@@ -66,6 +67,8 @@ def executor_pod_template(spec: dict[str, Any], cluster: Cluster) -> dict[str, A
         executor = {"name": EXECUTOR_CONTAINER}
         containers.insert(0, executor)
     executor.setdefault("securityContext", CONTAINER_SECURITY)
+    jvm_options = [e for e in PINNED_LAUNCH_ENVIRONMENT if e["name"] != "SPARK_CONF_DIR"]
+    executor["env"] = [*(executor.get("env") or []), *jvm_options]
     ports = list(executor.get("ports") or [])
     if not any(port.get("name") == METRICS_PORT_NAME for port in ports):
         ports.append({"name": METRICS_PORT_NAME, "containerPort": TASK_METRICS_PORT})

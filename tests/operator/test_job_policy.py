@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from lockgate.operator.driver_pod import Cluster, Launch, driver_pod
+from lockgate.operator.driver_pod import LAUNCH_ENVIRONMENT, Cluster, Launch, driver_pod
 from lockgate.operator.job_policy import (
     JobPolicy,
     NamespaceNotRestrictedError,
@@ -18,7 +18,7 @@ from lockgate.operator.job_policy import (
     check_service_account,
 )
 from lockgate.operator.naming import JobNames
-from lockgate.operator.owned import owned_objects
+from lockgate.operator.owned import executor_pod_template, owned_objects
 from lockgate.operator.spec import SpecError, parse_spec
 
 from tests.pod_security import restricted_violations
@@ -409,3 +409,30 @@ def test_a_conf_key_with_an_equals_sign_is_refused_under_any_policy(key: str) ->
     for policy in (STRICT, TRUSTING):
         with pytest.raises(SpecError, match=rf"spec\.sparkConf\['{key}'\]: .*'{key.partition('=')[0]}'"):
             check_job(spec, NAMES, CLUSTER, policy)
+
+
+@pytest.mark.parametrize("variable", LAUNCH_ENVIRONMENT)
+@pytest.mark.parametrize("container", ["driver", "executor"])
+def test_an_environment_that_configures_the_jvm_or_spark_is_refused_under_any_policy(
+    variable: str, container: str
+) -> None:
+    """`JAVA_TOOL_OPTIONS=-Dspark.app.id=…` would set what spec.sparkConf may not."""
+    spec = _template(
+        {"containers": [{"name": container, "env": [{"name": variable, "value": "-Dspark.app.id=x"}]}]}
+    )
+    for policy in (STRICT, TRUSTING):
+        with pytest.raises(
+            SpecError, match=rf"containers\[0\]\.env\[0\] sets {variable}, which hands the JVM"
+        ):
+            _check(spec, policy)
+
+
+def test_the_launch_environment_is_pinned_after_what_a_secret_in_envfrom_could_set() -> None:
+    """A container's env wins over its envFrom: the operator's empty values come last."""
+    template = {"containers": [{"name": "driver", "envFrom": [{"secretRef": {"name": "creds"}}]}]}
+    spec = parse_spec({**SPEC, "podTemplate": {"spec": template}})
+    driver = driver_pod(NAMES, spec, Launch(1, 128, "latest"), CLUSTER)["spec"]["containers"][0]
+    pinned = {e["name"]: e["value"] for e in driver["env"] if e["name"] in LAUNCH_ENVIRONMENT}
+    assert pinned == dict.fromkeys(LAUNCH_ENVIRONMENT, "")
+    executor = executor_pod_template({"podTemplate": {"spec": template}}, CLUSTER)["spec"]["containers"][0]
+    assert {e["name"] for e in executor["env"]} == set(LAUNCH_ENVIRONMENT) - {"SPARK_CONF_DIR"}

@@ -10,7 +10,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from lockgate.operator.driver_pod import Cluster, Launch, driver_arguments, driver_pod
+from lockgate.operator.driver_pod import LAUNCH_ENVIRONMENT, Cluster, Launch, driver_arguments, driver_pod
 from lockgate.operator.job_policy import JobPolicy, check_job
 from lockgate.operator.naming import JobNames
 from lockgate.operator.owned import owned_objects, snapshot_key_secret
@@ -317,14 +317,16 @@ def test_the_templates_driver_and_executor_containers_give_their_env_to_those_po
     (driver,) = pod["spec"]["containers"]
     assert {"name": "ROLE", "value": "d"} in driver["env"]
     assert driver["envFrom"] == credentials
-    assert driver["env"][-1]["name"] == "LOCKGATE_ETCD", "the operator's setting comes last: it wins"
+    operators = [e["name"] for e in driver["env"]][-1 - len(LAUNCH_ENVIRONMENT) :]
+    assert operators == ["LOCKGATE_ETCD", *LAUNCH_ENVIRONMENT], "the operator's settings come last: they win"
     config_map = owned_objects(NAMES, spec, CLUSTER, own_service_account=False)[0]
     executor_template = yaml.safe_load(config_map["data"]["executor-pod-template.yaml"])
     kubernetes_validate.validate(executor_template, KUBERNETES, strict=True)
     (executor,) = executor_template["spec"]["containers"]
+    pinned = [{"name": name, "value": ""} for name in LAUNCH_ENVIRONMENT if name != "SPARK_CONF_DIR"]
     assert (executor["name"], executor["env"], executor["envFrom"]) == (
         "executor",
-        [{"name": "ROLE", "value": "e"}],
+        [{"name": "ROLE", "value": "e"}, *pinned],
         credentials,
     ), "Spark keeps the template container's env and adds its own"
 

@@ -95,7 +95,7 @@ async def drive(
                 coordinating=status.start,  # `running` only once this driver leads the job
             )
         except Exception as error:
-            await status.finish("failed", message=str(error))
+            await status.finish("failed", failure=error)
             raise
         finally:
             if display is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 
 from lockgate.runtime.api.graph import KEYED_KINDS, STATEFUL_KINDS, JobGraph
+from lockgate.runtime.failure_class import FailureClass
 from lockgate.runtime.snapshot.metadata import CheckpointMetadata
 
 log = logging.getLogger(__name__)
@@ -25,9 +26,13 @@ CLAIMS = {"keyed": KEYED_KINDS, "operator": ("source", "sink")}
 class MaxParallelismMismatchError(ValueError):
     """State is split into key groups by max parallelism: it can never change."""
 
+    failure_class = FailureClass.RESTORE
+
 
 class NonRestoredStateError(ValueError):
     """The snapshot holds state no vertex of the job claims; the message names it."""
+
+    failure_class = FailureClass.RESTORE
 
 
 def unclaimed_state(metadata: CheckpointMetadata, graph: JobGraph) -> list[str]:

@@ -97,6 +97,13 @@ class JobGaveUpError(RuntimeError):
         self.job_traceback = job_traceback
 
 
+def ends_the_job(failure: BaseException) -> bool:
+    """Whether `failure`, raised by `JobMaster.run`, is the job's end: a permanent
+    failure, or one the restart strategy gave up on. Any other (etcd out of reach
+    while a damaged checkpoint was set aside) ended the run, not the job."""
+    return isinstance(failure, JobGaveUpError) or classify(failure).permanent
+
+
 class JobMaster:
     """Runs a job to its end: launches its tasks beside a coordinator and, when a
     launch fails, relaunches them by the restart strategy from the newest intact

@@ -186,3 +186,21 @@ async def test_a_savepoint_the_jobs_key_did_not_sign_is_failed_and_not_relaunche
     assert "is not signed" in status["failure"]["message"]
     assert _ready(status)["reason"] == "TrustFailure"
     await _not_relaunched(under_test, spec, 3)
+
+
+async def test_a_failed_job_is_launched_again_by_a_new_generation_of_its_spec(
+    under_test: JobUnderTest, tmp_path: Path
+) -> None:
+    broken = {**SPEC, "job": {"entrypoint": "tests.operator.unimportable_job:build"}}
+    assert await _operate(under_test, broken, tmp_path / "pods", ThreadStage()) == [2]
+    fixed = {
+        **SPEC,
+        "job": {"entrypoint": "examples.sums:build", "args": {"output": f"file://{tmp_path}/out"}},
+    }
+    await reconcile.on_change(await under_test.job(fixed, 2), broken)
+    status = under_test.status()
+    assert status["phase"] == "Deploying"
+    assert "failure" not in status, "a new attempt"
+    assert under_test.pod(1) is None, "the failed driver's pod is removed"
+    assert under_test.pod(2) is not None
+    assert _ready(status)["reason"] == "Deploying"

@@ -28,12 +28,13 @@ from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.engine.restart import RestartStrategy, restart_strategy
 
 LOST_DRIVER_BACKOFF = dataclasses.replace(
-    restart_strategy("exponential-backoff", delay_s=10, max_delay_s=300), reset_after_s=600
+    restart_strategy("exponential-backoff", delay_s=1, max_delay_s=300), reset_after_s=600
 )
 """How the operator relaunches a driver that was lost (its pod deleted or evicted,
-its node gone, its process killed before it said why): as a kubelet restarts a
-crashing container — 10 s doubling to 5 min, starting over after 10 min without
-a loss — and never giving up. The job's restart strategy is its driver's: the
+its node gone, its process killed before it said why): at once, as a stream is
+expected to be back within seconds (1 s), then backing off as a kubelet does for a
+crashing container (doubling to 5 min, starting over after 10 min without a
+loss), and never giving up. The job's restart strategy is its driver's: the
 job master applies it to every failure of the job's tasks."""
 
 

@@ -6,6 +6,10 @@ import datetime
 import time
 from typing import Any
 
+from lockgate.runtime.failure_class import FailureClass
+
+MESSAGE_LIMIT = 1000  # an Event's message, and a condition's, on one screen
+
 
 def iso_time(epoch_s: float) -> str:
     """Kubernetes' timestamp format (RFC 3339, UTC, seconds)."""
@@ -95,3 +99,12 @@ def refused(
     return set_condition(
         conditions, "Progressing", true=False, reason="SpecRefused", message=message, generation=generation
     )
+
+
+def failed_reason(failure_class: FailureClass) -> str:
+    """The reason a Failed job's conditions give: the class of its failure
+    (`CodeFailure`, `DefinitionFailure`, `RestoreFailure`, `TrustFailure`), or
+    `RestartsExhausted` when its restart strategy gave up on a transient one."""
+    if failure_class is FailureClass.TRANSIENT:
+        return "RestartsExhausted"
+    return f"{failure_class.value.capitalize()}Failure"

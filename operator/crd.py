@@ -93,6 +93,22 @@ properties:
   jobId: {type: string}
   restarts: {type: integer}
   message: {type: string}
+  failure:
+    type: object
+    description: >-
+      Why the job is Failed, as its driver recorded it: never relaunched until a new generation
+      of the spec. Cleared by the next launch.
+    properties:
+      class:
+        type: string
+        enum: [transient, code, definition, restore, trust]
+        description: >-
+          transient: the restart strategy gave up; code: the job's code does not import or build;
+          definition: the job, its options or its spec; restore: the state it restores does not fit,
+          is damaged or missing; trust: that state is not signed by the job's key.
+      message: {type: string}
+      traceback: {type: string, description: "The job's part of the traceback (its last 4000 characters)."}
+      driver: {type: string, description: The driver pod that recorded it.}
   lastCheckpoint:
     type: object
     properties:

@@ -329,7 +329,7 @@ def driver_pod(names: JobNames, spec: StreamingJobSpec, launch: Launch, cluster:
             "securityContext": POD_SECURITY,
             **{k: v for k, v in (template.get("spec") or {}).items() if k not in ("containers", "volumes")},
             "serviceAccountName": spec.service_account_name or names.service_account,
-            # The operator restarts a failed driver (with the job's restart strategy and backoff).
+            # The operator relaunches a lost driver (with its own backoff); the job master restarts tasks.
             "restartPolicy": "Never",
             "containers": [container],
             "volumes": [

@@ -9,6 +9,7 @@ which record the events they expect instead. Owner references stay here:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 from dataclasses import dataclass, field
@@ -24,6 +25,17 @@ from lockgate.operator.naming import JobNames
 from lockgate.operator.phase import JobPhase
 from lockgate.operator.spec import SpecError, StreamingJobSpec, parse_spec
 from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.engine.restart import RestartStrategy, restart_strategy
+
+LOST_DRIVER_BACKOFF = dataclasses.replace(
+    restart_strategy("exponential-backoff", delay_s=1, max_delay_s=300), reset_after_s=600
+)
+"""How the operator relaunches a driver that was lost (its pod deleted or evicted,
+its node gone, its process killed before it said why): at once, as a stream is
+expected to be back within seconds (1 s), then backing off as a kubelet does for a
+crashing container (doubling to 5 min, starting over after 10 min without a
+loss), and never giving up. The job's restart strategy is its driver's: the
+job master applies it to every failure of the job's tasks."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +48,7 @@ class OperatorContext:
     policy: JobPolicy = field(default_factory=JobPolicy)
     driver_exit_timeout_s: float = 120.0
     namespace_recheck_s: float = 30.0  # a job refused for its namespace is checked again this often
+    lost_driver_backoff: RestartStrategy = LOST_DRIVER_BACKOFF
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     _locks: dict[JobNames, asyncio.Lock] = field(default_factory=dict, init=False, repr=False)
 

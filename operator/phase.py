@@ -13,6 +13,6 @@ class JobPhase(enum.StrEnum):
     UPGRADING = "Upgrading"  # an upgrade plan replaces the driver
     SUSPENDING = "Suspending"  # an upgrade plan stops the driver for good
     SUSPENDED = "Suspended"  # no driver, on purpose
-    RESTARTING = "Restarting"  # the driver was lost; the restart strategy's delay runs
+    RESTARTING = "Restarting"  # the driver was lost; the operator's relaunch backoff runs
     FINISHED = "Finished"  # the driver's bounded sources ran out and it exited
-    FAILED = "Failed"  # the restart strategy gave up
+    FAILED = "Failed"  # the driver ended the job: a permanent failure, or its restart strategy gave up

@@ -8,7 +8,16 @@ import json
 import time
 from typing import Any
 
-from lockgate.operator.conditions import changing, iso_time, refused, runs, set_condition
+from lockgate.operator.conditions import (
+    MESSAGE_LIMIT,
+    changing,
+    failed_reason,
+    iso_time,
+    refused,
+    runs,
+    set_condition,
+    stopped,
+)
 from lockgate.operator.driver_pod import storage_layout
 from lockgate.operator.errors import RefusedError, RetryLaterError
 from lockgate.operator.job import Job
@@ -21,7 +30,7 @@ from lockgate.operator.savepoints import (
     periodic_savepoint,
     record_outcome,
 )
-from lockgate.operator.spec import RestartStrategySpec, SpecError, StreamingJobSpec, parse_spec
+from lockgate.operator.spec import SpecError, StreamingJobSpec, parse_spec
 from lockgate.operator.transition import (
     carry_out,
     import_plan,
@@ -30,11 +39,14 @@ from lockgate.operator.transition import (
     recorded_plan,
     remove_driver,
     restart_plan,
+    retry_plan,
     start_plan,
     upgrade_plan,
 )
 from lockgate.operator.upgrade_plan import Step
+from lockgate.runtime.coordination.records import JobStatus
 from lockgate.runtime.engine.restart import RestartHistory, decide
+from lockgate.runtime.failure_class import FailureClass, bounded
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 # A deleted job's checkpoints the storage refused to delete: tried again this much later.
@@ -139,7 +151,6 @@ def _needs_restart(old: StreamingJobSpec, new: StreamingJobSpec) -> bool:
             "upgrade_mode": new.upgrade_mode,
             "state": new.state,
             "restart_nonce": new.restart_nonce,
-            "restart_strategy": new.restart_strategy,  # the operator's own restarts read it live
             "initial_savepoint_path": new.initial_savepoint_path,  # a first launch's only
             # Read at a launch; a new value is carried out by on_change, a removed one needs nothing.
             "job": old.job.model_copy(update={"import_unsigned_savepoint": imported}),
@@ -182,6 +193,8 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
         imported = new.job.import_unsigned_savepoint
         if imported is not None and (running is None or running.job.import_unsigned_savepoint != imported):
             await carry_out(job, import_plan(job, imported, Step.STOPPING))
+        elif job.phase is JobPhase.FAILED:  # a new generation is a new attempt
+            await carry_out(job, retry_plan(job, new))
         elif running is None or _needs_restart(running, new):
             await carry_out(job, upgrade_plan(job, new, "upgrade"))
         elif new.restart_nonce != running.restart_nonce:
@@ -298,9 +311,10 @@ async def observe(job: Job) -> None:
         message = "the job's sources ran out and it finished"
         await record_stopped(job, JobPhase.FINISHED, message)
         job.inform("Finished", message)
-    elif pod_phase in (None, "Failed") or (own is not None and own.state == "failed"):
-        cause = own.message if own is not None else None
-        await _driver_lost(job, pod_phase, cause)
+    elif own is not None and own.state == "failed":
+        await _job_failed(job, own)
+    elif pod_phase in (None, "Failed"):
+        await _driver_lost(job, pod_phase)
     elif pod_phase == "Running" and own is not None and own.state == "running":
         generation = int(job.status.get("observedGeneration") or job.generation)
         if job.phase is not JobPhase.RUNNING or not job.status.get("replicas"):
@@ -333,7 +347,7 @@ def _applied(job: Job) -> StreamingJobSpec | None:
 
 
 def restart_history(status: dict[str, Any]) -> RestartHistory:
-    """The failures the job's restart strategy counts, kept in status on the wall
+    """The driver losses the relaunch backoff counts, kept in status on the wall
     clock. A status written before the failure times were kept for every strategy
     has only the count: each counts as a failure long ago."""
     if "driverFailureTimes" not in status:
@@ -341,28 +355,48 @@ def restart_history(status: dict[str, Any]) -> RestartHistory:
     return RestartHistory(tuple(float(t) for t in status["driverFailureTimes"]))
 
 
-async def _driver_lost(job: Job, pod_phase: str | None, cause: str | None) -> None:
+async def _job_failed(job: Job, outcome: JobStatus) -> None:
+    """The driver ended the job with a failure it recorded: one its restart strategy
+    gave up on, or a permanent one (`FailureClass`). Relaunching would fail alike:
+    the job is Failed until its spec changes (`on_change` takes a new generation as
+    a new attempt)."""
+    failure_class = outcome.failure_class or FailureClass.TRANSIENT
+    cause = outcome.message or "no reason given"
+    message = bounded(f"driver {outcome.driver} failed ({failure_class} failure): {cause}", MESSAGE_LIMIT)
+    failure = {"class": failure_class.value, "message": bounded(cause), "driver": outcome.driver}
+    if outcome.traceback is not None:
+        failure["traceback"] = outcome.traceback
+    conditions = stopped(job.status.get("conditions"), failed_reason(failure_class), message)
+    await job.record(
+        phase=JobPhase.FAILED,
+        replicas=0,
+        conditions=conditions,
+        message=message,
+        failure=failure,
+        restartAt=None,
+    )
+    job.warn("JobFailed", message)
+
+
+async def _driver_lost(job: Job, pod_phase: str | None) -> None:
+    """The driver's pod is gone or failed and the driver recorded no outcome (it was
+    killed, evicted, its node lost): relaunched after the operator's backoff."""
     restarts = int(job.status.get("driverRestarts", 0))
-    why = f"driver {'gone' if pod_phase is None else 'failed'}" + (f": {cause}" if cause else "")
+    why = f"driver {'gone' if pod_phase is None else 'failed'} without a word"
     restart_at = float(job.status.get("restartAt") or 0)
-    if not restart_at:  # a new loss: restart after the strategy's delay, or give up
-        now, applied = time.time(), _applied(job)
-        strategy = (applied.restart_strategy if applied is not None else RestartStrategySpec()).strategy()
-        decision = decide(strategy, restart_history(job.status), now)
-        if decision.delay_s is None:
-            message = f"{why}; gave up after {restarts} restart(s)"
-            await record_stopped(job, JobPhase.FAILED, message, message=message)
-            job.warn("JobFailed", message)
-            return
+    if not restart_at:  # a new loss: relaunch after the backoff's delay
+        now = time.time()
+        decision = decide(job.context.lost_driver_backoff, restart_history(job.status), now)
+        delay = job.context.lost_driver_backoff.max_delay_s if decision.delay_s is None else decision.delay_s
         await job.record(
             phase=JobPhase.RESTARTING,
-            restartAt=now + decision.delay_s,
+            restartAt=now + delay,
             message=why,
             driverFailureTimes=list(decision.history.failures),
             replicas=0,
             conditions=changing(job.status.get("conditions"), JobPhase.RESTARTING.value, why, job.generation),
         )
-        job.warn("Restarting", f"{why}; restart {restarts + 1} in {decision.delay_s:g} s")
+        job.warn("Restarting", f"{why}; relaunch {restarts + 1} in {delay:g} s")
         return
     if time.time() < restart_at or not await _relaunch_allowed(job):
         return

@@ -112,6 +112,14 @@ def restart_plan(job: Job, reason: str) -> UpgradePlan:
     return UpgradePlan(Step.STOPPING, reason, job.next_launch, "latest")
 
 
+def retry_plan(job: Job, spec: StreamingJobSpec) -> UpgradePlan:
+    """Launch a Failed job again with a new generation of its spec: from the latest
+    checkpoint, or from empty state when its upgrade mode is stateless (no driver
+    runs to take a savepoint)."""
+    restore: Restore = "empty" if spec.upgrade_mode == "stateless" else "latest"
+    return UpgradePlan(Step.STOPPING, "retry", job.next_launch, restore, generation=job.generation)
+
+
 def upgrade_plan(job: Job, spec: StreamingJobSpec, reason: str, *, suspend: bool = False) -> UpgradePlan:
     """Apply a changed spec (or suspend) as the job's upgrade mode says."""
     launch, generation = job.next_launch, job.generation
@@ -246,6 +254,7 @@ async def _start_driver(job: Job, plan: UpgradePlan) -> None:
         deployment={"launch": launch.number, "restore": launch.restore, "savepoint": launch.savepoint},
         reconciledSpec=json.dumps(job.applied_raw_spec, sort_keys=True),
         suspendedWith=None,
+        failure=None,  # a new attempt
         conditions=changing(
             job.status.get("conditions"),
             JobPhase.DEPLOYING.value,

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lockgate.runtime.failure_class import FailureClass
+
 EXCHANGE_FRAME_LIMIT_BYTES = 1 << 30
 """The most one frame of a keyed exchange carries between tasks: a record larger
 than this cannot cross one, so a source refuses it (or routes it aside) as it reads."""
@@ -30,6 +32,8 @@ class UnreadableRecordError(ValueError):
     and that the source has no dead-letter location for: a restart would read it
     again, so the job stops. The message names the record (where it is) and the
     option that routes such records aside."""
+
+    failure_class = FailureClass.DEFINITION
 
 
 @dataclass(frozen=True)

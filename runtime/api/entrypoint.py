@@ -14,6 +14,7 @@ from lockgate.runtime.api.job_args import JobArgumentError, MissingJobArgumentEr
 from lockgate.runtime.api.job_traceback import implicating_job_frame, job_traceback
 from lockgate.runtime.api.stream import StreamEnvironment
 from lockgate.runtime.api.validation import JobDefinitionError
+from lockgate.runtime.failure_class import FailureClass
 
 BuildFunction = Callable[[StreamEnvironment], object]
 
@@ -22,8 +23,11 @@ class JobBuildError(JobDefinitionError):
     """The job's own code failed while it was imported or built; the message holds
     its traceback (the job's frames only)."""
 
+    failure_class = FailureClass.CODE
+
     def __init__(self, entrypoint: str, doing: str, error: BaseException) -> None:
-        super().__init__(f"job {entrypoint} failed {doing}:\n{job_traceback(error)}")
+        self.job_traceback = job_traceback(error)
+        super().__init__(f"job {entrypoint} failed {doing}:\n{self.job_traceback}")
 
 
 def _not_found(module_name: str, error: BaseException) -> bool:

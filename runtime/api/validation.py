@@ -11,12 +11,15 @@ from typing import Any
 
 from lockgate.runtime.api.connectors import JobIdentity
 from lockgate.runtime.api.graph import JobGraph
+from lockgate.runtime.failure_class import FailureClass
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 class JobDefinitionError(ValueError):
     """The job's dataflow is not valid as declared."""
+
+    failure_class = FailureClass.DEFINITION
 
 
 def milliseconds(value: Any, what: str, *, positive: bool = True) -> int:

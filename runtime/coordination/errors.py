@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.failure_class import FailureClass
 
 
 class CoordinatorConflictError(RuntimeError):
     """Another live coordinator holds the job: stop it, or wait for it to stop beating."""
+
+    failure_class = FailureClass.DEFINITION
 
 
 class CoordinatorFencedError(RuntimeError):
@@ -32,6 +35,8 @@ class NoUsableCheckpointError(RuntimeError):
     from empty state instead would read every source again from its beginning and
     lose the job's state, so the user must choose: an explicit savepoint, or `--fresh`."""
 
+    failure_class = FailureClass.RESTORE
+
     def __init__(self, keys: JobKeys, failures: list[str]) -> None:
         listed = "".join(f"\n  {failure}" for failure in failures)
         super().__init__(
@@ -53,6 +58,8 @@ class RestoreBehindCommittedOutputError(RuntimeError):
     sinks committed the output of the epochs in between (a sink commits an epoch only
     once its checkpoint completed), and restoring would write it again. Refused unless
     the user accepts the duplicates (`--accept-duplicate-output`)."""
+
+    failure_class = FailureClass.RESTORE
 
     def __init__(self, keys: JobKeys, restore: str, newest: int, failures: list[str]) -> None:
         listed = "".join(f"\n  {failure}" for failure in failures)

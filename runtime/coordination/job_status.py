@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from lockgate.runtime.clock import Clock, SystemClock
 from lockgate.runtime.coordination.cancellation import cancel_and_wait
@@ -24,6 +25,7 @@ from lockgate.runtime.coordination.etcd import EtcdUnavailableError
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.kv_store import KeyValueStore, LeaseNotFoundError
 from lockgate.runtime.coordination.records import JobState, JobStatus, decode, encode
+from lockgate.runtime.failure_class import FailureClass, classify, failure_traceback
 
 log = logging.getLogger(__name__)
 now_ms = SystemClock().now_ms
@@ -90,9 +92,10 @@ class StatusHeartbeat:
             self._beating.cancel()
 
     async def finish(
-        self, state: JobState, *, savepoint: str | None = None, message: str | None = None
+        self, state: JobState, *, savepoint: str | None = None, failure: BaseException | None = None
     ) -> None:
-        """Stop the heartbeat and record the outcome, without a lease."""
+        """Stop the heartbeat and record the outcome, without a lease; a failed job's
+        with the failure's message, class and the job's traceback."""
         if self._beating is not None:
             # Awaiting it under suppress(CancelledError) would also swallow a cancellation of this call.
             await cancel_and_wait([self._beating], "stopping the status heartbeat")
@@ -102,7 +105,7 @@ class StatusHeartbeat:
             at_ms=now_ms(),
             restarts=self._restarts(),
             savepoint=savepoint,
-            message=message,
+            **failure_fields(failure),
         )
         await self._store.put(self._keys.status, encode(outcome))
         if self._lease is not None:
@@ -110,12 +113,27 @@ class StatusHeartbeat:
                 await self._store.revoke_lease(self._lease)
 
 
+def failure_fields(failure: BaseException | None) -> dict[str, Any]:
+    """What a failed job's status says of `failure` (nothing for no failure)."""
+    if failure is None:
+        return {}
+    return {
+        "message": str(failure),
+        "failure_class": classify(failure),
+        "traceback": failure_traceback(failure),
+    }
+
+
 async def record_refusal(
-    store: KeyValueStore, keys: JobKeys, parallelism: int, message: str, driver: str | None
+    store: KeyValueStore, keys: JobKeys, parallelism: int, refusal: BaseException, driver: str | None
 ) -> None:
     """A driver that refused the job before starting it (a job that does not build, a
-    savepoint that does not fit): `failed`, with why, kept (no lease)."""
-    status = JobStatus("failed", now_ms(), parallelism, message=message, driver=driver)
+    savepoint that does not fit): `failed`, with why, kept (no lease). A refusal is
+    permanent: one that declares no class is about the job's options or manifest."""
+    fields = failure_fields(refusal)
+    if not fields["failure_class"].permanent:
+        fields["failure_class"] = FailureClass.DEFINITION
+    status = JobStatus("failed", now_ms(), parallelism, driver=driver, **fields)
     await store.put(keys.status, encode(status))
 
 

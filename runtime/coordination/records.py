@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, TypeVar
 
+from lockgate.runtime.failure_class import FailureClass
 from lockgate.runtime.snapshot.metadata import SnapshotKind, SubtaskState
 
 R = TypeVar("R")
@@ -145,3 +146,11 @@ class JobStatus:
     # Which driver says so (its pod's name on a cluster): a successor starting up
     # is not taken for the one whose outcome is still recorded.
     driver: str | None = None
+    # A failed job's: what kind of failure ended it, and the job's part of its
+    # traceback when the job's code is to blame (bounded: failure_class.bounded).
+    failure_class: FailureClass | None = None
+    traceback: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.failure_class is not None:  # decoded from JSON as its value
+            object.__setattr__(self, "failure_class", FailureClass(self.failure_class))

@@ -14,7 +14,7 @@ from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.job_status import StatusHeartbeat
 from lockgate.runtime.driver.options import JobSettings
 from lockgate.runtime.driver.progress import Totals, read_totals, show_progress
-from lockgate.runtime.engine.job_master import JobMaster, RunResult, Stage
+from lockgate.runtime.engine.job_master import JobMaster, RunResult, Stage, ends_the_job
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.metrics.job_metrics import JobMetrics
@@ -95,7 +95,10 @@ async def drive(
                 coordinating=status.start,  # `running` only once this driver leads the job
             )
         except Exception as error:
-            await status.finish("failed", message=str(error))
+            if ends_the_job(error):
+                await status.finish("failed", failure=error)
+            else:  # a failure the restart strategy never saw: the driver is lost, as a killed one is
+                status.abandon()
             raise
         finally:
             if display is not None:

@@ -98,14 +98,14 @@ def preflight(settings: JobSettings, etcd: EtcdConfig | None) -> JobGraph:
         _check_savepoint(settings, graph)
     except REFUSED_INPUT as error:
         if etcd is not None:
-            run_with_bounded_shutdown(_record(etcd, settings, str(error)))
+            run_with_bounded_shutdown(_record(etcd, settings, error))
         raise
     return graph
 
 
-async def _record(config: EtcdConfig, settings: JobSettings, message: str) -> None:
+async def _record(config: EtcdConfig, settings: JobSettings, refusal: Exception) -> None:
     try:
         async with Etcd(config) as etcd:
-            await record_refusal(etcd, settings.keys, settings.parallelism, message, settings.driver_name)
+            await record_refusal(etcd, settings.keys, settings.parallelism, refusal, settings.driver_name)
     except EtcdUnavailableError as error:
         log.warning("the job's refusal is not recorded in its status: %s", error)

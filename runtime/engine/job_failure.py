@@ -72,3 +72,15 @@ def found_in(text: str) -> JobCodeError | UnreadableRecordError | None:
         return JobCodeError(str(payload["summary"]), str(payload["traceback"]))
     except (ValueError, KeyError, TypeError):
         return None  # not ours after all: the text is shown as it is
+
+
+def failure_traceback_text(error: BaseException, entrypoint: str) -> str | None:
+    """The job's part of the traceback of a launch's failure: the one a task on Spark
+    carried, else the job's frames of an error raised through the job's code (tasks
+    in this process); None when the job's code is not to blame."""
+    carried_text = getattr(error, "job_traceback", None)
+    if isinstance(carried_text, str):
+        return carried_text
+    if implicating_job_frame(error, job_code_paths(entrypoint)) is None:
+        return None
+    return job_traceback(error)

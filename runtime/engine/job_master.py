@@ -10,8 +10,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from lockgate.runtime.api.connectors import UnreadableRecordError
-from lockgate.runtime.api.validation import JobDefinitionError
 from lockgate.runtime.coordination.ack_seal import ack_key
 from lockgate.runtime.coordination.completed_store import CompletedCheckpointStore
 from lockgate.runtime.coordination.control_plane import open_control_plane
@@ -19,11 +17,6 @@ from lockgate.runtime.coordination.coordinator import (
     CheckpointConfig,
     CheckpointCoordinator,
     CheckpointListener,
-)
-from lockgate.runtime.coordination.errors import (
-    CoordinatorConflictError,
-    NoUsableCheckpointError,
-    RestoreBehindCommittedOutputError,
 )
 from lockgate.runtime.coordination.restore_point import (
     UNCHECKED,
@@ -33,15 +26,15 @@ from lockgate.runtime.coordination.restore_point import (
     resolve_restore_point,
 )
 from lockgate.runtime.coordination.unusable import UnusableCheckpoints
+from lockgate.runtime.engine.job_failure import failure_traceback_text
 from lockgate.runtime.engine.job_spec import JobSpec, new_launch_secret
 from lockgate.runtime.engine.plan import job_plan
 from lockgate.runtime.engine.restart import RestartHistory, RestartStrategy, decide
 from lockgate.runtime.engine.restore_check import (
-    MaxParallelismMismatchError,
-    NonRestoredStateError,
     check_restorable,
 )
 from lockgate.runtime.engine.supervision import run_beside_coordinator
+from lockgate.runtime.failure_class import FailureClass, classify
 from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError
 
 log = logging.getLogger(__name__)
@@ -76,6 +69,8 @@ class EarlierRunError(RuntimeError):
     """The job id has checkpoints of an earlier run and nobody said what to do with
     them, or a run asked to resume has none."""
 
+    failure_class = FailureClass.DEFINITION
+
 
 @dataclass(frozen=True)
 class RunResult:
@@ -96,24 +91,20 @@ class JobListener(CheckpointListener, Protocol):
 
 
 class JobGaveUpError(RuntimeError):
-    """The restart strategy gave up; the message holds the last failure."""
+    """The restart strategy gave up; the message holds the last failure, whose class
+    and traceback it carries."""
+
+    def __init__(self, message: str, last: BaseException, job_traceback: str | None) -> None:
+        super().__init__(message)
+        self.failure_class = classify(last)
+        self.job_traceback = job_traceback
 
 
-# Failures a restart cannot cure: the job, its options or its restore point are
-# wrong, or another driver holds the job. A launch fenced because its lease lapsed
-# (etcd unreachable for longer than the lease) is restarted: the relaunch takes the
-# job with a new launch number, or fails with the conflict if another driver has it.
-PERMANENT_FAILURES: tuple[type[BaseException], ...] = (
-    JobDefinitionError,
-    MaxParallelismMismatchError,
-    NonRestoredStateError,
-    EarlierRunError,
-    CoordinatorConflictError,
-    SnapshotCorruptError,  # a savepoint the user named (a task's finding is handled first)
-    NoUsableCheckpointError,
-    RestoreBehindCommittedOutputError,
-    UnreadableRecordError,  # a restart reads it again: the source names it and the option to set
-)
+def ends_the_job(failure: BaseException) -> bool:
+    """Whether `failure`, raised by `JobMaster.run`, is the job's end: a permanent
+    failure, or one the restart strategy gave up on. Any other (etcd out of reach
+    while a damaged checkpoint was set aside) ended the run, not the job."""
+    return isinstance(failure, JobGaveUpError) or classify(failure).permanent
 
 
 class JobMaster:
@@ -179,14 +170,19 @@ class JobMaster:
                 savepoint = await self._launch(from_savepoint, earlier_checkpoints, coordinating)
             except Exception as failure:
                 set_aside = await self._set_aside_damaged_restore(failure, from_savepoint)
-                if isinstance(failure, PERMANENT_FAILURES) and not set_aside:
+                # A permanent failure (`failure_class.py`) ends the run at once. A launch
+                # fenced because its lease lapsed (etcd out of reach for longer) is
+                # transient: the relaunch takes the job with a new launch number.
+                if classify(failure).permanent and not set_aside:
                     raise
                 decision = decide(strategy, history, time.monotonic())
                 history, delay = decision.history, decision.delay_s
                 if delay is None:
                     raise JobGaveUpError(
                         f"gave up after {self.restarts} restart(s) ({strategy.describe()}); "
-                        f"last failure: {type(failure).__name__}: {failure}"
+                        f"last failure: {type(failure).__name__}: {failure}",
+                        failure,
+                        failure_traceback_text(failure, self.spec.entrypoint),
                     ) from failure
                 self.restarts += 1
                 if self._listener is not None:

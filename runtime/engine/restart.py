@@ -2,9 +2,11 @@
 the latest checkpoint, or that it is time to give up — Flink's four, as one pure
 function, `decide(strategy, history, now)`.
 
-The job master decides for its tasks (on the monotonic clock, the history in
-memory) and the operator for a lost driver (on the wall clock, the history in
-the StreamingJob's status, so that it outlives the operator): the same rules.
+The job's strategy is applied in one place, the job master, to every failure of
+its tasks (on the monotonic clock, the history in memory), on a laptop as on a
+cluster. The operator uses the same rules only for its own backoff between
+relaunches of a lost driver (on the wall clock, the history in the
+StreamingJob's status, so that it outlives the operator).
 
 - fixed-delay: `attempts` restarts in the job's life, `delay` apart.
 - exponential-backoff: delays from `delay`, doubling, capped at `maxDelay`;

@@ -21,6 +21,7 @@ from lockgate.runtime.api.front_ends import (
     snapshot_named,
 )
 from lockgate.runtime.api.graph import KEYED_KINDS, STATEFUL_KINDS, JobGraph
+from lockgate.runtime.failure_class import FailureClass
 from lockgate.runtime.snapshot.metadata import CheckpointMetadata
 
 log = logging.getLogger(__name__)
@@ -57,9 +58,13 @@ class MaxParallelismMismatchError(FrontEndError, ValueError):
             "the life of a job's state."
         )
 
+    failure_class = FailureClass.RESTORE
+
 
 class NonRestoredStateError(FrontEndError, ValueError):
     """The snapshot holds state no vertex of the job claims; the message names it."""
+
+    failure_class = FailureClass.RESTORE
 
     def __init__(self, url: str, unclaimed: list[str], stateful: list[str]) -> None:
         super().__init__(url, unclaimed, stateful)

@@ -20,6 +20,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from lockgate.runtime.failure_class import FailureClass
 from lockgate.runtime.snapshot.handles import KeyedStateHandle, OperatorStateHandle, keyed_handle_from_json
 from lockgate.runtime.snapshot.snapshot_key import SnapshotKey
 from lockgate.runtime.snapshot.storage import METADATA, CheckpointStorage, SnapshotCorruptError
@@ -136,6 +137,8 @@ class CheckpointMetadata:
 
 class SnapshotNotSignedError(SnapshotCorruptError):
     """`_metadata` does not carry this job's signature: it must not be restored unasked."""
+
+    failure_class = FailureClass.TRUST
 
 
 def _check_signature(path: str, body: bytes, footers: list[bytes], key: SnapshotKey) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 import fsspec
+from lockgate.runtime.failure_class import FailureClass
 
 CHUNK = 4 * 1024 * 1024
 METADATA = "_metadata"
@@ -32,6 +33,8 @@ METADATA = "_metadata"
 
 class SnapshotCorruptError(RuntimeError):
     """A snapshot file is missing, truncated or does not match its checksum."""
+
+    failure_class = FailureClass.RESTORE
 
     def __init__(self, path: str, problem: str) -> None:
         super().__init__(f"{self.naming(path)}{problem}")

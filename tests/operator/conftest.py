@@ -24,9 +24,13 @@ from lockgate.operator.job_etcd import JobEtcd
 from lockgate.operator.job_policy import JobPolicy
 from lockgate.operator.kube import Kube
 from lockgate.runtime.coordination.etcd import EtcdConfig
+from lockgate.runtime.engine.restart import restart_strategy
 
 from tests.operator.fake_kube import FakeKube
 from tests.operator.job_under_test import JobUnderTest, RecordedEvents
+
+# A lost driver relaunched after 0.1 s, not 10: the tests wait for it.
+QUICK_RELAUNCH = restart_strategy("exponential-backoff", delay_s=0.1, max_delay_s=0.1)
 
 
 @dataclass
@@ -60,6 +64,7 @@ class Operator:
             self.policy,
             driver_exit_timeout_s=10,
             namespace_recheck_s=0.5,
+            lost_driver_backoff=QUICK_RELAUNCH,
         )
         register(registry, context, observe_every_s=0.3)
         settings = configure(kopf.OperatorSettings())

@@ -181,6 +181,9 @@ async def test_the_driver_the_operator_launches_records_the_failure_with_its_nam
     assert (status.state, status.driver) == ("failed", "sums-driver-3")
     assert status.message is not None
     assert 'syntax_error.py", line 1' in status.message
+    assert status.failure_class == "code", "never relaunched by the operator"
+    assert status.traceback is not None
+    assert 'syntax_error.py", line 1' in status.traceback
 
 
 EXPLODING = """

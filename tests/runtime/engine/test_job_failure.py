@@ -16,7 +16,7 @@ from lockgate.runtime.api.connectors import UnreadableRecordError
 from lockgate.runtime.api.validation import milliseconds
 from lockgate.runtime.engine.channels import LocalChannel
 from lockgate.runtime.engine.job_failure import carried, found_in, job_code_paths
-from lockgate.runtime.engine.job_master import PERMANENT_FAILURES
+from lockgate.runtime.failure_class import classify
 
 
 def _raised(fn: Callable[[], Any]) -> BaseException:
@@ -71,7 +71,7 @@ def test_a_record_of_the_input_no_restart_can_read_reaches_the_driver_as_its_own
     found = found_in(f"py4j.protocol.Py4JJavaError: An error occurred\n{job_failure}\n\tat org.apache.spark")
     assert isinstance(found, UnreadableRecordError)
     assert str(found) == str(unreadable)
-    assert isinstance(found, PERMANENT_FAILURES)
+    assert classify(found).permanent
 
 
 def _refuse(error: BaseException) -> None:

@@ -16,8 +16,8 @@ from lockgate.runtime.driver.__main__ import REFUSED_OR_BAD_ETCD_OPTIONS, parser
 from lockgate.runtime.driver.drive import drive
 from lockgate.runtime.driver.options import settings_from
 from lockgate.runtime.driver.preflight import preflight
+from lockgate.runtime.engine.in_process import ThreadStage
 from lockgate.runtime.engine.job_spec import JobSpec
-from lockgate.runtime.engine.thread_stage import ThreadStage
 
 from tests.operator.cluster_helpers import NAMESPACE, driver_args
 from tests.operator.fake_kube import FakeKube

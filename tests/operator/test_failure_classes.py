@@ -12,7 +12,7 @@ from typing import Any
 
 from lockgate.operator import reconcile
 from lockgate.runtime.coordination.etcd import Etcd
-from lockgate.runtime.engine.thread_stage import ThreadStage
+from lockgate.runtime.engine.in_process import ThreadStage
 from lockgate.runtime.snapshot.metadata import CheckpointMetadata, VertexState, write_metadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 

@@ -33,8 +33,8 @@ def _import_failure() -> JobBuildError:
         (UnreadableRecordError("the message at offset 7 is not 'json'"), FailureClass.DEFINITION),
         (EarlierRunError("job ns/j has 2 completed checkpoint(s)"), FailureClass.DEFINITION),
         (CoordinatorConflictError("another coordinator holds ns/j"), FailureClass.DEFINITION),
-        (MaxParallelismMismatchError("taken with max parallelism 128"), FailureClass.RESTORE),
-        (NonRestoredStateError("state 'sum' is claimed by no vertex"), FailureClass.RESTORE),
+        (MaxParallelismMismatchError("file:///s", "sums", 128, 64, None), FailureClass.RESTORE),
+        (NonRestoredStateError("file:///s", ["sum"], ["sums"]), FailureClass.RESTORE),
         (SnapshotCorruptError("file:///s/_metadata", "truncated"), FailureClass.RESTORE),
         (SnapshotNotSignedError("file:///s/_metadata", "is not signed"), FailureClass.TRUST),
         (

@@ -103,6 +103,25 @@ def _check_slots(master: str | None, parallelism: int) -> None:
         )
 
 
+def local_task_limit() -> int:
+    """The most tasks a run on this machine takes: each is a Python worker (a process
+    on Spark, a thread with --local) with its own state backend and channels to every
+    other; far more than the cores only waits, and thousands exhaust the machine."""
+    return max(64, 8 * (os.cpu_count() or 1))
+
+
+def _check_machine(master: str | None, parallelism: int) -> None:
+    """A run on this machine (a local master, or --local) with more tasks than it can hold."""
+    local = master is None or _LOCAL.match(master) is not None
+    limit = local_task_limit()
+    if local and parallelism > limit:
+        raise OptionError(
+            f"parallelism {parallelism} is more tasks than this machine runs ({os.cpu_count()} cores: "
+            f"at most {limit} here, each a Python worker with its own state and channels): run with "
+            f"-p {limit} or fewer, or on a cluster (--master k8s://…, or a StreamingJob)"
+        )
+
+
 SPARK_ONLY = {"master": "--master", "spark_ui": "--spark-ui", "task_metrics_ports": "--task-metrics-ports"}
 """Flags of a run on Spark that a --local run has nothing to apply to."""
 
@@ -127,6 +146,7 @@ def run_command(arguments: argparse.Namespace) -> int:
         # still records is a killed run's, which a successor replaces within its TTL.
         arguments.takeover_wait = LEASE_TTL_S + 2.0
     settings = settings_from(arguments, WORK_DIR, fresh_by_default=True)
+    _check_machine(None if arguments.local else arguments.master, settings.parallelism)
     if not arguments.local:
         _check_slots(arguments.master, settings.parallelism)
     if arguments.etcd_user and not arguments.etcd:

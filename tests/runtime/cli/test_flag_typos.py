@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from lockgate.runtime.cli import main
+from lockgate.runtime.cli.run import local_task_limit
 
 
 def _refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
@@ -44,3 +45,13 @@ def test_an_abbreviated_flag_is_not_taken_for_the_flag(capsys: pytest.CaptureFix
 def test_a_word_nothing_resembles_gets_no_guess(capsys: pytest.CaptureFixture[str]) -> None:
     said = _refusal(capsys, "run", "jobs:build", "--zzzz")
     assert said.rstrip().endswith("unrecognized arguments: --zzzz"), said
+
+
+@pytest.mark.parametrize("local", [[], ["--local"]])
+def test_more_tasks_than_this_machine_runs_are_refused_before_anything_starts(
+    capsys: pytest.CaptureFixture[str], local: list[str]
+) -> None:
+    assert main(["run", "tests.jobs.configurable:word_count", "-p", "5000", *local]) == 2
+    said = capsys.readouterr().err
+    assert "lockgate run: parallelism 5000 is more tasks than this machine runs" in said
+    assert f"run with -p {local_task_limit()} or fewer, or on a cluster" in said

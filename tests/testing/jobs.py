@@ -82,8 +82,9 @@ def _counted_per_minute(env: StreamEnvironment, source: str, window: str, sink: 
             name=source,
             # An out-of-orderness of an hour: a source that is not given marks would
             # not make a record late in these tests.
-            watermarks=WatermarkStrategy.for_bounded_out_of_orderness(timedelta(hours=1))
-            .with_timestamp_assigner(lambda click: click["ts"]),
+            watermarks=WatermarkStrategy.for_bounded_out_of_orderness(
+                timedelta(hours=1)
+            ).with_timestamp_assigner(lambda click: click["ts"]),
         )
         .map(lambda click: (click["user"], 1))
         .key_by(lambda counted: counted[0])

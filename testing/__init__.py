@@ -13,7 +13,8 @@ docs/writing-jobs.md.
 """
 
 from lockgate.runtime.clock import ManualClock
+from lockgate.testing.marks import Watermark
 from lockgate.testing.runner import JobResult, run_job
 from lockgate.testing.settings import Savepoint
 
-__all__ = ["JobResult", "ManualClock", "Savepoint", "run_job"]
+__all__ = ["JobResult", "ManualClock", "Savepoint", "Watermark", "run_job"]

@@ -17,7 +17,7 @@ import re
 import tempfile
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +34,12 @@ from lockgate.runtime.coordination.cancellation import within
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.in_memory_store import InMemoryStore
 from lockgate.runtime.coordination.keys import JobKeys
-from lockgate.runtime.engine.in_process import run_in_process
+from lockgate.runtime.engine.in_process import ThreadStage, run_in_process
 from lockgate.runtime.engine.job_master import RunResult
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.snapshot.storage import CheckpointStorage
+from lockgate.testing.marks import MarkedSource, Watermark
 from lockgate.testing.settings import Backend, RunSettings, Savepoint, checked_settings
 from lockgate.testing.stopping import BudgetedSource, ReadBudget
 
@@ -57,6 +58,9 @@ class JobResult:
     """With `stop_after_records`: what the run stopped with, for `restore=`."""
     records_read: int | None = None
     """With `stop_after_records`: the records the sources read before the stop."""
+    late_records_dropped: Mapping[str, int] = field(default_factory=dict)
+    """Per window vertex, the records its subtasks dropped as late in this run (a
+    restored run counts only its own)."""
 
 
 def run_job(
@@ -78,14 +82,17 @@ def run_job(
 
     - `args`: the job's arguments, strings as `lockgate run --arg k=v` gives them.
     - `sources`: per source vertex name, the records it reads instead (in order,
-      from one partition); every other source is read to its current end.
+      from one partition); every other source is read to its current end. A
+      `Watermark(ms)` among them states the source's watermark at that place, and
+      a source given any takes its watermarks from its marks alone.
     - `clock`: what state TTL and processing-time timers read (`ManualClock`).
     - `stop_after_records`: stop with a savepoint once the sources read that many
       records (or all there were); `result.savepoint` resumes the job.
     - `restore`: a savepoint to start from, at any parallelism;
       `allow_non_restored_state`: drop its state that no vertex claims.
 
-    Every sink is replaced by one that collects what it commits. An exception of
+    Every sink is replaced by one that collects what it commits;
+    `result.late_records_dropped` counts, per window vertex, the records it dropped as late. An exception of
     the job's code, building the dataflow or running it, is raised as itself."""
     settings = checked_settings(
         build,
@@ -125,6 +132,14 @@ class _Graphs:
         self._settings = settings
         declared = _built(settings, _job_name(settings.label))
         names = {v.name for v in declared.sources}
+        for vertex in declared.sources:
+            if vertex.name in settings.marked and vertex.watermarks is None:
+                index = _first_mark(settings, vertex.name)
+                raise TypeError(
+                    f"run_job: sources[{vertex.name!r}][{index}] is a Watermark, but source "
+                    f"{vertex.name!r} is declared without a WatermarkStrategy: its records have no event "
+                    "time to be late by; declare the source with watermarks=, or give it no marks"
+                )
         if unknown := set(settings.sources) - names:
             raise JobDefinitionError(
                 f"run_job: sources= names {', '.join(sorted(unknown))}, but the job's sources are "
@@ -149,12 +164,20 @@ class _Graphs:
         if vertex.kind != "source":
             return vertex
         source = vertex.operator
-        if vertex.name in self._settings.sources:
+        if vertex.name in self._settings.marked:
+            source = MarkedSource(self._settings.sources[vertex.name])
+        elif vertex.name in self._settings.sources:
             pickled = self._settings.sources[vertex.name]
             source = GeneratorSource(len(pickled), partitions=1, record_fn=lambda n: pickle.loads(pickled[n]))
         if self.budget is not None:
             source = BudgetedSource(source, self.budget)
         return replace(vertex, operator=source)
+
+
+def _first_mark(settings: RunSettings, source: str) -> int:
+    return next(
+        i for i, record in enumerate(settings.sources[source]) if isinstance(pickle.loads(record), Watermark)
+    )
 
 
 def _built(settings: RunSettings, name: str) -> JobGraph:
@@ -191,6 +214,7 @@ async def _run(settings: RunSettings) -> JobResult:
         if settings.restore is not None:
             CollectSink.count_as_committed(name, settings.restore.committed)
     store = InMemoryStore()
+    stage = ThreadStage()
     try:
         with tempfile.TemporaryDirectory(prefix="lockgate-testing-") as local:
             state = StateConfig(
@@ -206,14 +230,14 @@ async def _run(settings: RunSettings) -> JobResult:
                 bounded=True,
                 graph_factory=graphs,
             )
-            ended = await within(_run_in_process(spec, root, reached, settings), settings.timeout_s)
+            ended = await within(_run_in_process(spec, stage, root, reached, settings), settings.timeout_s)
         read = None if graphs.budget is None else graphs.budget.read
         committed = frozenset().union(*(CollectSink.committed_ids(name) for name in graphs.sinks.values()))
         savepoint = None
         if ended.savepoint is not None:
             savepoint = Savepoint(_files(memory, ended.savepoint), read or 0, committed)
         outputs = {vertex: CollectSink.committed(name) for vertex, name in graphs.sinks.items()}
-        return JobResult(outputs, savepoint, read)
+        return JobResult(outputs, savepoint, read, dict(stage.late_records_dropped))
     except TimeoutError:
         endless = sorted(set(graphs.source_names) - set(settings.sources))
         hint = (
@@ -235,7 +259,7 @@ async def _run(settings: RunSettings) -> JobResult:
 
 
 async def _run_in_process(
-    spec: JobSpec, root: str, reached: asyncio.Future[None], settings: RunSettings
+    spec: JobSpec, stage: ThreadStage, root: str, reached: asyncio.Future[None], settings: RunSettings
 ) -> RunResult:
     """The run to its end; a stop-with-savepoint is asked for once `reached` (the read budget spent)."""
     restore = None
@@ -252,6 +276,7 @@ async def _run_in_process(
         from_savepoint=restore,
         allow_non_restored_state=settings.allow_non_restored_state,
         stop_when=reached,
+        stage=stage,
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from lockgate.runtime.api.entrypoint import BuildFunction, load_build, module_entrypoint
 from lockgate.runtime.clock import Clock
+from lockgate.testing.marks import Watermark
 
 Backend = Literal["heap", "rocksdb"]
 
@@ -36,6 +37,7 @@ class RunSettings:
     parallelism: int
     args: Mapping[str, str]
     sources: Mapping[str, tuple[bytes, ...]]  # each record pickled: every read gets a fresh copy
+    marked: frozenset[str]  # the sources whose records hold `Watermark`s
     clock: Clock | None
     stop_after_records: int | None
     restore: Savepoint | None
@@ -61,12 +63,15 @@ def checked_settings(build: BuildFunction | str, **given: Any) -> RunSettings:
     restore = given["restore"]
     if restore is not None and not isinstance(restore, Savepoint):
         raise TypeError(f"run_job: restore takes a result's .savepoint, got {type(restore).__name__}")
+    given_sources = _listed_sources(given["sources"])
+    sources = {name: _pickled(name, records) for name, records in given_sources.items()}
     return RunSettings(
         build,
         label,
         parallelism,
         _checked_args(given["args"]),
-        _checked_sources(given["sources"]),
+        sources,
+        frozenset(name for name, records in given_sources.items() if any(_is_mark(r) for r in records)),
         _checked_clock(given["clock"]),
         None if stop is None else _positive_int("stop_after_records", stop),
         restore,
@@ -128,21 +133,38 @@ def _checked_args(args: object) -> dict[str, str]:
     return dict(args)
 
 
-def _checked_sources(sources: object) -> dict[str, tuple[bytes, ...]]:
+def _listed_sources(sources: object) -> dict[str, list[Any]]:
     if sources is None:
         return {}
     if not isinstance(sources, Mapping):
         raise TypeError(
             f"run_job: sources takes a dict of source vertex name to records, got {type(sources).__name__}"
         )
-    return {name: _pickled(name, records) for name, records in sources.items()}
+    listed = {}
+    for source, records in sources.items():
+        if isinstance(records, (str, bytes)) or not isinstance(records, Iterable):
+            raise TypeError(
+                f"run_job: sources[{source!r}] is a {type(records).__name__}; give a list of records"
+            )
+        listed[source] = list(records)
+    return listed
 
 
-def _pickled(source: str, records: Iterable[Any]) -> tuple[bytes, ...]:
-    if isinstance(records, (str, bytes)) or not isinstance(records, Iterable):
-        raise TypeError(f"run_job: sources[{source!r}] is a {type(records).__name__}; give a list of records")
+def _is_mark(record: object) -> bool:
+    return isinstance(record, Watermark)
+
+
+def _pickled(source: str, records: list[Any]) -> tuple[bytes, ...]:
     pickled = []
+    stated: tuple[int, Watermark] | None = None  # the last mark: its index and itself
     for index, record in enumerate(records):
+        if isinstance(record, Watermark):
+            if stated is not None and record.timestamp_ms < stated[1].timestamp_ms:
+                raise TypeError(
+                    f"run_job: sources[{source!r}][{index}] = {record!r} goes back behind "
+                    f"sources[{source!r}][{stated[0]}] = {stated[1]!r}; a source's watermarks only rise"
+                )
+            stated = (index, record)
         try:
             pickled.append(pickle.dumps(record))
         except Exception as error:

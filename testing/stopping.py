@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lockgate.runtime.api.connectors import Backlog, JobIdentity, Source, SourceReader, SubtaskContext
+from lockgate.runtime.engine.source_watermarks import WatermarksInStream
 
 
 class ReadBudget:
@@ -58,6 +59,8 @@ class BudgetedSource(Source):
 
     def open_reader(self, context: SubtaskContext, offsets: dict[str, Any]) -> SourceReader:
         reader = self._inner.open_reader(context, offsets)
+        if isinstance(reader, WatermarksInStream):
+            return BudgetedMarkedReader(reader, reader, self._budget, (context.vertex, context.subtask))
         return BudgetedReader(reader, self._budget, (context.vertex, context.subtask))
 
 
@@ -107,3 +110,16 @@ class BudgetedReader(SourceReader):
 
     def close(self) -> None:
         self._inner.close()
+
+
+class BudgetedMarkedReader(BudgetedReader, WatermarksInStream):
+    """A budgeted reader of a source given marks: its marks pass through."""
+
+    def __init__(
+        self, inner: SourceReader, marks: WatermarksInStream, budget: ReadBudget, name: tuple[str, int]
+    ) -> None:
+        super().__init__(inner, budget, name)
+        self._marks = marks
+
+    def take_watermarks(self) -> list[int]:
+        return self._marks.take_watermarks()

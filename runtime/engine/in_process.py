@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import Counter
 from collections.abc import Awaitable
 from typing import Any, Literal
 
@@ -37,10 +38,12 @@ class ThreadStage:
     def __init__(self, exchange: Exchange = "tcp") -> None:
         self._exchange: Exchange = exchange
         self._cancelled = threading.Event()  # each run replaces it with its own
+        # Per window vertex, the records its subtasks dropped as late, over the launches that ended.
+        self.late_records_dropped: Counter[str] = Counter()
 
     def run(self, spec: JobSpec) -> None:
         cancelled = self._cancelled = threading.Event()
-        run_local(
+        tasks = run_local(
             spec.graph(),
             [spec.task_config(i) for i in range(spec.parallelism)],
             lambda index: CheckpointControl(
@@ -56,6 +59,8 @@ class ThreadStage:
             # a function object's attributes are never shared between subtasks.
             task_graph=lambda _index: spec.graph(),
         )
+        for task in tasks:
+            self.late_records_dropped.update({v: late.count for v, late in task.late_records_dropped.items()})
 
     # Threads cannot be killed: one in the job's code that does not return is
     # left behind after this long, rather than holding the run forever.
@@ -76,14 +81,16 @@ async def run_in_process(
     allow_non_restored_state: bool = False,
     exchange: Exchange = "tcp",
     stop_when: Awaitable[None] | None = None,
+    stage: ThreadStage | None = None,
 ) -> RunResult:
     """Run `spec` on threads to its end, once: no restarts. A failure of the job is
     raised as itself (with its own cause), not as the job master giving up. When
     `stop_when` completes first, the run is stopped with a savepoint, as `lockgate
-    savepoint --stop` stops one, and the result names it."""
+    savepoint --stop` stops one, and the result names it. `stage`: the stage
+    to run on, to read its counters after (else one of its own, on `exchange`)."""
     master = JobMaster(
         spec,
-        ThreadStage(exchange),
+        stage or ThreadStage(exchange),
         storage,
         config,
         savepoint_dir=savepoint_dir,

@@ -46,9 +46,10 @@ def run_local(
     exchange: Literal["memory", "tcp"] = "memory",
     liveness: Liveness | None = None,
     task_graph: Callable[[int], JobGraph] | None = None,
-) -> None:
-    """Run the job to its end; re-raises the first task failure. `trigger_revision`:
-    the coordinator's, so tasks see every trigger it published. Setting `cancelled`
+) -> list[Task]:
+    """Run the job to its end and return its tasks (for their counters); re-raises
+    the first task failure. `trigger_revision`: the coordinator's, so tasks see
+    every trigger it published. Setting `cancelled`
     tears the job down: the run then ends with `JobCancelledError`. `exchange="tcp"`
     connects the tasks through authenticated TCP channels, as on Spark, which
     fail on `liveness` (default: `Liveness()`). `task_graph`: each task's own
@@ -116,3 +117,4 @@ def run_local(
         raise failures[0]
     if cancelled.is_set():
         raise JobCancelledError("the job was cancelled before it finished")
+    return tasks

@@ -8,14 +8,22 @@ Watermarks are not checkpointed: after a restore they start over and catch up
 with the first records, as in Flink. Without an idleness timeout, a partition that
 reads nothing holds the watermark back for good, and windows downstream wait
 without a word: after `STALL_WARNING_MS` of it, while other partitions read on, a
-warning names the partition and `with_idleness`, once per stall."""
+warning names the partition and `with_idleness`, once per stall.
+
+A reader that states its watermarks in its stream (`WatermarksInStream`, what
+`lockgate.testing`'s marks read) gets `StatedWatermarks` instead: its records
+still get their timestamps from the assigner, but its watermarks are the ones it
+states, at their place in the stream, and nothing else — no interval, no
+out-of-orderness, no idleness — so that a test of late data is deterministic."""
 
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from lockgate.runtime.api.connectors import SourceReader
 from lockgate.runtime.api.watermarks import WatermarkStrategy
 from lockgate.runtime.engine.events import NO_WATERMARK, EventTime, Idle, Watermark
 
@@ -138,3 +146,39 @@ class SourceWatermarks:
             return []
         self._emitted = watermark
         return [Watermark(watermark)]
+
+
+class WatermarksInStream(ABC):
+    """A source reader that states its own watermarks: a poll ends its batch at a
+    stated watermark, which `take_watermarks` then returns."""
+
+    @abstractmethod
+    def take_watermarks(self) -> list[int]:
+        """The watermarks the last poll reached, in order, each once."""
+
+
+class StatedWatermarks(SourceWatermarks):
+    """The watermarks a `WatermarksInStream` reader states, sent right after the
+    records before them; a subtask with no partition to read says it is idle."""
+
+    def __init__(self, vertex: str, strategy: WatermarkStrategy, reader: WatermarksInStream) -> None:
+        super().__init__(vertex, strategy, lambda: 0)
+        self._reader = reader
+
+    def next_marks(self, partitions: Iterable[str]) -> list[EventTime]:
+        if not list(partitions):
+            if self._idle:
+                return []
+            self._idle = True
+            return [Idle()]
+        return [mark for stated in self._reader.take_watermarks() for mark in self._rise(stated)]
+
+
+def source_watermarks(
+    vertex: str, strategy: WatermarkStrategy, reader: SourceReader, now_ms: Callable[[], int]
+) -> SourceWatermarks:
+    """Event time at a source subtask reading with `reader`: the watermarks it
+    states if it states them, else the strategy's."""
+    if isinstance(reader, WatermarksInStream):
+        return StatedWatermarks(vertex, strategy, reader)
+    return SourceWatermarks(vertex, strategy, now_ms)

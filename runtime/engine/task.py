@@ -28,7 +28,7 @@ from lockgate.runtime.engine.events import MAX_WATERMARK, Barrier, Idle, Timesta
 from lockgate.runtime.engine.frame_sizing import DEFAULT_IN_FLIGHT_TARGET_S
 from lockgate.runtime.engine.operator_factories import ChainContext, make_operator, takes_keyed_records
 from lockgate.runtime.engine.operators import Counted, FanOut, KeyedExchange, Output, SinkOperator
-from lockgate.runtime.engine.source_watermarks import SourceWatermarks
+from lockgate.runtime.engine.source_watermarks import SourceWatermarks, source_watermarks
 from lockgate.runtime.engine.vertex_state import (
     CommittingVertexState,
     SourceVertexState,
@@ -388,7 +388,9 @@ class ChainRunner:
         reader.recover(state.restored_committables())
         self.task.committers[self.head.name] = reader
         strategy = self.head.watermarks
-        watermarks = None if strategy is None else SourceWatermarks(self.head.name, strategy, _monotonic_ms)
+        watermarks = (
+            None if strategy is None else source_watermarks(self.head.name, strategy, reader, _monotonic_ms)
+        )
         drained = ended = False
         backlog_due = 0.0
         while not ended or self._uncommitted():

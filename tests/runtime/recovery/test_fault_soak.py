@@ -46,6 +46,13 @@ def test_a_seeded_short_soak_keeps_output_and_state_exact(tmp_path: Path) -> Non
     assert sum(injected.values()) >= 4, f"the faults found their targets: {injected}"
     assert injected[LATE_WRITER] == 1, report.summary()
     assert {i.fault.kind for r in report.rounds for i in r.injections} == {*SHORT_KINDS, LATE_WRITER}
+    # Issue 34, item 1, on Spark: two drivers sharing etcd; a subtask of the first driver's
+    # relaunch is held before its Kafka writer starts while that driver stalls and a
+    # replacement restores the same checkpoint and commits more; released, the writer
+    # sends nothing, and what a read_committed consumer sees is exact (the soak's check).
+    (late_writer,) = [i for r in report.rounds for i in r.injections if i.fault.kind == LATE_WRITER]
+    assert "released: refused: KafkaSink: the writer of" in late_writer.detail, late_writer.detail
+    assert "sends nothing" in late_writer.detail, late_writer.detail
 
 
 def _one_fault(kind: str, at_s: float = 3.0, hold_s: float = 0.0) -> Schedule:
@@ -55,19 +62,6 @@ def _one_fault(kind: str, at_s: float = 3.0, hold_s: float = 0.0) -> Schedule:
 @pytest.mark.timeout(600)
 def test_tasks_of_a_failed_launch_cannot_complete_checkpoints_or_commit(tmp_path: Path) -> None:
     _soak(tmp_path, _one_fault("executors-stall-relaunch", hold_s=12.0), SoakOptions(recovery_bound_s=90))
-
-
-@pytest.mark.timeout(600)
-def test_a_late_kafka_writer_of_an_earlier_launch_sends_nothing(tmp_path: Path) -> None:
-    """Two drivers sharing etcd: a subtask of the first driver's relaunch is held before
-    its Kafka writer starts while that driver stalls and a replacement restores the same
-    checkpoint and commits two more; released, the writer sends nothing, and what a
-    read_committed consumer sees is exact (issue 34, item 1)."""
-    report = _soak(tmp_path, _one_fault(LATE_WRITER, hold_s=12.0), SoakOptions(recovery_bound_s=150))
-    injection = report.rounds[0].injections[0]
-    assert injection.injected, injection.detail
-    assert "released: refused: KafkaSink: the writer of" in injection.detail, injection.detail
-    assert "sends nothing" in injection.detail, injection.detail
 
 
 @pytest.mark.timeout(600)

@@ -100,6 +100,15 @@ class JobKeys:
         return self._key(f"tasks/exchange/{launch}/")
 
     @property
+    def failures(self) -> bytes:
+        """Per launch: the failure a task blamed on the job's code or input, so the
+        driver can name it even when Spark reports another task's failure first."""
+        return self._key("tasks/failure/")
+
+    def failure_of(self, launch: int) -> bytes:
+        return self._key(f"tasks/failure/{launch}")
+
+    @property
     def drained(self) -> bytes:
         """Bounded source subtasks that reached the end of their input."""
         return self._key("sources/drained/")

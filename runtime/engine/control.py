@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import queue
 import threading
 from collections.abc import AsyncIterator, Coroutine
@@ -28,6 +29,11 @@ from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.participant import CheckpointParticipant
 from lockgate.runtime.coordination.records import CompletedCheckpoint, CoordinatorRecord, Trigger, decode
 from lockgate.runtime.snapshot.metadata import SubtaskState
+
+log = logging.getLogger(__name__)
+
+# How long a failing task waits to record its failure before raising it anyway.
+RECORD_FAILURE_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -197,6 +203,17 @@ class CheckpointControl:
         self._call(
             self._store.put(self.keys.progress_of(self._subtask), json.dumps(asdict(progress)).encode())
         )
+
+    def record_failure(self, text: str, *, timeout_s: float = RECORD_FAILURE_TIMEOUT_S) -> None:
+        """Records under this launch the failure this task raises for the job's code or
+        input (`job_failure.carried`). Spark reports one task's failure for the whole
+        stage, often that of a peer whose exchange broke when this task died; the
+        driver reads this record then. Best effort: without etcd, the task's own
+        error still carries the failure."""
+        try:
+            self._call(within(self._store.put(self.keys.failure_of(self.launch), text.encode()), timeout_s))
+        except Exception as error:  # noqa: BLE001 - the failure being raised matters more
+            log.warning("task %s could not record its failure in etcd: %s", self._subtask, error)
 
     def report_drained(self, vertex: str) -> None:
         self._call(self._store.put(self.keys.drained_of(vertex, self._subtask), b"1"))

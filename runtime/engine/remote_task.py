@@ -36,6 +36,7 @@ def run_task(spec: JobSpec, index: int, *, bind_host: str, advertise_host: str) 
         job_failure = carried(error, job_code_paths(spec.entrypoint))
         if job_failure is None:
             raise
+        control.record_failure(str(job_failure))
         raise job_failure from error  # the driver shows the job's part of it (job_failure.py)
     finally:
         control.close()

@@ -9,12 +9,15 @@ every task.
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import logging
 import os
 import uuid
 from collections.abc import Iterator
 
-from lockgate.runtime.coordination.control_plane import shared_across_processes
+from lockgate.runtime.coordination.cancellation import within
+from lockgate.runtime.coordination.control_plane import open_control_plane, shared_across_processes
 from lockgate.runtime.engine.job_failure import found_in
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.remote_task import run_task
@@ -24,6 +27,10 @@ from pyspark.sql import SparkSession
 
 BIND_HOST_ENV = "LOCKGATE_EXCHANGE_BIND"
 ADVERTISE_HOST_ENV = "LOCKGATE_EXCHANGE_HOST"
+# How long the driver waits for etcd when it looks for a failure a task recorded.
+RECORDED_FAILURE_READ_S = 10.0
+
+log = logging.getLogger(__name__)
 
 
 def _run_partition(spec: JobSpec, _rows: Iterator[int]) -> Iterator[int]:
@@ -35,6 +42,27 @@ def _run_partition(spec: JobSpec, _rows: Iterator[int]) -> Iterator[int]:
     bind = os.environ.get(BIND_HOST_ENV, "0.0.0.0")
     run_task(spec, index, bind_host=bind, advertise_host=advertise)
     return iter([index])
+
+
+def _recorded_failure(spec: JobSpec) -> str:
+    """The failure a task of this launch blamed on the job's code or input
+    (`CheckpointControl.record_failure`), or "": Spark names the stage's first
+    failed task, which may be a peer whose exchange broke when that task died."""
+
+    async def read() -> bytes | None:
+        store = open_control_plane(spec.control_plane)
+        await within(store.connect(), RECORDED_FAILURE_READ_S)
+        try:
+            return await within(store.get(spec.keys.failure_of(spec.launch)), RECORDED_FAILURE_READ_S)
+        finally:
+            await store.close()
+
+    try:
+        recorded = asyncio.run(read())
+    except Exception as error:  # noqa: BLE001 - Spark's own error is raised then
+        log.warning("could not read the failure recorded by this launch's tasks: %s", error)
+        return ""
+    return "" if recorded is None else recorded.decode(errors="replace")
 
 
 class BarrierStage:
@@ -63,7 +91,7 @@ class BarrierStage:
         try:
             finished = rdd.barrier().mapPartitions(functools.partial(_run_partition, spec)).collect()
         except Py4JJavaError as error:
-            job_failure = found_in(str(error))
+            job_failure = found_in(str(error)) or found_in(_recorded_failure(spec))
             if job_failure is None:
                 raise
             raise job_failure from None  # Py4J's text around it is Spark's and Java's

@@ -6,10 +6,10 @@ from __future__ import annotations
 from lockgate.runtime.clock import Clock
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.job_identity import JobIdentity, grant, revoke
+from lockgate.runtime.coordination.job_requests import await_savepoint, request_savepoint
 from lockgate.runtime.coordination.job_status import StatusReader
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import CompletedCheckpoint, JobStatus, SavepointResult, decode
-from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
 
 
 class JobEtcd:

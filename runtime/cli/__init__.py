@@ -10,7 +10,7 @@ import sys
 import traceback
 from importlib.metadata import entry_points, version
 
-from lockgate.runtime.cli import checkpoints, run, savepoint, verbosity
+from lockgate.runtime.cli import checkpoints, rescale, run, savepoint, verbosity
 from lockgate.runtime.cli.run_lock import DirectoryInUseError
 from lockgate.runtime.coordination.errors import (
     CoordinatorConflictError,
@@ -58,6 +58,7 @@ def parser() -> argparse.ArgumentParser:
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
     checkpoints.register(commands)
     savepoint.register(commands)
+    rescale.register(commands)
     run.register(commands)
     for plugin in entry_points(group="lockgate.commands"):
         plugin.load()(commands)  # e.g. `lockgate operator`, from lockgate.operator

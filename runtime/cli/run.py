@@ -187,7 +187,8 @@ def _stage(settings: JobSettings, arguments: argparse.Namespace) -> Iterator[tup
     from lockgate.runtime.spark import BarrierStage  # noqa: PLC0415
     from lockgate.runtime.spark.session import command_session  # noqa: PLC0415
 
-    master = arguments.master or f"local[{settings.parallelism}]"
+    # Slots for every parallelism this machine runs: `lockgate rescale` scales up in place.
+    master = arguments.master or f"local[{max(settings.parallelism, local_task_limit())}]"
     with command_session(
         master,
         f"lockgate-{settings.keys.job}",

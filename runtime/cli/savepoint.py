@@ -8,7 +8,7 @@ from typing import Any
 from lockgate.runtime.cli import etcd_options
 from lockgate.runtime.coordination.cancellation import run_with_bounded_shutdown
 from lockgate.runtime.coordination.etcd import Etcd
-from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
+from lockgate.runtime.coordination.job_requests import await_savepoint, request_savepoint
 from lockgate.runtime.driver import option_types as types
 
 
@@ -21,7 +21,9 @@ def register(commands: Any) -> None:
         type=types.storage_url,  # as `run --savepoint-dir`: every task writes there
         help="savepoint directory URL (default: the job's savepoints.dir)",
     )
-    command.add_argument("--id", dest="request_id", help="request id; a repeated id is served once")
+    command.add_argument(
+        "--id", dest="request_id", type=types.request_id, help="request id; a repeated id is served once"
+    )
     command.add_argument(
         "--timeout",
         type=types.positive_seconds,  # refused before etcd is asked anything

@@ -35,6 +35,7 @@ from lockgate.runtime.coordination.kv_store import (
 )
 from lockgate.runtime.coordination.leadership import LEASE_TTL_S, Leadership
 from lockgate.runtime.coordination.records import Ack, CompletedCheckpoint, Trigger, decode, encode
+from lockgate.runtime.coordination.rescale_queue import InPlaceRescale, RescaleOrder, RescaleQueue
 from lockgate.runtime.coordination.savepoint_queue import SavepointQueue
 from lockgate.runtime.snapshot.metadata import (
     CheckpointMetadata,
@@ -131,6 +132,7 @@ class CheckpointCoordinator:
         snapshot_key: SnapshotKey | None = None,
         ack_key: bytes | None = None,
         clock: Clock | None = None,
+        in_place_rescale: InPlaceRescale | None = None,
     ) -> None:
         # Every interval, deadline and timestamp is read from this clock: with a
         # ManualClock a test moves time and calls `tick()` instead of waiting.
@@ -148,6 +150,25 @@ class CheckpointCoordinator:
         self.savepoints = SavepointQueue(
             kv, keys, self.trigger, self._stop_with, savepoint_dir, guarded=self._guarded
         )
+        # Rescale requests are served only where the job master can relaunch in place.
+        self.rescales = (
+            None
+            if in_place_rescale is None
+            else RescaleQueue(
+                kv,
+                keys,
+                self.trigger,
+                self._stop_for_rescale,
+                prepare=in_place_rescale.prepare,
+                parallelism=in_place_rescale.parallelism,
+                guarded=self._guarded,
+                clock=self._clock,
+            )
+        )
+        self._enacting = None if in_place_rescale is None else in_place_rescale.enacting
+        self.rescaling: RescaleOrder | None = None  # set when the tasks stopped for a rescale
+        # Every subtask of the launch acknowledged a checkpoint: all of its tasks run.
+        self.a_checkpoint_completed = asyncio.Event()
         self.pending: dict[int, PendingCheckpoint] = {}
         self._next_id = 1
         self._last_allocated = 0
@@ -218,6 +239,10 @@ class CheckpointCoordinator:
             asyncio.create_task(self._publish(), name="triggers"),
             asyncio.create_task(self.savepoints.run(), name="savepoints"),
         ]
+        if self.rescales is not None:
+            if self._enacting is not None:
+                await self.rescales.answer(self._enacting)
+            self._tasks.append(asyncio.create_task(self.rescales.run(), name="rescales"))
         for task in self._tasks:
             task.add_done_callback(lambda _: self._wake.set())
 
@@ -240,8 +265,9 @@ class CheckpointCoordinator:
 
     @property
     def done(self) -> bool:
-        """The run is over: stopped with a savepoint, or a bounded job finished."""
-        return self.stopped_with is not None or self.finished
+        """The launch is over: stopped with a savepoint or for a rescale, or a bounded
+        job finished."""
+        return self.stopped_with is not None or self.rescaling is not None or self.finished
 
     async def tick(self) -> None:
         """One round of the coordinator's decisions at its clock's time: raise if the
@@ -301,6 +327,10 @@ class CheckpointCoordinator:
             wakeups.append(self._last_trigger + self.config.interval_s - now)
             wakeups.append(self._last_completion + self.config.min_pause_s - now)
         return max(0.001, min(wakeups, default=3600.0))
+
+    def _stop_for_rescale(self, order: RescaleOrder) -> None:
+        self.rescaling = order
+        self._wake.set()
 
     def _stop_with(self, savepoint_path: str) -> None:
         self.stopped_with = savepoint_path
@@ -464,6 +494,7 @@ class CheckpointCoordinator:
         except Exception:
             log.exception("discarding old checkpoints failed; the next completion retries")
         pending.done.set_result(summary)
+        self.a_checkpoint_completed.set()
         self.completed.put_nowait(summary)
         if self._listener is not None:
             self._listener.completed(summary)

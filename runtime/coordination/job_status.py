@@ -54,8 +54,13 @@ class StatusHeartbeat:
         self._lease: int | None = None
         self._beating: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
-        """Begin beating; once only (a job master's relaunches call it again)."""
+    async def start(self, parallelism: int | None = None) -> None:
+        """Begin beating. A job master's relaunches call it again, with the parallelism
+        they run at: a changed one is beaten at once (a rescale in place)."""
+        if parallelism is not None and parallelism != self._status.parallelism:
+            self._status = dataclasses.replace(self._status, parallelism=parallelism)
+            if self._beating is not None:
+                await self._beat()
         if self._beating is not None:
             return
         await self._beat()

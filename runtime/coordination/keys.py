@@ -15,14 +15,19 @@
                                                         restored again (UnusableCheckpoint)
 /lockgate/<namespace>/<job>/savepoints/requests/<id>    {stop, dir}
 /lockgate/<namespace>/<job>/savepoints/results/<id>     {status, path, error, metadata_sha256}
+/lockgate/<namespace>/<job>/rescales/requests/<id>      {parallelism, generation}
+/lockgate/<namespace>/<job>/rescales/results/<id>       {status, parallelism, reason, checkpoint_id}
 /lockgate/<namespace>/<job>/status                      lease-bound heartbeat of the running job,
                                                         then its outcome, kept (JobStatus)
 /lockgate/<namespace>/<job>/sources/drained/<vertex>/<subtask>
                                                         a bounded source subtask reached its end
-/lockgate/<namespace>/<job>/tasks/progress/<subtask>    records read and written, every second
+/lockgate/<namespace>/<job>/tasks/progress/<launch>/<subtask>
+                                                        records read and written, every second
 /lockgate/<namespace>/<job>/tasks/exchange/<launch>/<subtask>
                                                         the host:port a task of that launch
                                                         takes exchange connections on
+/lockgate/<namespace>/<job>/tasks/failure/<launch>      the failure a task of that launch blamed
+                                                        on the job's code or input
 """
 
 from __future__ import annotations
@@ -85,11 +90,11 @@ class JobKeys:
 
     @property
     def progress(self) -> bytes:
-        """Per task: records read and written so far, for progress displays."""
+        """Per launch and task: records read and written so far, for progress displays."""
         return self._key("tasks/progress/")
 
-    def progress_of(self, task: int) -> bytes:
-        return self._key(f"tasks/progress/{task}")
+    def progress_of(self, launch: int, task: int) -> bytes:
+        return self._key(f"tasks/progress/{launch}/{task}")
 
     @property
     def exchange(self) -> bytes:
@@ -167,3 +172,13 @@ class JobKeys:
 
     def savepoint_result(self, request_id: str) -> bytes:
         return self._key(f"savepoints/results/{check_name('savepoint request id', request_id)}")
+
+    @property
+    def rescale_requests(self) -> bytes:
+        return self._key("rescales/requests/")
+
+    def rescale_request(self, request_id: str) -> bytes:
+        return self._key(f"rescales/requests/{check_name('rescale request id', request_id)}")
+
+    def rescale_result(self, request_id: str) -> bytes:
+        return self._key(f"rescales/results/{check_name('rescale request id', request_id)}")

@@ -129,6 +129,29 @@ class SavepointResult:
     metadata_sha256: str | None = None  # its `_metadata`'s, as in `CompletedCheckpoint`
 
 
+@dataclass(frozen=True)
+class RescaleRequest:
+    parallelism: int
+    generation: int | None = None  # the StreamingJob's, when the operator asks
+
+
+RescaleStatus = Literal["pending", "rescaled", "refused", "failed"]
+
+
+@dataclass(frozen=True)
+class RescaleResult:
+    """`refused`: the job runs on as it was (the reason says why, before anything
+    stopped); `failed`: the rescale's checkpoint did not complete, and the job was
+    relaunched at its old parallelism from its latest checkpoint."""
+
+    status: RescaleStatus
+    parallelism: int  # the job's, once final: the target when rescaled
+    reason: str | None = None
+    checkpoint_id: int | None = None  # the checkpoint the new parallelism restored
+    stopped_ms: int | None = None  # when the old tasks were told to stop
+    relaunched_ms: int | None = None  # when the new tasks were started
+
+
 JobState = Literal["running", "finished", "stopped", "failed"]
 
 

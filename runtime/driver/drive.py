@@ -85,14 +85,22 @@ async def drive(
         display: asyncio.Task[None] | None = None
         if progress is not None:
             display = asyncio.create_task(
-                show_progress(etcd, settings.keys, store, progress, lambda: master.restored_from)
+                show_progress(
+                    etcd,
+                    settings.keys,
+                    store,
+                    progress,
+                    restored=lambda: master.restored_from,
+                    first_launch=lambda: master.first_launch,
+                )
             )
         try:
             result = await master.run(
                 settings.restart_strategy(),
                 from_savepoint=settings.from_savepoint,
                 earlier_checkpoints=settings.earlier_checkpoints,
-                coordinating=status.start,  # `running` only once this driver leads the job
+                # `running` only once this driver leads the job, at the launch's parallelism.
+                coordinating=lambda: status.start(master.spec.parallelism),
             )
         except Exception as error:
             if ends_the_job(error):
@@ -104,7 +112,7 @@ async def drive(
             if display is not None:
                 await cancel_and_wait([display], "stopping the progress display")
         await status.finish("finished" if result.savepoint is None else "stopped", savepoint=result.savepoint)
-        return result, await read_totals(etcd, settings.keys, store)
+        return result, await read_totals(etcd, settings.keys, store, master.first_launch)
 
 
 def _reachable(bind: str) -> str:

@@ -75,3 +75,4 @@ storage_url = _refusing(syntax_of_storage_url)  # its protocol: `preflight`, onc
 job_id = _name("job id")
 namespace = _name("namespace")
 job_arg = _refusing(_job_arg)
+request_id = _name("request id")

@@ -29,9 +29,15 @@ class Totals:
     last_checkpoint: str = "none yet"
 
 
-async def read_totals(etcd: KeyValueStore, keys: JobKeys, store: CompletedCheckpointStore) -> Totals:
+async def read_totals(
+    etcd: KeyValueStore, keys: JobKeys, store: CompletedCheckpointStore, first_launch: int = 0
+) -> Totals:
+    """What the tasks of launches `first_launch` on (one run's) read and wrote, over
+    all those launches: a restart or a rescale starts its tasks' counts from 0."""
     totals = Totals()
-    for _, value in await etcd.get_prefix(keys.progress):
+    for key, value in await etcd.get_prefix(keys.progress):
+        if int(key[len(keys.progress) :].split(b"/", 1)[0]) < first_launch:  # progress/<launch>/<task>
+            continue
         progress = json.loads(value)
         totals.read += int(progress["read"])
         totals.written += int(progress["written"])
@@ -64,16 +70,19 @@ async def show_progress(
     keys: JobKeys,
     store: CompletedCheckpointStore,
     out: TextIO,
+    *,
     restored: Callable[[], str | None],
+    first_launch: Callable[[], int],
 ) -> None:
-    """Runs until cancelled. `restored`: what the current launch restored."""
+    """Runs until cancelled. `restored`: what the current launch restored;
+    `first_launch`: the run's first launch number (0 until it has one)."""
     tty = out.isatty()
     started = last_time = time.monotonic()
     last_read = 0
     try:
         for updates in itertools.count(1):
             await asyncio.sleep(1.0)  # the display's refresh period, not a synchronisation
-            totals = await read_totals(etcd, keys, store)
+            totals = await read_totals(etcd, keys, store, first_launch())
             now = time.monotonic()
             rate = read_rate(totals.read, last_read, now - last_time)
             last_read, last_time = totals.read, now

@@ -201,7 +201,9 @@ class CheckpointControl:
 
     def report_progress(self, progress: TaskProgress) -> None:
         self._call(
-            self._store.put(self.keys.progress_of(self._subtask), json.dumps(asdict(progress)).encode())
+            self._store.put(
+                self.keys.progress_of(self.launch, self._subtask), json.dumps(asdict(progress)).encode()
+            )
         )
 
     def record_failure(self, text: str, *, timeout_s: float = RECORD_FAILURE_TIMEOUT_S) -> None:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from lockgate.runtime.coordination.ack_seal import ack_key
 from lockgate.runtime.coordination.control_plane import open_control_plane
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
-from lockgate.runtime.coordination.savepoint_client import request_savepoint
+from lockgate.runtime.coordination.job_requests import request_savepoint
 from lockgate.runtime.engine.control import CheckpointControl
 from lockgate.runtime.engine.job_master import EarlierCheckpoints, JobGaveUpError, JobMaster, RunResult
 from lockgate.runtime.engine.job_spec import JobSpec
@@ -68,6 +68,12 @@ class ThreadStage:
 
     def cancel(self) -> None:
         self._cancelled.set()
+
+    def reserve(self, parallelism: int, timeout_s: float) -> None:
+        """Threads are started with the launch: nothing to reserve."""
+
+    def release_surplus(self, parallelism: int) -> None:
+        """Nothing is held between launches."""
 
 
 async def run_in_process(

@@ -4,6 +4,7 @@ checkpoint coordinator, restored from a savepoint or the latest checkpoint."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from lockgate.runtime.coordination.ack_seal import ack_key
+from lockgate.runtime.coordination.cancellation import cancel_and_wait
 from lockgate.runtime.coordination.completed_store import CompletedCheckpointStore
 from lockgate.runtime.coordination.control_plane import open_control_plane
 from lockgate.runtime.coordination.coordinator import (
@@ -18,6 +20,7 @@ from lockgate.runtime.coordination.coordinator import (
     CheckpointCoordinator,
     CheckpointListener,
 )
+from lockgate.runtime.coordination.rescale_queue import InPlaceRescale, RescaleOrder, RescaleRefusedError
 from lockgate.runtime.coordination.restore_point import (
     UNCHECKED,
     RestorePoint,
@@ -57,12 +60,26 @@ class Stage(Protocol):
         (None: as long as they take)."""
         ...
 
+    def reserve(self, parallelism: int, timeout_s: float) -> None:
+        """Make sure a launch at `parallelism` can start, while the current one runs:
+        on Spark, the executors it needs have registered (raises if they do not come
+        within `timeout_s`, naming how many came)."""
+        ...
+
+    def release_surplus(self, parallelism: int) -> None:
+        """Give back what a launch at `parallelism` does not need (idle executors)."""
+        ...
+
 
 EarlierCheckpoints = Literal["resume", "require", "refuse", "discard"]
 """What a run does when the job id already has completed checkpoints: restore from
 the latest (a restart, the operator's last-state upgrade), the same but refusing to
 start without one (`lockgate run --resume`), refuse to start (a new `lockgate run`),
 or delete them and start from empty state (`--fresh`)."""
+
+
+RESERVE_TIMEOUT_S = 120.0
+"""How long a scale-up waits for the executors it needs before it is refused."""
 
 
 class EarlierRunError(RuntimeError):
@@ -147,6 +164,9 @@ class JobMaster:
         self._first_restore: RestorePoint | None = None
         self._first_id = 0
         self._restored: RestorePoint | None = None  # by the current launch
+        self._enacting: RescaleOrder | None = None  # the rescale the next launch enacts
+        self.first_launch = 0  # the launch number of this run's first launch, once it has one
+        self.reserve_timeout_s = RESERVE_TIMEOUT_S
 
     @property
     def restored_from(self) -> str | None:
@@ -167,7 +187,7 @@ class JobMaster:
         while True:
             self._restored = None
             try:
-                savepoint = await self._launch(from_savepoint, earlier_checkpoints, coordinating)
+                savepoint, rescale = await self._launch(from_savepoint, earlier_checkpoints, coordinating)
             except Exception as failure:
                 set_aside = await self._set_aside_damaged_restore(failure, from_savepoint)
                 # A permanent failure (`failure_class.py`) ends the run at once. A launch
@@ -191,6 +211,11 @@ class JobMaster:
                 log.warning("job failed (%s); restart %s in %.1f s", first_line, self.restarts, delay)
                 await asyncio.sleep(delay)  # the strategy's delay, nothing to wait for
                 continue
+            if rescale is not None:
+                # Not a restart: the tasks stopped at a checkpoint on request.
+                self.spec = dataclasses.replace(self.spec, parallelism=rescale.parallelism)
+                self._enacting = rescale
+                continue
             restored = None if self._first_restore is None else self._first_restore.url
             return RunResult(restored, savepoint, self.restarts, self.committed_records)
 
@@ -199,7 +224,9 @@ class JobMaster:
         from_savepoint: str | None,
         earlier: EarlierCheckpoints,
         coordinating: Callable[[], Awaitable[None]] | None,
-    ) -> str | None:
+    ) -> tuple[str | None, RescaleOrder | None]:
+        """Runs one launch to its end: the savepoint it stopped with, or the rescale
+        it stopped for."""
         graph = self.spec.graph()  # imported and validated here before any task starts
         plan = job_plan(graph, self.spec.parallelism, self.spec.state.max_parallelism)
         secret = new_launch_secret()  # the tasks' and the coordinator's alone: it never goes to etcd
@@ -214,8 +241,13 @@ class JobMaster:
                 listener=self._listener,
                 snapshot_key=self._trust.key,
                 ack_key=ack_key(secret),
+                in_place_rescale=InPlaceRescale(self.spec.parallelism, self._prepare_rescale, self._enacting),
             )
             await coordinator.start(self._takeover_wait_s)
+            released = None
+            if self._enacting is not None:  # answered by `start`
+                released = asyncio.create_task(self._release_surplus(coordinator), name="release-surplus")
+                self._enacting = None
             try:
                 if coordinating is not None:
                     await coordinating()
@@ -231,12 +263,42 @@ class JobMaster:
                 launch = self.spec.for_launch(
                     coordinator.launch, restore, coordinator.trigger_revision, secret
                 )
-                return await run_beside_coordinator(
+                savepoint = await run_beside_coordinator(
                     coordinator, lambda: self._stage.run(launch), self._stage.cancel, self._stage.stop_wait_s
                 )
+                return savepoint, coordinator.rescaling
             finally:
+                if released is not None:
+                    await cancel_and_wait([released], "releasing surplus executors")
                 self.committed_records += coordinator.committed_records
                 await coordinator.close()
+
+    async def _prepare_rescale(self, parallelism: int) -> None:
+        """Whether the job can run at `parallelism` (RescaleRefusedError naming why
+        not), with what that needs reserved while the current launch runs on."""
+        max_parallelism = self.spec.state.max_parallelism
+        if parallelism > max_parallelism:
+            raise RescaleRefusedError(
+                f"parallelism {parallelism} is above the job's maxParallelism {max_parallelism} (its "
+                f"state is split into {max_parallelism} key groups): ask for at most {max_parallelism}"
+            )
+        try:
+            job_plan(self.spec.graph(), parallelism, max_parallelism)
+        except ValueError as error:
+            raise RescaleRefusedError(f"the job cannot run at parallelism {parallelism}: {error}") from None
+        try:
+            await asyncio.to_thread(self._stage.reserve, parallelism, self.reserve_timeout_s)
+        except Exception as error:
+            raise RescaleRefusedError(str(error)) from error
+
+    async def _release_surplus(self, coordinator: CheckpointCoordinator) -> None:
+        """Once every task of a rescaled launch runs (a checkpoint completed), the
+        executors it does not need go back."""
+        await coordinator.a_checkpoint_completed.wait()
+        try:
+            await asyncio.to_thread(self._stage.release_surplus, self.spec.parallelism)
+        except Exception:
+            log.exception("could not release executors parallelism %s does not need", self.spec.parallelism)
 
     async def _restore_point(
         self, coordinator: CheckpointCoordinator, from_savepoint: str | None, earlier: EarlierCheckpoints
@@ -255,6 +317,7 @@ class JobMaster:
                     "run it without --resume to start from empty state"
                 )
             self._first_id = coordinator.next_checkpoint_id
+            self.first_launch = coordinator.launch
             self._launched = True
         elif from_savepoint is None:
             self._restored = await resolve_restore_point(

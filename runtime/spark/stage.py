@@ -103,6 +103,18 @@ class BarrierStage:
         """Spark kills cancelled tasks: wait for it, so a relaunch never overlaps them."""
         return None
 
+    def reserve(self, parallelism: int, timeout_s: float) -> None:
+        """A barrier stage needs all its task slots at once."""
+        slots = self._spark.sparkContext.defaultParallelism
+        if (self._spark.sparkContext.master or "").startswith("local") and parallelism > slots:
+            raise ValueError(
+                f"Spark's {self._spark.sparkContext.master} has {slots} task slot(s), parallelism "
+                f"{parallelism} needs {parallelism}"
+            )
+
+    def release_surplus(self, parallelism: int) -> None:
+        """Executors are released by Spark's own allocation."""
+
     def cancel(self) -> None:
         if self._group is not None:
             self._spark.sparkContext.cancelJobGroup(self._group)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lockgate.runtime import read_committed
+from lockgate.runtime.cli.run import local_task_limit
 
 from tests.exactness import assert_running_sums_exact, assert_word_counts_exact
 from tests.runtime.cli.test_run import _word_count
@@ -26,7 +27,7 @@ def test_a_local_run_writes_exactly_what_a_run_on_spark_writes(tmp_path: Path) -
     assert "Spark" not in local.stdout + local.stderr, "no JVM started"
     spark = _word_count(tmp_path, "spark", "--job-id", "spark")
     assert spark.returncode == 0, spark.stderr[-3000:]
-    assert "at parallelism 3 on local[3]" in spark.stdout
+    assert f"at parallelism 3 on local[{local_task_limit()}]" in spark.stdout, "slots to rescale in place"
 
     assert _records(f"file://{tmp_path}/local") == _records(f"file://{tmp_path}/spark")
     assert_word_counts_exact(read_committed(f"file://{tmp_path}/local"), words)

@@ -16,9 +16,9 @@ from lockgate.runtime.coordination.completed_store import CompletedCheckpointSto
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.errors import NoUsableCheckpointError, RestoreBehindCommittedOutputError
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
+from lockgate.runtime.coordination.job_requests import await_savepoint, request_savepoint
 from lockgate.runtime.coordination.records import encode
 from lockgate.runtime.coordination.restore_point import resolve_relaunch_point, resolve_restore_point
-from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
 from lockgate.runtime.snapshot.retention import referenced_shared_files
 from lockgate.runtime.snapshot.storage import SnapshotCorruptError
 

@@ -7,9 +7,9 @@ import asyncio
 import pytest
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
+from lockgate.runtime.coordination.job_requests import await_savepoint, request_savepoint
 from lockgate.runtime.coordination.records import SavepointResult, decode
 from lockgate.runtime.coordination.restore_point import verify
-from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
 from lockgate.runtime.snapshot.handles import CanonicalKeyedHandle
 from lockgate.runtime.snapshot.metadata import read_metadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage

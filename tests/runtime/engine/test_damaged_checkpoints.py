@@ -25,9 +25,9 @@ from lockgate.runtime.coordination.completed_store import CompletedCheckpointSto
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.errors import NoUsableCheckpointError, RestoreBehindCommittedOutputError
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
+from lockgate.runtime.coordination.job_requests import await_savepoint, request_savepoint
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import CompletedCheckpoint
-from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
 from lockgate.runtime.engine.in_process import ThreadStage
 from lockgate.runtime.engine.job_master import JobGaveUpError, JobMaster, Stage
 from lockgate.runtime.engine.job_spec import JobSpec

@@ -14,9 +14,9 @@ import pytest
 from lockgate.runtime import read_committed
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.in_memory_store import InMemoryStore
+from lockgate.runtime.coordination.job_requests import await_savepoint, request_savepoint
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.kv_store import Put
-from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
 from lockgate.runtime.engine.in_process import ThreadStage
 from lockgate.runtime.engine.job_master import EarlierRunError, JobMaster
 from lockgate.runtime.engine.job_spec import JobSpec

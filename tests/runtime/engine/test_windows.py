@@ -31,8 +31,8 @@ from lockgate.runtime.api.windows import WindowSpec
 from lockgate.runtime.clock import ManualClock
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.in_memory_store import InMemoryStore
+from lockgate.runtime.coordination.job_requests import await_savepoint, request_savepoint
 from lockgate.runtime.coordination.keys import JobKeys
-from lockgate.runtime.coordination.savepoint_client import await_savepoint, request_savepoint
 from lockgate.runtime.engine.events import KeyedRecord, keyed_record
 from lockgate.runtime.engine.in_process import ThreadStage
 from lockgate.runtime.engine.job_master import JobMaster

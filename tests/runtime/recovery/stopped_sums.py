@@ -3,6 +3,8 @@ savepoint by `lockgate savepoint --stop` from another process, mid-stream."""
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.runtime.recovery.lockgate_process import committed_count, finish, run, run_record, start, wait_for
@@ -35,12 +37,19 @@ def sums_run(tmp_path: Path, parallelism: int, *flags: str) -> list[str]:
     ]
 
 
-def stop_with_savepoint(tmp_path: Path, parallelism: int, *flags: str) -> str:
+def stop_with_savepoint(
+    tmp_path: Path,
+    parallelism: int,
+    *flags: str,
+    while_running: Callable[[subprocess.Popen[str]], None] = lambda _: None,
+) -> str:
+    """`while_running` is called once the run committed output, before the stop."""
     out_url = f"file://{tmp_path}/out"
     before = committed_count(out_url)
     process = start(tmp_path, *sums_run(tmp_path, parallelism, *flags))
     wait_for(lambda: committed_count(out_url) > before, f"new committed output at P = {parallelism}", process)
     assert run_record(tmp_path) is not None
+    while_running(process)
     savepoint = run(tmp_path, "savepoint", "sums", "--stop")
     assert savepoint.returncode == 0, savepoint.stderr
     path = savepoint.stdout.strip().splitlines()[-1]

@@ -1,0 +1,99 @@
+"""A rescale in place on the in-process engine: the same job master stops its tasks
+at a checkpoint and starts them again at the new parallelism, on request; refused
+targets leave the job running as it was."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from lockgate.runtime import read_committed
+from lockgate.runtime.coordination.coordinator import CheckpointConfig
+from lockgate.runtime.coordination.in_memory_store import InMemoryStore
+from lockgate.runtime.coordination.job_requests import await_rescale, request_rescale
+from lockgate.runtime.coordination.records import RescaleResult
+from lockgate.runtime.engine.in_process import ThreadStage
+from lockgate.runtime.engine.job_master import JobMaster, RunResult
+from lockgate.runtime.engine.restart import restart_strategy
+from lockgate.runtime.snapshot.storage import CheckpointStorage
+
+from tests.exactness import assert_running_sums_exact
+from tests.polling import eventually
+from tests.runtime.engine.test_in_process import _spec
+
+COUNT, KEYS = 9_000, 17
+
+
+def _committed(url: str) -> int:
+    try:
+        return len(read_committed(url))
+    except FileNotFoundError:
+        return 0
+
+
+async def _rescale(store: InMemoryStore, master: JobMaster, parallelism: object) -> RescaleResult:
+    request = await request_rescale(store, master.spec.keys, parallelism, expires_in_s=60)  # type: ignore[arg-type]
+    return await await_rescale(store, master.spec.keys, request, 60)
+
+
+async def test_rescaled_2_to_3_to_1_mid_stream_the_output_is_exact_and_nothing_restarted(
+    tmp_path: Path,
+) -> None:
+    out = f"file://{tmp_path}/out"
+    store = InMemoryStore()
+    args = {"count": str(COUNT), "keys": str(KEYS), "rate": "3000", "output": out}
+    spec = _spec(tmp_path, "tests.jobs.configurable:running_sum", store, args)
+    storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
+    master = JobMaster(spec, ThreadStage(), storage, CheckpointConfig(interval_s=0.1, timeout_s=30))
+    run: asyncio.Task[RunResult] = asyncio.create_task(master.run(restart_strategy("none")))
+
+    await eventually(lambda: _committed(out) > 0, "committed output", timeout_s=30)
+    up = await _rescale(store, master, 3)
+    assert (up.status, up.parallelism) == ("rescaled", 3), up
+    assert up.checkpoint_id is not None, up
+    assert up.stopped_ms is not None, up
+    assert up.relaunched_ms is not None, up
+    assert master.spec.parallelism == 3
+    committed = _committed(out)
+    await eventually(lambda: _committed(out) > committed, "output at 3", timeout_s=30)
+
+    # Two at once: one after the other, the second served by the relaunched tasks' coordinator.
+    keys = spec.keys
+    down, again = (
+        await request_rescale(store, keys, 1, expires_in_s=60),
+        await request_rescale(store, keys, 1, expires_in_s=60),
+    )
+    first, second = await asyncio.gather(
+        await_rescale(store, keys, down, 60), await_rescale(store, keys, again, 60)
+    )
+    assert (first.status, first.parallelism) == ("rescaled", 1), first
+    assert (second.status, second.parallelism, second.reason) == ("rescaled", 1, "already at it"), second
+
+    result = await asyncio.wait_for(run, 120)
+    assert result.restarts == 0, "a rescale is not a restart"
+    assert master.spec.parallelism == 1
+    assert_running_sums_exact(read_committed(out), COUNT, KEYS)
+
+
+async def test_a_target_the_job_cannot_take_is_refused_naming_why_and_the_job_runs_on(tmp_path: Path) -> None:
+    out = f"file://{tmp_path}/out"
+    store = InMemoryStore()
+    args = {"count": "4000", "keys": "7", "rate": "2000", "output": out}
+    spec = _spec(tmp_path, "tests.jobs.configurable:running_sum", store, args)  # maxParallelism 32
+    storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
+    master = JobMaster(spec, ThreadStage(), storage, CheckpointConfig(interval_s=0.1, timeout_s=30))
+    run = asyncio.create_task(master.run(restart_strategy("none")))
+    await eventually(lambda: _committed(out) > 0, "committed output", timeout_s=30)
+
+    above = await _rescale(store, master, 33)
+    assert (above.status, above.parallelism) == ("refused", 2), above
+    assert "above the job's maxParallelism 32" in str(above.reason), above
+    for bad in ("three", 0, True, 2.5):
+        refused = await _rescale(store, master, bad)
+        assert refused.status == "refused", (bad, refused)
+        assert f"parallelism {bad!r} is not a whole number of at least 1" == refused.reason, refused
+
+    result = await asyncio.wait_for(run, 60)
+    assert result.restarts == 0
+    assert master.spec.parallelism == 2
+    assert_running_sums_exact(read_committed(out), 4000, 7)

@@ -6,10 +6,21 @@ from __future__ import annotations
 from lockgate.runtime.clock import Clock
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.job_identity import JobIdentity, grant, revoke
-from lockgate.runtime.coordination.job_requests import await_savepoint, request_savepoint
+from lockgate.runtime.coordination.job_requests import (
+    await_rescale,
+    await_savepoint,
+    request_rescale,
+    request_savepoint,
+)
 from lockgate.runtime.coordination.job_status import StatusReader
 from lockgate.runtime.coordination.keys import JobKeys
-from lockgate.runtime.coordination.records import CompletedCheckpoint, JobStatus, SavepointResult, decode
+from lockgate.runtime.coordination.records import (
+    CompletedCheckpoint,
+    JobStatus,
+    RescaleResult,
+    SavepointResult,
+    decode,
+)
 
 
 class JobEtcd:
@@ -67,6 +78,31 @@ class JobEtcd:
         except TimeoutError:
             # Withdrawn, so that the next driver does not serve it (and stop) when it starts.
             await etcd.delete(keys.savepoint_request(request_id))
+            raise
+
+    async def rescale(
+        self,
+        keys: JobKeys,
+        parallelism: int,
+        *,
+        generation: int,
+        request_id: str,
+        timeout_s: float,
+        taken_up_s: float,
+    ) -> RescaleResult:
+        """Ask the running driver to rescale in place and wait for its final answer
+        (`TimeoutError` if it did not take the request up within `taken_up_s`); a
+        repeated `request_id` (an operator restarted mid-rescale) waits for the first's."""
+        etcd = self._etcd
+        if await etcd.get(keys.rescale_request(request_id)) is None:
+            await request_rescale(
+                etcd, keys, parallelism, generation, request_id=request_id, expires_in_s=timeout_s
+            )
+        try:
+            return await await_rescale(etcd, keys, request_id, timeout_s, taken_up_s=taken_up_s)
+        except TimeoutError:
+            # Withdrawn: the fallback replaces the driver, whose successor must not serve it.
+            await etcd.delete(keys.rescale_request(request_id))
             raise
 
     async def grant_identity(self, keys: JobKeys, password: str) -> None:

@@ -24,6 +24,7 @@ from lockgate.operator.job import Job
 from lockgate.operator.job_policy import NamespaceNotRestrictedError
 from lockgate.operator.launch_check import check_launch
 from lockgate.operator.phase import JobPhase
+from lockgate.operator.rescale_in_place import rescale_in_place
 from lockgate.operator.savepoints import (
     ask_savepoint,
     keep_savepoint_history,
@@ -190,19 +191,33 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
         savepoint = None if suspended_with in (None, "latest") else str(suspended_with)
         await carry_out(job, start_plan(job, "resume", savepoint))
     else:
-        imported = new.job.import_unsigned_savepoint
-        if imported is not None and (running is None or running.job.import_unsigned_savepoint != imported):
-            await carry_out(job, import_plan(job, imported, Step.STOPPING))
-        elif job.phase is JobPhase.FAILED:  # a new generation is a new attempt
-            await carry_out(job, retry_plan(job, new))
-        elif running is None or _needs_restart(running, new):
-            await carry_out(job, upgrade_plan(job, new, "upgrade"))
-        elif new.restart_nonce != running.restart_nonce:
-            await carry_out(job, restart_plan(job, "restart"))
+        await _change_running(job, running, new)
         if old is not None and new.savepoints.trigger_nonce not in (None, old.savepoints.trigger_nonce):
             await savepoint_now(job)
     # The change is carried out (or needed no driver to be replaced).
     await job.record(observedGeneration=job.generation)
+
+
+async def _change_running(job: Job, running: StreamingJobSpec | None, new: StreamingJobSpec) -> None:
+    """A change of a job that runs (or failed): an import, a new attempt, a rescale
+    by the running driver, an upgrade or a restart — or nothing to replace."""
+    imported = new.job.import_unsigned_savepoint
+    if imported is not None and (running is None or running.job.import_unsigned_savepoint != imported):
+        await carry_out(job, import_plan(job, imported, Step.STOPPING))
+    elif job.phase is JobPhase.FAILED:  # a new generation is a new attempt
+        await carry_out(job, retry_plan(job, new))
+    elif (
+        running is not None
+        and job.phase is JobPhase.RUNNING
+        and running.replicas != new.replicas
+        and not _needs_restart(running.model_copy(update={"replicas": new.replicas}), new)
+    ):
+        if not await rescale_in_place(job, new):
+            await carry_out(job, upgrade_plan(job, new, "upgrade"))
+    elif running is None or _needs_restart(running, new):
+        await carry_out(job, upgrade_plan(job, new, "upgrade"))
+    elif new.restart_nonce != running.restart_nonce:
+        await carry_out(job, restart_plan(job, "restart"))
 
 
 def _announce_change(job: Job, running: dict[str, Any]) -> None:

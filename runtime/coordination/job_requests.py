@@ -50,7 +50,7 @@ async def await_savepoint(
     etcd: KeyValueStore, keys: JobKeys, request_id: str, timeout_s: float
 ) -> SavepointResult:
     """The final result of a request; `TimeoutError` if none arrives in time."""
-    return await _final(etcd, keys.savepoint_result(request_id), SavepointResult, timeout_s)
+    return await _result(etcd, keys.savepoint_result(request_id), SavepointResult, timeout_s)
 
 
 async def request_rescale(
@@ -73,23 +73,32 @@ async def request_rescale(
 
 
 async def await_rescale(
-    etcd: KeyValueStore, keys: JobKeys, request_id: str, timeout_s: float
+    etcd: KeyValueStore, keys: JobKeys, request_id: str, timeout_s: float, *, taken_up_s: float | None = None
 ) -> RescaleResult:
-    """The final result of a rescale request; `TimeoutError` if none arrives in time."""
-    return await _final(etcd, keys.rescale_result(request_id), RescaleResult, timeout_s)
+    """The final result of a rescale request; `TimeoutError` if none arrives in time,
+    or if no driver took the request up (answered `pending`) within `taken_up_s`."""
+    key = keys.rescale_result(request_id)
+    if taken_up_s is not None:
+        await _result(etcd, key, RescaleResult, min(taken_up_s, timeout_s), final=False)
+    return await _result(etcd, key, RescaleResult, timeout_s)
 
 
-async def _final(etcd: KeyValueStore, key: bytes, record: type[R], timeout_s: float) -> R:
-    async def final() -> R:
+async def _result(
+    etcd: KeyValueStore, key: bytes, record: type[R], timeout_s: float, *, final: bool = True
+) -> R:
+    """The result at `key` once final (or, `final=False`, the first of any kind)."""
+
+    def wanted(result: R) -> bool:
+        return result.status != "pending" or not final
+
+    async def answer() -> R:
         _, revision = await etcd.get_prefix_at(key)
         data = await etcd.get(key)
-        if data is not None and (result := decode(record, data)).status != "pending":
+        if data is not None and wanted(result := decode(record, data)):
             return result
         async for event in etcd.watch_prefix(key, revision + 1):
-            if event.key == key and not event.deleted:
-                result = decode(record, event.value)
-                if result.status != "pending":
-                    return result
+            if event.key == key and not event.deleted and wanted(result := decode(record, event.value)):
+                return result
         raise AssertionError("a watch does not end")
 
-    return await within(final(), timeout_s)
+    return await within(answer(), timeout_s)

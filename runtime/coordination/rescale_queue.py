@@ -152,6 +152,8 @@ class RescaleQueue:
         if data is None:
             return  # withdrawn, or expired: its requester stopped waiting
         current = self._parallelism
+        # Taken up: the requester knows a driver works on it (reserving executors may take long).
+        await self._result(request_id, RescaleResult("pending", current))
         try:
             target = _target(data)
             if target != current:

@@ -17,7 +17,14 @@ from lockgate.operator.naming import API_VERSION, GROUP, KIND, PLURAL, VERSION
 from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.job_status import StatusHeartbeat
 from lockgate.runtime.coordination.keys import JobKeys
-from lockgate.runtime.coordination.records import SavepointRequest, SavepointResult, decode, encode
+from lockgate.runtime.coordination.records import (
+    RescaleRequest,
+    RescaleResult,
+    SavepointRequest,
+    SavepointResult,
+    decode,
+    encode,
+)
 
 NAMESPACE = "streams"
 JOBS = f"{GROUP}/{VERSION}/{PLURAL}"
@@ -180,12 +187,15 @@ class StandInDriver:
         keys: JobKeys,
         *,
         answer: bool = True,  # False: it begins each savepoint and never finishes one
+        rescales: bool = False,  # True: it rescales in place on request; False: it refuses to
         launch: int = 1,
         parallelism: int = 2,
         savepoint_dir: str | None = None,
         write_files: Callable[[str], int] = write_savepoint_files,
     ) -> None:
         self.kubelet, self.etcd, self.keys, self.answer = kubelet, etcd, keys, answer
+        self.rescales = rescales
+        self.parallelism = parallelism
         self.savepoint_dir = savepoint_dir
         """A directory to write each savepoint's files into, as the driver does
         (`<dir>/savepoint-<id>-<random>`); without it, paths name no files."""
@@ -224,16 +234,37 @@ class StandInDriver:
             await self.kubelet.set_pod_phase(self.pod, "Succeeded")
         return path
 
+    async def _serve_rescales(self, revision: int) -> None:
+        async for event in self.etcd.watch_prefix(self.keys.rescale_requests, revision + 1):
+            if event.deleted:
+                continue
+            request_id = event.key.decode().rsplit("/", 1)[1]
+            target = decode(RescaleRequest, event.value).parallelism
+            result_key = self.keys.rescale_result(request_id)
+            await self.etcd.put(result_key, encode(RescaleResult("pending", self.parallelism)))
+            if not self.rescales:
+                refusal = RescaleResult("refused", self.parallelism, reason="this stand-in does not rescale")
+                await self.etcd.put(result_key, encode(refusal))
+                continue
+            self.parallelism = target
+            await self.heartbeat.start(target)
+            await self.etcd.put(result_key, encode(RescaleResult("rescaled", target, checkpoint_id=1)))
+
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[StandInDriver]:
         await self.heartbeat.start()
         # Read before the test goes on: a request it makes next is after this revision.
         _, revision = await self.etcd.get_prefix_at(self.keys.savepoint_requests)
-        serving = asyncio.create_task(self._serve(revision))
+        serving = [
+            asyncio.create_task(self._serve(revision)),
+            asyncio.create_task(self._serve_rescales(revision)),
+        ]
         try:
             yield self
         finally:
-            serving.cancel()
+            for task in serving:
+                task.cancel()
             self.heartbeat.abandon()
-            with contextlib.suppress(asyncio.CancelledError):
-                await serving
+            for task in serving:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task

@@ -171,11 +171,37 @@ def _condition(kubectl: Kubectl, name: str, kind: str) -> tuple[str, str]:
     return found["status"], found["reason"]
 
 
+async def test_a_scale_the_running_driver_carries_out_keeps_it_and_says_so(
+    kubectl: Kubectl, job_name: str, etcd: Etcd
+) -> None:
+    await _created(kubectl, job_name)
+    keys = JobKeys(NAMESPACE, job_name)
+    async with StandInDriver(kubectl, etcd, keys, rescales=True).running() as driver:
+        await kubectl.set_pod_phase(f"{job_name}-driver-1", "Running")
+        await eventually(lambda: _ready(kubectl, job_name), "launch 1 is Ready")
+        await kubectl.patch_spec(job_name, {"replicas": 4})
+        await eventually(
+            lambda: kubectl.status(job_name).get("observedGeneration") == 2, "generation 2 observed"
+        )
+        assert driver.parallelism == 4, "the running driver was asked"
+        await eventually(lambda: _ready(kubectl, job_name), "Ready at the scaled generation")
+        status = kubectl.status(job_name)
+        assert (status["replicas"], status["launch"], status["phase"]) == (4, 1, "Running")
+        assert not kubectl.exists(PODS, f"{job_name}-driver-2"), "no new driver"
+        assert json.loads(status["reconciledSpec"])["replicas"] == 4, "what the driver runs now"
+        assert _condition(kubectl, job_name, "Progressing") == ("False", "Running")
+    reasons = ["LaunchingDriver", "Running", "SpecChanged", "RescalingInPlace", "RescaledInPlace"]
+    assert kubectl.event_reasons(job_name) == reasons
+    messages = {reason: message for _, reason, message in kubectl.events(job_name)}
+    assert messages["RescaledInPlace"] == "parallelism 4: tasks restarted from checkpoint 1"
+
+
 async def test_ready_after_a_scale_means_the_new_parallelism_runs(
     kubectl: Kubectl, job_name: str, etcd: Etcd
 ) -> None:
-    """Failed before: Ready stayed True through the upgrade, and status.replicas
-    jumped to the target when the new driver pod was created."""
+    """A driver that refuses to rescale in place (here: a stand-in that cannot) is
+    replaced. Failed before: Ready stayed True through the upgrade, and
+    status.replicas jumped to the target when the new driver pod was created."""
     await _created(kubectl, job_name)
     keys = JobKeys(NAMESPACE, job_name)
     async with StandInDriver(kubectl, etcd, keys).running():
@@ -202,6 +228,8 @@ async def test_ready_after_a_scale_means_the_new_parallelism_runs(
         "LaunchingDriver",
         "Running",
         "SpecChanged",
+        "RescalingInPlace",
+        "InPlaceRescaleFallback",
         "TakingSavepoint",
         "Savepoint",
         "StoppingDriver",
@@ -211,6 +239,10 @@ async def test_ready_after_a_scale_means_the_new_parallelism_runs(
     await eventually(lambda: kubectl.event_reasons(job_name) == scale, f"the Events {scale}")
     messages = {reason: message for _, reason, message in kubectl.events(job_name)[2:]}
     assert messages["SpecChanged"] == "generation 2 changes replicas"
+    assert messages["InPlaceRescaleFallback"] == (
+        "parallelism 4 not reached in place (the driver refused it: this stand-in does not rescale); "
+        "carrying it out by savepoint, stop and restart"
+    )
     assert undeclared_status_fields(kubectl.status(job_name)) == [], "a cluster would keep all of it"
     assert messages["Running"] == "launch 2 runs at parallelism 4"
 

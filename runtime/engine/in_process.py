@@ -69,6 +69,14 @@ class ThreadStage:
     def cancel(self) -> None:
         self._cancelled.set()
 
+    # Threads of this process: a launch of any parallelism can start, and there is
+    # nothing to give back.
+    def reserve(self, parallelism: int, timeout_s: float) -> None:
+        pass
+
+    def release_surplus(self, parallelism: int) -> None:
+        pass
+
 
 async def run_in_process(
     spec: JobSpec,

@@ -57,6 +57,17 @@ class Stage(Protocol):
         (None: as long as they take)."""
         ...
 
+    def reserve(self, parallelism: int, timeout_s: float) -> None:
+        """Make sure a launch of `parallelism` tasks can start, while the running one
+        goes on (a rescale's "make before break": Spark's executors for it registered);
+        raises if that cannot be had within `timeout_s`."""
+        ...
+
+    def release_surplus(self, parallelism: int) -> None:
+        """Give back what a launch of `parallelism` tasks does not need (after a
+        rescale's new launch runs): idle executors only."""
+        ...
+
 
 EarlierCheckpoints = Literal["resume", "require", "refuse", "discard"]
 """What a run does when the job id already has completed checkpoints: restore from

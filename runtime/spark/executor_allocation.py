@@ -101,8 +101,9 @@ class ExecutorAllocation:
     def reserve(self, parallelism: int, timeout_s: float) -> None:
         """Ask Spark for the executors `parallelism` needs in total and wait until
         they registered; the running stage keeps its own meanwhile. Raises
-        ExecutorReservationError when they did not come within `timeout_s`, or
-        when a local master has fewer slots than `parallelism`."""
+        ExecutorReservationError when they did not come within `timeout_s` (Spark
+        is then asked for no more than have registered), or when a local master
+        has fewer slots than `parallelism`."""
         if self.local:
             self._refuse_above_local_slots(parallelism)
             return
@@ -110,6 +111,7 @@ class ExecutorAllocation:
         needed = self.executors_needed(parallelism)
         if self.slots() >= parallelism:
             return  # a scale-down, or the executors are there already: nothing to ask
+        before = len(self.registered())
         if not self._jvm_context.requestTotalExecutors(needed, 0, self._scala_map()):
             raise ExecutorReservationError(
                 f"Spark master {self.master} cannot be asked for executors (its scheduler backend has no "
@@ -123,6 +125,8 @@ class ExecutorAllocation:
         while self.slots() < parallelism:
             if time.monotonic() >= deadline:
                 came = len(self.registered())
+                # Refused: the stage that runs goes on as it was, asking for no more executors.
+                self._jvm_context.requestTotalExecutors(max(before, came), 0, self._scala_map())
                 raise ExecutorReservationError(
                     f"asked Spark for {needed} executor(s) for parallelism {parallelism} "
                     f"({self.slots_per_executor} task slot(s) each); {came} registered within the "

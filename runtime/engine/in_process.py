@@ -69,11 +69,13 @@ class ThreadStage:
     def cancel(self) -> None:
         self._cancelled.set()
 
+    # Threads of this process: a launch of any parallelism can start, and there is
+    # nothing to give back.
     def reserve(self, parallelism: int, timeout_s: float) -> None:
-        """Threads are started with the launch: nothing to reserve."""
+        pass
 
     def release_surplus(self, parallelism: int) -> None:
-        """Nothing is held between launches."""
+        pass
 
 
 async def run_in_process(

@@ -61,13 +61,14 @@ class Stage(Protocol):
         ...
 
     def reserve(self, parallelism: int, timeout_s: float) -> None:
-        """Make sure a launch at `parallelism` can start, while the current one runs:
-        on Spark, the executors it needs have registered (raises if they do not come
-        within `timeout_s`, naming how many came)."""
+        """Make sure a launch of `parallelism` tasks can start, while the running one
+        goes on (a rescale's "make before break": Spark's executors for it registered);
+        raises if that cannot be had within `timeout_s`."""
         ...
 
     def release_surplus(self, parallelism: int) -> None:
-        """Give back what a launch at `parallelism` does not need (idle executors)."""
+        """Give back what a launch of `parallelism` tasks does not need (after a
+        rescale's new launch runs): idle executors only."""
         ...
 
 

@@ -21,6 +21,7 @@ from lockgate.runtime.coordination.control_plane import open_control_plane, shar
 from lockgate.runtime.engine.job_failure import found_in
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.remote_task import run_task
+from lockgate.runtime.spark.executor_allocation import ExecutorAllocation
 from py4j.protocol import Py4JJavaError
 from pyspark import BarrierTaskContext
 from pyspark.sql import SparkSession
@@ -69,6 +70,7 @@ class BarrierStage:
     def __init__(self, spark: SparkSession) -> None:
         self._spark = spark
         self._group: str | None = None
+        self._executors = ExecutorAllocation(spark)
 
     def run(self, spec: JobSpec) -> None:
         if not shared_across_processes(spec.control_plane):
@@ -103,18 +105,13 @@ class BarrierStage:
         """Spark kills cancelled tasks: wait for it, so a relaunch never overlaps them."""
         return None
 
-    def reserve(self, parallelism: int, timeout_s: float) -> None:
-        """A barrier stage needs all its task slots at once."""
-        slots = self._spark.sparkContext.defaultParallelism
-        if (self._spark.sparkContext.master or "").startswith("local") and parallelism > slots:
-            raise ValueError(
-                f"Spark's {self._spark.sparkContext.master} has {slots} task slot(s), parallelism "
-                f"{parallelism} needs {parallelism}"
-            )
-
-    def release_surplus(self, parallelism: int) -> None:
-        """Executors are released by Spark's own allocation."""
-
     def cancel(self) -> None:
         if self._group is not None:
             self._spark.sparkContext.cancelJobGroup(self._group)
+
+    def reserve(self, parallelism: int, timeout_s: float) -> None:
+        """Spark's executors for `parallelism` tasks registered (executor_allocation)."""
+        self._executors.reserve(parallelism, timeout_s)
+
+    def release_surplus(self, parallelism: int) -> None:
+        self._executors.release_surplus(parallelism)

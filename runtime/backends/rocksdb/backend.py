@@ -26,7 +26,7 @@ from lockgate.runtime.backends.rocksdb.database import (
     rows_between,
     write_options,
 )
-from lockgate.runtime.backends.rocksdb.native_restore import restore_native
+from lockgate.runtime.backends.rocksdb.native_restore import NativeRestore, restore_native
 from lockgate.runtime.backends.rocksdb.native_snapshot import NativeSnapshotStrategy
 from lockgate.runtime.backends.rocksdb.timer_queue import RocksDBTimerQueue
 from lockgate.runtime.backends.rocksdb.ttl_sweep import ColumnFamilySweep
@@ -148,6 +148,8 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         self._cfs: dict[str, rocksdict.Rdict] = {}
         # By state: read and written through a cache the backend flushes (value_table).
         self._value_tables: dict[str, RocksDBValueTable] = {}
+        self.native_restore: NativeRestore | None = None
+        """What restoring a native snapshot did (None: none restored)."""
         self._open()
         self._native = NativeSnapshotStrategy(self) if incremental else None
         self._checkpoints = self._native or CanonicalSnapshotStrategy(self)
@@ -159,10 +161,10 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
     def _restore_native(
         self, storage: CheckpointStorage, snapshot_dir: str, handles: list[NativeKeyedHandle]
     ) -> None:
-        base = restore_native(storage, snapshot_dir, handles, self)
-        if base is not None and self._native is not None:
+        restored = self.native_restore = restore_native(storage, snapshot_dir, handles, self)
+        if restored is not None and self._native is not None:
             # Its SST files are in storage already: the next checkpoint reuses them.
-            self._native.seed(base, snapshot_dir)
+            self._native.seed(restored.base, snapshot_dir)
 
     def _open(self) -> None:
         names = list_column_families(self.path) if (self.path / "CURRENT").exists() else []

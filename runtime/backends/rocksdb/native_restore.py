@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,9 +32,20 @@ def _overlap(a: range, b: range) -> range:
     return range(max(a.start, b.start), min(a.stop, b.stop))
 
 
-def _copy_key_groups(source: Path, handle: NativeKeyedHandle, backend: RocksDBKeyedStateBackend) -> None:
-    """Copy the rows of the key groups `backend` owns from the RocksDB at `source`."""
+@dataclass(frozen=True)
+class NativeRestore:
+    """What a native restore did, for its measure: whose files the backend opened
+    (its foreign key groups range-deleted), and how many rows it copied from the
+    other old subtasks (where their ranges straddle the backend's)."""
+
+    base: NativeKeyedHandle
+    rows_copied: int
+
+
+def _copy_key_groups(source: Path, handle: NativeKeyedHandle, backend: RocksDBKeyedStateBackend) -> int:
+    """Copy the rows of the key groups `backend` owns from the RocksDB at `source`; how many."""
     own = _overlap(handle.key_groups, backend.key_groups)
+    copied = 0
     names = list_column_families(source)
     db = open_database(source, names)
     try:
@@ -42,10 +54,13 @@ def _copy_key_groups(source: Path, handle: NativeKeyedHandle, backend: RocksDBKe
             cf = db.get_column_family(name)
             rows = rows_between(cf, key_group_prefix(own.start), key_group_prefix(own.stop))
             for group, grouped in itertools.groupby(rows, key=lambda kv: int.from_bytes(kv[0][:2], "big")):
-                backend.load(name, meta, group, [(row[2:], data) for row, data in grouped])
+                entries = [(row[2:], data) for row, data in grouped]
+                backend.load(name, meta, group, entries)
+                copied += len(entries)
             del cf
     finally:
         db.close()
+    return copied
 
 
 def restore_native(
@@ -53,17 +68,19 @@ def restore_native(
     snapshot_dir: str,
     handles: list[NativeKeyedHandle],
     backend: RocksDBKeyedStateBackend,
-) -> NativeKeyedHandle | None:
+) -> NativeRestore | None:
     """Restore `backend`'s key groups from native snapshots of any old parallelism.
 
     The handle overlapping most becomes the base database (its foreign key
-    groups range-deleted); rows of the others are copied in. Returns the base.
+    groups range-deleted); rows of the others are copied in. None: no handle
+    overlaps the backend's key groups.
     """
     overlapping = [h for h in handles if _overlap(h.key_groups, backend.key_groups)]
     if not overlapping:
         return None
     base = max(overlapping, key=lambda h: len(_overlap(h.key_groups, backend.key_groups)))
     work = Path(tempfile.mkdtemp(prefix="restore-", dir=backend.path.parent))
+    copied = 0
     try:
         _download(storage, snapshot_dir, base, work / "base")
         backend.replace_files(work / "base")
@@ -73,7 +90,7 @@ def restore_native(
             backend.drop_foreign_key_groups()
         for index, other in enumerate(h for h in overlapping if h is not base):
             _download(storage, snapshot_dir, other, work / f"other-{index}")
-            _copy_key_groups(work / f"other-{index}", other, backend)
+            copied += _copy_key_groups(work / f"other-{index}", other, backend)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return base
+    return NativeRestore(base, copied)

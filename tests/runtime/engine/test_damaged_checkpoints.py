@@ -170,6 +170,12 @@ class WatchedStage:
     def stop_wait_s(self) -> float | None:
         return self.inner.stop_wait_s
 
+    def reserve(self, parallelism: int, timeout_s: float) -> None:
+        self.inner.reserve(parallelism, timeout_s)
+
+    def release_surplus(self, parallelism: int) -> None:
+        self.inner.release_surplus(parallelism)
+
 
 @pytest.fixture
 def driver(etcd_config: EtcdConfig, keys: JobKeys, tmp_path: Path) -> Driver:

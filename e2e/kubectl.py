@@ -25,6 +25,16 @@ class Kubectl:
             self.custom.create_namespaced_custom_object, GROUP, VERSION, self.namespace, PLURAL, body
         )
 
+    async def event_reasons(self, name: str) -> list[str]:
+        """`kubectl describe sj NAME`'s Events: their reasons, oldest first."""
+        events = await asyncio.to_thread(
+            self.core.list_namespaced_event, self.namespace, field_selector=f"involvedObject.name={name}"
+        )
+        ordered = sorted(
+            events.items, key=lambda e: (e.first_timestamp or e.event_time or 0, e.metadata.name)
+        )
+        return [str(e.reason) for e in ordered]
+
     async def create_secret(self, name: str, data: dict[str, str]) -> None:
         """`kubectl create secret generic NAME --from-literal=KEY=VALUE ...`."""
         body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "stringData": data}

@@ -8,19 +8,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lockgate.runtime.coordination.records import JobStatus
+from lockgate.runtime.coordination.etcd import Etcd
+from lockgate.runtime.coordination.job_requests import await_rescale, request_rescale
+from lockgate.runtime.coordination.records import JobStatus, RescaleResult
 
 from tests.faults import processes
 from tests.faults.checkpoint_corruption import corrupt_snapshot
 from tests.faults.exchange_partition import ExchangeProxies
 from tests.faults.faulty_fs import StorageFaults
 from tests.faults.schedule import Fault
-from tests.faults.soak_cluster import Driver, SoakCluster
+from tests.faults.soak_cluster import JOB, Driver, SoakCluster
 
 LEASE_S = 10.0  # the coordinator's lease: a driver paused longer has lost the job
 TAKEOVER_WAIT_S = 120.0  # how long a stalled driver stays stalled for its replacement to take over
 TARGET_WAIT_S = 15.0  # how long a fault waits for its target (a relaunch may be under way)
 HELD_WITHIN_S = 90.0  # a launch failing at its next barrier, and its relaunch starting its writers
+RESCALE_WAIT_S = 180.0  # executors reserved, the stop checkpoint, the relaunch: relaunches included
 
 
 @dataclass
@@ -181,6 +184,29 @@ def _late_kafka_writer(ctx: FaultContext, injection: Injection, _rng: random.Ran
             ctx.resume(process)
     finally:
         hold.release()
+
+
+def _rescale_in_place(ctx: FaultContext, injection: Injection, _rng: random.Random) -> None:
+    """`lockgate rescale` of the running job, between 1 and 2 (the local cluster's
+    slots), while the round's other faults hit it: a task or an executor lost during
+    the stop checkpoint or the relaunch fails that launch, and the next one serves the
+    request again (or finds itself at the target)."""
+    status = ctx.cluster.status()
+    if status is None or status.state != "running":
+        injection.note("no running driver to ask")
+        return
+    target = 1 if status.parallelism > 1 else 2
+
+    async def rescaled(etcd: Etcd) -> RescaleResult:
+        request = await request_rescale(etcd, JOB, target, expires_in_s=RESCALE_WAIT_S)
+        injection.injected = True
+        return await await_rescale(etcd, JOB, request, RESCALE_WAIT_S)
+
+    result = ctx.cluster.ask(rescaled, within_s=RESCALE_WAIT_S + 5)
+    said = (
+        "no final answer" if result is None else f"{result.status} at {result.parallelism} ({result.reason})"
+    )
+    injection.note(f"rescale {status.parallelism} -> {target}: {said}")
 
 
 def _stallable(driver: Driver) -> list[int]:
@@ -357,6 +383,7 @@ INJECTORS: dict[str, Injector] = {
     "checkpoint-flip": _corrupt_latest("flip"),
     "checkpoint-truncate": _corrupt_latest("truncate"),
     "kafka-late-writer": _late_kafka_writer,
+    "rescale-in-place": _rescale_in_place,
 }
 
 

@@ -28,6 +28,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "partition": ("exchange-partition",),
     "checkpoint": ("checkpoint-flip", "checkpoint-truncate"),
     "kafka": ("kafka-late-writer",),
+    "rescale": ("rescale-in-place",),
 }
 CLASSES = tuple(KINDS)
 CLASS_OF = {kind: cls for cls, kinds in KINDS.items() for kind in kinds}
@@ -55,6 +56,7 @@ HOLD_S: dict[str, tuple[float, float]] = {
     "checkpoint-flip": (0, 0),
     "checkpoint-truncate": (0, 0),
     "kafka-late-writer": (12, 15),  # the driver's stall, at least; until the replacement committed
+    "rescale-in-place": (0, 0),  # until the driver answers
 }
 
 

@@ -221,7 +221,7 @@ class SoakCluster:
 
     # -- what etcd says -------------------------------------------------------------
 
-    def ask(self, question: Callable[[Etcd], Awaitable[T]]) -> T | None:
+    def ask(self, question: Callable[[Etcd], Awaitable[T]], within_s: float = ETCD_QUESTION_S) -> T | None:
         """`question` answered by etcd, or None when it does not answer in time."""
 
         async def asking() -> T:
@@ -229,7 +229,7 @@ class SoakCluster:
                 return await question(etcd)
 
         try:
-            return asyncio.run(asyncio.wait_for(asking(), ETCD_QUESTION_S))
+            return asyncio.run(asyncio.wait_for(asking(), within_s))
         except (TimeoutError, OSError, RuntimeError):
             return None
         except Exception:  # noqa: BLE001 - grpc's errors while etcd is down mean "no answer"

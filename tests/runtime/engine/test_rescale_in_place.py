@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from lockgate.runtime import read_committed
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.in_memory_store import InMemoryStore
@@ -14,11 +15,12 @@ from lockgate.runtime.coordination.job_requests import await_rescale, request_re
 from lockgate.runtime.coordination.records import RescaleResult
 from lockgate.runtime.engine.in_process import ThreadStage
 from lockgate.runtime.engine.job_master import JobMaster, RunResult
+from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.restart import restart_strategy
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 from tests.exactness import assert_running_sums_exact
-from tests.polling import eventually
+from tests.polling import eventually, wait_until
 from tests.runtime.engine.test_in_process import _spec
 
 COUNT, KEYS = 9_000, 17
@@ -97,3 +99,71 @@ async def test_a_target_the_job_cannot_take_is_refused_naming_why_and_the_job_ru
     assert result.restarts == 0
     assert master.spec.parallelism == 2
     assert_running_sums_exact(read_committed(out), 4000, 7)
+
+
+class FailingDuringRescale:
+    """The real tasks (ThreadStage), failing at one step of a rescale: `reserve` holds
+    the reservation until the running launch has failed (the job fails once at record
+    `fail_at`); `relaunch` fails the first launch at the new parallelism."""
+
+    def __init__(self, step: str, failed_flag: Path) -> None:
+        self.inner = ThreadStage()
+        self.step = step
+        self.failed_flag = failed_flag
+        self.launches: list[int] = []
+        self.reservations = 0
+
+    def run(self, spec: JobSpec) -> None:
+        self.launches.append(spec.parallelism)
+        if (
+            self.step == "relaunch"
+            and spec.parallelism != self.launches[0]
+            and self.launches.count(spec.parallelism) == 1
+        ):
+            raise RuntimeError("a task of the new parallelism's first launch was lost")
+        self.inner.run(spec)
+
+    def cancel(self) -> None:
+        self.inner.cancel()
+
+    @property
+    def stop_wait_s(self) -> float | None:
+        return self.inner.stop_wait_s
+
+    def reserve(self, parallelism: int, timeout_s: float) -> None:
+        self.reservations += 1
+        if self.step == "reserve" and self.reservations == 1:
+            wait_until(self.failed_flag.exists, "the running launch failed", 30)
+        self.inner.reserve(parallelism, timeout_s)
+
+    def release_surplus(self, parallelism: int) -> None:
+        self.inner.release_surplus(parallelism)
+
+
+@pytest.mark.parametrize("step", ["reserve", "relaunch"])
+async def test_a_launch_failing_during_a_rescale_is_restarted_and_the_rescale_still_happens_exactly(
+    tmp_path: Path, step: str
+) -> None:
+    out, flag = f"file://{tmp_path}/out", tmp_path / "failed-once"
+    store = InMemoryStore()
+    args = {"count": str(COUNT), "keys": str(KEYS), "rate": "3000", "output": out, "flag": str(flag)}
+    # `reserve`: the job fails soon after the request, while the reservation is held;
+    # `relaunch`: it never fails by itself.
+    args["fail_at"] = "4000" if step == "reserve" else str(10 * COUNT)
+    spec = _spec(tmp_path, "tests.jobs.configurable:failing_running_sum", store, args)
+    storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
+    stage = FailingDuringRescale(step, flag)
+    master = JobMaster(spec, stage, storage, CheckpointConfig(interval_s=0.1, timeout_s=30))
+    run = asyncio.create_task(master.run(restart_strategy("fixed-delay", attempts=3, delay_s=0)))
+    await eventually(lambda: _committed(out) > 0, "committed output", timeout_s=30)
+
+    result = await _rescale(store, master, 3)
+    assert (result.status, result.parallelism) == ("rescaled", 3), result
+    finished = await asyncio.wait_for(run, 120)
+    assert finished.restarts == 1, "the failure was restarted, the rescale was not"
+    if step == "reserve":
+        assert stage.launches[:2] == [2, 2], "the failed launch was restarted at its own parallelism"
+        assert stage.reservations == 2, "the restarted launch served the request again"
+    else:
+        assert stage.launches == [2, 3, 3], "the new parallelism's failed launch was restarted at it"
+    assert_running_sums_exact(read_committed(out), COUNT, KEYS)

@@ -21,9 +21,8 @@ from lockgate.operator.naming import JobNames
 from lockgate.operator.owned import config_map
 from lockgate.operator.spec import parse_spec
 from lockgate.runtime.cli import parser as lockgate_parser
-from lockgate.runtime.driver import JobSettings, settings_from
 from lockgate.runtime.driver.__main__ import parser as driver_parser
-from lockgate.runtime.driver.options import SPEC_OPTIONS
+from lockgate.runtime.driver.options import SPEC_OPTIONS, JobSettings, settings_from
 from lockgate.runtime.keygroups import default_max_parallelism
 from lockgate.runtime.snapshot.snapshot_key import new_key_text
 from lockgate.runtime.spec.model import StreamingJobSpec, field_at

@@ -2,7 +2,8 @@
 spec (`lockgate.runtime.spec.model`, the one place a field, default, bound or
 description is written), turned into Kubernetes' structural schema (no `$ref`,
 `x-kubernetes-*` where a value is an integer or a string, or free-form), in the
-frame below (names, subresources, printer columns, the status the operator writes).
+frame below (names, subresources, printer columns), and its status's schema from the
+operator's record of it (`status.py`).
 scripts/generate_crd.py writes it to crds/ and the chart; a test holds them current."""
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import copy
 from typing import Any
 
 import yaml
-from lockgate.operator.phase import JobPhase
 from lockgate.operator.spec import REQUIRED_ON_A_CLUSTER
+from lockgate.operator.status import status_schema
 from lockgate.runtime.spec.durations import format_duration
 from lockgate.runtime.spec.model import DURATION_SCHEMA, StreamingJobSpec
 
@@ -78,103 +79,13 @@ spec:
           priority: 1
 """
 
-_STATUS = """\
-type: object
-x-kubernetes-preserve-unknown-fields: true
-properties:
-  phase:
-    type: string
-  replicas: {type: integer}
-  maxParallelism:
-    type: integer
-    description: The key groups the job's state was first written with (fixed from then on).
-  selector: {type: string}
-  observedGeneration: {type: integer}
-  jobId: {type: string}
-  restarts: {type: integer}
-  message: {type: string}
-  failure:
-    type: object
-    description: >-
-      Why the job is Failed, as its driver recorded it: never relaunched until a new generation
-      of the spec. Cleared by the next launch.
-    properties:
-      class:
-        type: string
-        enum: [transient, code, definition, restore, trust]
-        description: >-
-          transient: the restart strategy gave up; code: the job's code does not import or build;
-          definition: the job, its options or its spec; restore: the state it restores does not fit,
-          is damaged or missing; trust: that state is not signed by the job's key.
-      message: {type: string}
-      traceback: {type: string, description: "The job's part of the traceback (its last 4000 characters)."}
-      driver: {type: string, description: The driver pod that recorded it.}
-  lastCheckpoint:
-    type: object
-    properties:
-      id: {type: integer}
-      time: {type: string, format: date-time}
-      bytes: {type: integer}
-      durationMs: {type: integer}
-  lastSavepoint:
-    type: object
-    description: The newest completed savepoint.
-    properties:
-      path: {type: string}
-      time: {type: string, format: date-time}
-      reason: {type: string, description: "upgrade, suspend, periodic, trigger nonce N, deletion"}
-      status: {type: string, enum: [completed, failed]}
-      bytes: {type: integer, description: "The size of the savepoint's state files."}
-      error: {type: string, description: "Why it failed, or why its files could not be disposed of."}
-      request: {type: string, description: "A timed-out request whose answer may still come."}
-  savepoints:
-    type: array
-    maxItems: 100
-    description: >-
-      The savepoints the operator asked for, newest first (spec.savepoints.historySize, historyMaxAge).
-    items:
-      type: object
-      properties:
-        path: {type: string}
-        time: {type: string, format: date-time}
-        reason: {type: string, description: "upgrade, suspend, periodic, trigger nonce N, deletion"}
-        status: {type: string, enum: [completed, failed]}
-        bytes: {type: integer, description: "The size of the savepoint's state files."}
-        error: {type: string, description: "Why it failed, or why its files could not be disposed of."}
-        request: {type: string, description: "A timed-out request whose answer may still come."}
-  reconciledSpec:
-    type: string
-    description: The spec the running driver was launched with (JSON); changes are compared with it.
-  acceptedSpec:
-    type: string
-    description: >-
-      The last spec the operator checked and accepted (JSON). Until it accepts a new generation, or
-      while it refuses one, the job goes on by this one.
-  acceptedGeneration: {type: integer, description: The generation of acceptedSpec.}
-  upgrade:
-    type: object
-    x-kubernetes-preserve-unknown-fields: true
-    description: The step of an upgrade in progress, recorded before it is taken.
-  conditions:
-    type: array
-    items:
-      type: object
-      required: [type, status]
-      properties:
-        type: {type: string}
-        status: {type: string, enum: ["True", "False", "Unknown"]}
-        reason: {type: string}
-        message: {type: string}
-        lastTransitionTime: {type: string, format: date-time}
-        observedGeneration: {type: integer}
-"""
 _FIRST_KEYS = ("type", "required", "default", "description")
 
 
 def streamingjob_crd() -> dict[str, Any]:
     crd: dict[str, Any] = yaml.safe_load(_FRAME)
-    status: dict[str, Any] = yaml.safe_load(_STATUS)
-    status["properties"]["phase"]["enum"] = [phase.value for phase in JobPhase]
+    record = status_schema()
+    status = _as_written(_structural(record, record.get("$defs", {})))
     (version,) = crd["spec"]["versions"]
     version["schema"] = {
         "openAPIV3Schema": {
@@ -228,6 +139,20 @@ def _structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     if "properties" in node:
         node["properties"] = {name: _structural(child, defs) for name, child in node["properties"].items()}
     return _ordered(node)
+
+
+def _as_written(node: Any) -> Any:
+    """The status's schema without defaults (the API server would fill in what the
+    operator never wrote; the record reads an absent field as its default), each
+    description on one line, and no node shared by two places (YAML would alias it)."""
+    if isinstance(node, list):
+        return [_as_written(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    written = {key: _as_written(value) for key, value in node.items() if key != "default"}
+    if isinstance(written.get("description"), str):
+        written["description"] = " ".join(written["description"].split())
+    return written
 
 
 def _int_or_string(node: dict[str, Any]) -> dict[str, Any]:

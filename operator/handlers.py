@@ -3,7 +3,8 @@
 Events through `Job.events`; this module alone turns them into kopf's. Errors:
 a spec the operator refuses is permanent (kopf stops retrying that change),
 unless what refuses it lies outside the spec (the namespace's Pod Security
-label): then, as "not yet", etcd or API trouble, it is retried after a delay."""
+label): then, as "not yet", etcd or API trouble, it is retried after a delay; so is
+a status the operator cannot read, with a Warning Event naming its field."""
 
 from __future__ import annotations
 
@@ -17,41 +18,12 @@ from lockgate.operator import reconcile
 from lockgate.operator.errors import RefusedError, RetryLaterError
 from lockgate.operator.job import Job, OperatorContext
 from lockgate.operator.naming import GROUP, PLURAL, VERSION
+from lockgate.operator.status import StatusUnreadableError
 from lockgate.runtime.coordination.etcd import EtcdAccessError, EtcdUnavailableError
 
 RESOURCE = (GROUP, VERSION, PLURAL)
-# kopf's bookkeeping (finalizer, handled spec, handler progress) under the
-# operator's own domain. Earlier operators left theirs under kopf's default:
-# read from there until rewritten, and their finalizer removed (it would hold a
-# deleted job forever: no operator removes it any more).
+# kopf's bookkeeping (finalizer, handled spec, handler progress) under the operator's own domain.
 FINALIZER = f"{GROUP}/finalizer"
-LEGACY_PREFIX = "kopf.zalando.org"
-LEGACY_FINALIZER = f"{LEGACY_PREFIX}/KopfFinalizerMarker"
-
-
-class _DiffBaseCarriedOver(kopf.AnnotationsDiffBaseStorage):
-    """The last handled spec under lockgate.dev/; one an earlier operator stored
-    under kopf's default prefix is read until the next store moves it here."""
-
-    def __init__(self) -> None:
-        super().__init__(prefix=GROUP)
-        self._legacy = kopf.AnnotationsDiffBaseStorage(prefix=LEGACY_PREFIX)
-
-    def _legacy_keys(self, body: kopf.Body) -> set[str]:
-        return set(self._legacy.make_keys(self._legacy.key, body=body))
-
-    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
-        essence = super().build(body=body, extra_fields=extra_fields)
-        self.remove_annotations(essence, self._legacy_keys(body))
-        return essence
-
-    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
-        return super().fetch(body=body) or self._legacy.fetch(body=body)
-
-    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
-        super().store(body=body, patch=patch, essence=essence)
-        for key in self._legacy_keys(body) & set(body.metadata.annotations):
-            patch.metadata.annotations[key] = None
 
 
 def configure(settings: kopf.OperatorSettings) -> kopf.OperatorSettings:
@@ -61,7 +33,7 @@ def configure(settings: kopf.OperatorSettings) -> kopf.OperatorSettings:
     settings.posting.loggers = False
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = _DiffBaseCarriedOver()
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
     return settings
 
 
@@ -89,16 +61,18 @@ async def _guarded(
     lock and the fresh status, an observation could take a driver replaced by
     an upgrade for a lost one and replace it once more."""
     count = context.metrics.reconciles
-    job = Job(body, context, KopfEvents(body))
+    events = KopfEvents(body)
     try:
         try:
+            job = Job(body, context, events)
             async with context.lock(job.names):
                 await job.refresh_status()
                 await work(job)
-                if LEGACY_FINALIZER in (body.metadata.get("finalizers") or []):
-                    await context.kube.drop_finalizer(dict(body), LEGACY_FINALIZER)
         except (EtcdUnavailableError, ApiException) as error:
             raise kopf.TemporaryError(f"{type(error).__name__}: {error}", delay=5) from error
+        except StatusUnreadableError as error:  # nothing is done by a status that cannot be read
+            events.warn("StatusUnreadable", str(error))
+            raise kopf.TemporaryError(str(error), delay=60) from error
         except RetryLaterError as error:
             raise kopf.TemporaryError(str(error), delay=error.delay_s) from error
         except RefusedError as error:

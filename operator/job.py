@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,6 +23,7 @@ from lockgate.operator.metrics import OperatorMetrics
 from lockgate.operator.naming import JobNames
 from lockgate.operator.phase import JobPhase
 from lockgate.operator.spec import SpecError, StreamingJobSpec, parse_spec
+from lockgate.operator.status import StreamingJobStatus
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.engine.restart import RestartStrategy, restart_strategy
 
@@ -72,10 +72,10 @@ class Job:
     body: kopf.Body  # the owner of what the job creates
     context: OperatorContext
     events: Events
-    status: dict[str, Any] = field(default_factory=dict)
+    status: StreamingJobStatus = field(init=False)
 
     def __post_init__(self) -> None:
-        self.status = {k: v for k, v in dict(self.body.get("status") or {}).items() if k != "kopf"}
+        self.status = StreamingJobStatus.from_storage(dict(self.body.get("status") or {}))
 
     @property
     def names(self) -> JobNames:
@@ -98,7 +98,7 @@ class Job:
         """Read the status as it is now (kopf's body may predate our last writes)."""
         status = await self.context.kube.job_status(self.names.namespace, self.names.name)
         if status is not None:
-            self.status = {k: v for k, v in status.items() if k != "kopf"}
+            self.status = StreamingJobStatus.from_storage(status)
 
     @functools.cached_property
     def spec(self) -> StreamingJobSpec:
@@ -111,32 +111,20 @@ class Job:
         this generation; until then, or while it is refused (Degraded: unparseable,
         or against the operator's policy), the last one accepted — a lost driver is
         restarted by it, a resumed step launches it, savepoints go on by it."""
-        if self.refused is None and self.accepted_generation() == self.generation:
+        if self.refused is None and self.status.accepted_generation == self.generation:
             return self.raw_spec
-        for name in ("acceptedSpec", "reconciledSpec"):  # the second: kept by earlier operators
-            kept = self.status.get(name)
-            if isinstance(kept, str):
-                try:
-                    return dict(json.loads(kept))
-                except (ValueError, TypeError):
-                    continue  # written by no operator: the next one
-        raise SpecError(
-            f"generation {self.generation} is not accepted yet, and no spec was accepted before"
-            + (f": {self.refused}" if self.refused else "")
-        )
-
-    def accepted_generation(self) -> int | None:
-        """The generation the operator last accepted; for a status an earlier operator
-        wrote, the one it observed, unless it refused it."""
-        accepted = self.status.get("acceptedGeneration", self.status.get("observedGeneration"))
-        return accepted if isinstance(accepted, int) else None
+        accepted = self.status.accepted_raw_spec
+        if accepted is None:
+            raise SpecError(
+                f"generation {self.generation} is not accepted yet, and no spec was accepted before"
+                + (f": {self.refused}" if self.refused else "")
+            )
+        return accepted
 
     @property
     def refused(self) -> str | None:
         """Why the job's spec is refused (its Degraded condition), or None."""
-        conditions = self.status.get("conditions") or []
-        condition: dict[str, Any] = next((c for c in conditions if c.get("type") == "Degraded"), {})
-        return str(condition.get("message") or "refused") if condition.get("status") == "True" else None
+        return self.status.refused
 
     @property
     def applied_spec(self) -> StreamingJobSpec:
@@ -146,12 +134,11 @@ class Job:
     @property
     def phase(self) -> JobPhase | None:
         """The recorded phase; None before a handler recorded one."""
-        recorded = self.status.get("phase")
-        return None if recorded is None else JobPhase(recorded)
+        return self.status.phase
 
     @property
     def next_launch(self) -> int:
-        return int(self.status.get("launch", 0)) + 1
+        return self.status.launch + 1
 
     def adopt(self, obj: dict[str, Any]) -> None:
         """Make the job the owner of `obj`: it goes with the job."""
@@ -165,19 +152,14 @@ class Job:
         """A Normal Event on the job."""
         self.events.inform(reason, message)
 
-    async def record(self, phase: JobPhase | None = None, **fields: Any) -> None:
-        """Write `phase` (unless None) and `fields` into the job's status at once (a
-        field None is removed); fields that already hold those values are not written
-        again."""
-        if phase is not None:
-            self.context.metrics.job_phase(self.names.qualified, phase)
-            fields["phase"] = phase.value
-        changed = {name: value for name, value in fields.items() if self.status.get(name) != value}
-        if not changed:
+    async def record(self, **fields: Any) -> None:
+        """Write `fields` (`StreamingJobStatus`'s, a field None unset) into the job's
+        status at once; only what changes is written."""
+        if fields.get("phase") is not None:
+            self.context.metrics.job_phase(self.names.qualified, fields["phase"])
+        changed = self.status.changed(**fields)
+        patch = self.status.patch_to(changed)
+        if not patch:
             return
-        for name, value in changed.items():
-            if value is None:
-                self.status.pop(name, None)
-            else:
-                self.status[name] = value
-        await self.context.kube.patch_status(self.names.namespace, self.names.name, changed)
+        await self.context.kube.patch_status(self.names.namespace, self.names.name, patch)
+        self.status = changed

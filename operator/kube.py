@@ -103,18 +103,6 @@ class Kube:
             self._custom.patch_namespaced_custom_object_status, namespace, name, {"status": status}
         )
 
-    async def drop_finalizer(self, body: dict[str, Any], finalizer: str) -> None:
-        """Remove `finalizer` from the StreamingJob `body` (as read): a merge patch of
-        the whole list, conditional on the resourceVersion read, so that a list
-        changed meanwhile (kopf adding its own) fails the patch (409, retried)
-        instead of losing an entry."""
-        metadata = body["metadata"]
-        finalizers = [f for f in metadata.get("finalizers") or [] if f != finalizer]
-        patch = {"metadata": {"finalizers": finalizers, "resourceVersion": metadata["resourceVersion"]}}
-        await _patch_job(
-            self._custom.patch_namespaced_custom_object, metadata["namespace"], metadata["name"], patch
-        )
-
 
 async def _unless_not_found(call: Callable[..., Any], *args: Any) -> Any:
     """`call(*args)` in a thread; None when the object it reads or deletes does not exist."""

@@ -32,6 +32,7 @@ from lockgate.operator.savepoints import (
     record_outcome,
 )
 from lockgate.operator.spec import SpecError, StreamingJobSpec, parse_spec
+from lockgate.operator.status import CheckpointSummary, Failure
 from lockgate.operator.transition import (
     carry_out,
     import_plan,
@@ -59,7 +60,7 @@ async def checked_spec(job: Job) -> StreamingJobSpec:
     recorded as accepted; a refusal sets Degraded and raises RefusedError."""
     try:
         spec = job.spec
-        recorded = job.status.get("maxParallelism")
+        recorded = job.status.max_parallelism
         if recorded and spec.max_parallelism not in (None, recorded):
             raise SpecError(
                 f"spec.maxParallelism cannot change from {recorded} to {spec.max_parallelism}: "
@@ -74,12 +75,12 @@ async def checked_spec(job: Job) -> StreamingJobSpec:
         recheck = job.context.namespace_recheck_s if namespace else None
         raise RefusedError(str(error), recheck) from error
     accepted: dict[str, Any] = {
-        "acceptedSpec": json.dumps(job.raw_spec, sort_keys=True),
-        "acceptedGeneration": job.generation,
+        "accepted_spec": json.dumps(job.raw_spec, sort_keys=True),
+        "accepted_generation": job.generation,
     }
     if job.refused is not None:
         accepted["conditions"] = set_condition(
-            job.status.get("conditions"), "Degraded", true=False, reason="SpecValid"
+            job.status.conditions, "Degraded", true=False, reason="SpecValid"
         )
         accepted["message"] = None
     await job.record(**accepted)
@@ -92,7 +93,7 @@ async def _refuse(job: Job, error: SpecError, message: str) -> None:
     reason = "NamespaceNotRestricted" if isinstance(error, NamespaceNotRestrictedError) else "InvalidSpec"
     if job.refused == message:
         return
-    conditions = refused(job.status.get("conditions"), message, job.generation, reason)
+    conditions = refused(job.status.conditions, message, job.generation, reason)
     await job.record(conditions=conditions, message=message)
     job.warn(reason, message)
 
@@ -119,7 +120,7 @@ async def _checked_then_recorded(job: Job) -> StreamingJobSpec:
 
 async def on_create(job: Job) -> None:
     spec = await _checked_then_recorded(job)
-    if not job.status.get("launch"):  # else a recorded first launch was just finished
+    if not job.status.launch:  # else a recorded first launch was just finished
         await _first_launch(job, spec, "created")
 
 
@@ -130,7 +131,7 @@ async def _first_launch(job: Job, spec: StreamingJobSpec, reason: str) -> None:
     if spec.state == "suspended":
         if job.phase is not JobPhase.SUSPENDED:
             await record_stopped(
-                job, JobPhase.SUSPENDED, "created suspended", maxParallelism=max_parallelism(job, spec)
+                job, JobPhase.SUSPENDED, "created suspended", max_parallelism=max_parallelism(job, spec)
             )
             job.inform("Suspended", "created suspended")
     elif spec.initial_savepoint_path is not None:
@@ -169,25 +170,25 @@ def _parsed(spec: dict[str, Any]) -> StreamingJobSpec | None:
 
 async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
     """A spec change: suspend, resume, upgrade, restart, savepoint — or nothing to restart."""
-    before = job.status.get("acceptedSpec") or job.status.get("reconciledSpec")
+    before = job.status.accepted_raw_spec  # the spec in force until this change
     recorded = recorded_plan(job)
     new = await _checked_then_recorded(job)
     if recorded is not None and recorded.generation == job.generation:  # that was this very change
-        await job.record(observedGeneration=job.generation)
+        await job.record(observed_generation=job.generation)
         return
     old = _parsed(old_spec)
-    # Compared with what the driver runs, not with the last spec seen: that one may
-    # have been refused, and undoing a refused change must restart nothing.
-    reconciled = job.status.get("reconciledSpec")
-    running = _parsed(json.loads(reconciled)) if reconciled else old
-    _announce_change(job, json.loads(before) if before else old_spec)
-    if not job.status.get("launch"):
+    # Compared with the spec in force, not with the last spec seen: that one may have
+    # been refused, and undoing a refused change must restart nothing. A step resumed
+    # just now launched the driver by the spec accepted now: nothing more to apply.
+    running = new if recorded is not None else (_parsed(before) if before is not None else old)
+    _announce_change(job, before if before is not None else old_spec)
+    if not job.status.launch:
         await _first_launch(job, new, "resume" if job.phase is JobPhase.SUSPENDED else "created")
     elif new.state == "suspended":
         if job.phase is not JobPhase.SUSPENDED:
             await carry_out(job, upgrade_plan(job, new, "suspend", suspend=True))
     elif job.phase is JobPhase.SUSPENDED:
-        suspended_with = job.status.get("suspendedWith")
+        suspended_with = job.status.suspended_with
         savepoint = None if suspended_with in (None, "latest") else str(suspended_with)
         await carry_out(job, start_plan(job, "resume", savepoint))
     else:
@@ -195,7 +196,7 @@ async def on_change(job: Job, old_spec: dict[str, Any]) -> None:
         if old is not None and new.savepoints.trigger_nonce not in (None, old.savepoints.trigger_nonce):
             await savepoint_now(job)
     # The change is carried out (or needed no driver to be replaced).
-    await job.record(observedGeneration=job.generation)
+    await job.record(observed_generation=job.generation)
 
 
 async def _change_running(job: Job, running: StreamingJobSpec | None, new: StreamingJobSpec) -> None:
@@ -244,7 +245,7 @@ async def on_delete(job: Job) -> None:
     # The spec in force: a refused one (another namespace's storage, say) is not
     # what decides which files the operator deletes with its credentials.
     spec = _applied(job)  # None: no spec was ever accepted: nothing to save, keep the files
-    launch = int(job.status.get("launch", 0))
+    launch = job.status.launch
     if launch:
         saved = spec is not None and spec.deletion.savepoint and await _final_savepoint(job, launch)
         # Gone before its keys are: a driver still shutting down would write its status again.
@@ -300,28 +301,30 @@ async def observe(job: Job) -> None:
     """Status from the driver pod and etcd; a lost driver restarted by the job's strategy."""
     if job.phase is not None:  # after an operator restart too: alerts read it from the first observation
         job.context.metrics.job_phase(job.names.qualified, job.phase)
-    if "upgrade" in job.status or job.phase in (None, JobPhase.SUSPENDED, JobPhase.FAILED, JobPhase.FINISHED):
+    if job.status.upgrade is not None or job.phase in (
+        None,
+        JobPhase.SUSPENDED,
+        JobPhase.FAILED,
+        JobPhase.FINISHED,
+    ):
         return
     names, context = job.names, job.context
-    launch = int(job.status.get("launch", 0))
+    launch = job.status.launch
     driver = names.driver_pod(launch)
     pod = await context.kube.pod(names.namespace, driver)
     running = await context.etcd.status(job.keys)
     latest = await context.etcd.latest_checkpoint(job.keys)
     if latest is not None:
-        checkpoint = {
-            "id": latest.checkpoint_id,
-            "time": iso_time(latest.completed_ms / 1000),
-            "bytes": latest.bytes,
-            "durationMs": latest.duration_ms,
-        }
-        await job.record(lastCheckpoint=checkpoint)
+        checkpoint = CheckpointSummary(
+            latest.checkpoint_id, iso_time(latest.completed_ms / 1000), latest.bytes, latest.duration_ms
+        )
+        await job.record(last_checkpoint=checkpoint)
     # A pod the kubelet has not reported on yet is Pending; only a missing or Failed pod is lost.
     pod_phase = None if pod is None else (pod.get("status") or {}).get("phase") or "Pending"
     # What an earlier driver said (its failure, its lingering heartbeat) is not this one's:
     # every driver names itself in what it says.
     own = running if running is not None and running.driver == driver else None
-    conditions = job.status.get("conditions")
+    conditions = job.status.conditions
     if own is not None and own.state == "finished" and pod_phase in (None, "Succeeded"):
         message = "the job's sources ran out and it finished"
         await record_stopped(job, JobPhase.FINISHED, message)
@@ -331,8 +334,8 @@ async def observe(job: Job) -> None:
     elif pod_phase in (None, "Failed"):
         await _driver_lost(job, pod_phase)
     elif pod_phase == "Running" and own is not None and own.state == "running":
-        generation = int(job.status.get("observedGeneration") or job.generation)
-        if job.phase is not JobPhase.RUNNING or not job.status.get("replicas"):
+        generation = job.status.observed_generation or job.generation
+        if job.phase is not JobPhase.RUNNING or not job.status.replicas:
             job.inform("Running", f"launch {launch} runs at parallelism {own.parallelism}")
         applied = _applied(job)
         desired = applied.replicas if applied is not None else 0
@@ -340,14 +343,14 @@ async def observe(job: Job) -> None:
             phase=JobPhase.RUNNING,
             replicas=own.parallelism,
             conditions=runs(conditions, running=own.parallelism, desired=desired, generation=generation),
-            restarts=own.restarts + job.status.get("driverRestarts", 0),
+            restarts=own.restarts + job.status.driver_restarts,
         )
         if applied is not None:
             await periodic_savepoint(job)
             await keep_savepoint_history(job)  # savepoints also age out between two new ones
     elif job.phase is JobPhase.RUNNING:  # its pod is there, its heartbeat is not
         message = f"driver {driver} has stopped saying it runs"
-        if job.status.get("replicas"):  # the first observation without a heartbeat
+        if job.status.replicas:  # the first observation without a heartbeat
             job.warn("NoHeartbeat", message)
         silent = set_condition(conditions, "Ready", true=False, reason="NoHeartbeat", message=message)
         await job.record(replicas=0, conditions=silent)
@@ -361,15 +364,6 @@ def _applied(job: Job) -> StreamingJobSpec | None:
         return None
 
 
-def restart_history(status: dict[str, Any]) -> RestartHistory:
-    """The driver losses the relaunch backoff counts, kept in status on the wall
-    clock. A status written before the failure times were kept for every strategy
-    has only the count: each counts as a failure long ago."""
-    if "driverFailureTimes" not in status:
-        return RestartHistory((0.0,) * int(status.get("driverRestarts", 0)))
-    return RestartHistory(tuple(float(t) for t in status["driverFailureTimes"]))
-
-
 async def _job_failed(job: Job, outcome: JobStatus) -> None:
     """The driver ended the job with a failure it recorded: one its restart strategy
     gave up on, or a permanent one (`FailureClass`). Relaunching would fail alike:
@@ -378,17 +372,15 @@ async def _job_failed(job: Job, outcome: JobStatus) -> None:
     failure_class = outcome.failure_class or FailureClass.TRANSIENT
     cause = outcome.message or "no reason given"
     message = bounded(f"driver {outcome.driver} failed ({failure_class} failure): {cause}", MESSAGE_LIMIT)
-    failure = {"class": failure_class.value, "message": bounded(cause), "driver": outcome.driver}
-    if outcome.traceback is not None:
-        failure["traceback"] = outcome.traceback
-    conditions = stopped(job.status.get("conditions"), failed_reason(failure_class), message)
+    failure = Failure(failure_class, bounded(cause), outcome.driver, outcome.traceback)
+    conditions = stopped(job.status.conditions, failed_reason(failure_class), message)
     await job.record(
         phase=JobPhase.FAILED,
         replicas=0,
         conditions=conditions,
         message=message,
         failure=failure,
-        restartAt=None,
+        restart_at=None,
     )
     job.warn("JobFailed", message)
 
@@ -396,26 +388,27 @@ async def _job_failed(job: Job, outcome: JobStatus) -> None:
 async def _driver_lost(job: Job, pod_phase: str | None) -> None:
     """The driver's pod is gone or failed and the driver recorded no outcome (it was
     killed, evicted, its node lost): relaunched after the operator's backoff."""
-    restarts = int(job.status.get("driverRestarts", 0))
+    restarts = job.status.driver_restarts
     why = f"driver {'gone' if pod_phase is None else 'failed'} without a word"
-    restart_at = float(job.status.get("restartAt") or 0)
-    if not restart_at:  # a new loss: relaunch after the backoff's delay
+    restart_at = job.status.restart_at
+    if restart_at is None:  # a new loss: relaunch after the backoff's delay
         now = time.time()
-        decision = decide(job.context.lost_driver_backoff, restart_history(job.status), now)
+        history = RestartHistory(job.status.driver_failure_times)
+        decision = decide(job.context.lost_driver_backoff, history, now)
         delay = job.context.lost_driver_backoff.max_delay_s if decision.delay_s is None else decision.delay_s
         await job.record(
             phase=JobPhase.RESTARTING,
-            restartAt=now + delay,
+            restart_at=now + delay,
             message=why,
-            driverFailureTimes=list(decision.history.failures),
+            driver_failure_times=decision.history.failures,
             replicas=0,
-            conditions=changing(job.status.get("conditions"), JobPhase.RESTARTING.value, why, job.generation),
+            conditions=changing(job.status.conditions, JobPhase.RESTARTING.value, why, job.generation),
         )
         job.warn("Restarting", f"{why}; relaunch {restarts + 1} in {delay:g} s")
         return
     if time.time() < restart_at or not await _relaunch_allowed(job):
         return
-    await job.record(driverRestarts=restarts + 1, restartAt=None)
+    await job.record(driver_restarts=restarts + 1, restart_at=None)
     await carry_out(job, restart_plan(job, "driver-lost"))
 
 
@@ -430,10 +423,10 @@ async def _relaunch_allowed(job: Job) -> bool:
     try:
         await check_launch(job, job.applied_spec)
     except SpecError as error:
-        ran = f"the spec it ran (generation {job.accepted_generation()})"
+        ran = f"the spec it ran (generation {job.status.accepted_generation})"
         await _refuse(job, error, f"{RELAUNCH_REFUSED}: {ran} is refused now: {error}")
         return False
     if (job.refused or "").startswith(RELAUNCH_REFUSED):  # refused at an earlier observation
-        conditions = set_condition(job.status.get("conditions"), "Degraded", true=False, reason="SpecValid")
+        conditions = set_condition(job.status.conditions, "Degraded", true=False, reason="SpecValid")
         await job.record(conditions=conditions, message=None)
     return True

@@ -18,68 +18,40 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Collection
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from collections.abc import Collection, Sequence
+from typing import Literal
 
-from lockgate.operator.conditions import epoch_of, iso_time
+from lockgate.operator.conditions import STORED, Timestamp, epoch_of, iso_time
+from pydantic.dataclasses import dataclass
 
+MAX_ENTRIES = 100
+"""The most `status.savepoints` holds (the CRD's `maxItems`: the API server refuses a longer one)."""
 # What the operator takes savepoints for by itself; the reason of every entry.
 OPERATOR_REASONS = frozenset({"upgrade", "suspend", "periodic"})
 _SAVEPOINT_NAME = re.compile(r"^savepoint-[A-Za-z0-9._-]+$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=STORED)
 class SavepointEntry:
     """One savepoint the operator asked for, completed or failed."""
 
     reason: str
-    time: str  # RFC 3339, when the answer came
+    """upgrade, suspend, periodic, trigger nonce N, deletion"""
+    time: Timestamp
+    """When the answer came."""
     status: Literal["completed", "failed"]
     path: str | None = None
     bytes: int | None = None
+    """The size of the savepoint's state files."""
     error: str | None = None
+    """Why it failed, or why its files could not be disposed of."""
     request: str | None = None
-    """A failed one's request id while its answer may still come (it timed out)."""
-
-    @classmethod
-    def from_status(cls, stored: Any) -> SavepointEntry | None:
-        """An entry as status holds it, or None for what is no entry (anyone who can
-        write status could have put anything there). One written before sizes and
-        failures were kept (path, time, reason) is a completed savepoint."""
-        if not isinstance(stored, dict):
-            return None
-
-        def text(name: str) -> str | None:
-            value = stored.get(name)
-            return value if isinstance(value, str) and value else None
-
-        size = stored.get("bytes")
-        return cls(
-            reason=text("reason") or "",
-            time=text("time") or "",
-            status="failed" if stored.get("status") == "failed" else "completed",
-            path=text("path"),
-            bytes=size if isinstance(size, int) and not isinstance(size, bool) else None,
-            error=text("error"),
-            request=text("request"),
-        )
-
-    def for_status(self) -> dict[str, Any]:
-        """The fields by name (the names are status's keys), those unset left out."""
-        return {name: value for name, value in asdict(self).items() if value is not None}
+    """A timed-out request whose answer may still come."""
 
     def age_s(self, now: float) -> float:
         """0 for a time that cannot be read: such an entry leaves by count alone."""
         taken = epoch_of(self.time)
         return 0.0 if taken is None else now - taken
-
-
-def history_of(status: dict[str, Any]) -> list[SavepointEntry]:
-    """`status.savepoints`, or what an earlier operator kept as `savepointHistory`."""
-    stored = status.get("savepoints", status.get("savepointHistory"))
-    entries = [SavepointEntry.from_status(entry) for entry in stored] if isinstance(stored, list) else []
-    return [entry for entry in entries if entry is not None]
 
 
 def completed(path: str, reason: str, size: int | None, now: float) -> SavepointEntry:
@@ -98,7 +70,7 @@ class Retention:
     max_age_s: float | None = None
 
     def split(
-        self, history: list[SavepointEntry], now: float, protected: Collection[str]
+        self, history: Sequence[SavepointEntry], now: float, protected: Collection[str]
     ) -> tuple[list[SavepointEntry], list[SavepointEntry]]:
         """(kept, fallen out), each newest first. The newest completed savepoint, the
         protected paths and the entries still awaiting an answer are kept whatever

@@ -13,24 +13,23 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from lockgate.operator.conditions import epoch_of, iso_time
 from lockgate.operator.driver_pod import storage_layout
 from lockgate.operator.job import Job
 from lockgate.operator.savepoint_history import (
+    MAX_ENTRIES,
     Retention,
     SavepointEntry,
     completed,
     disposable,
     failed,
-    history_of,
 )
 from lockgate.runtime.coordination.records import SavepointResult
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
-MAX_ENTRIES = 100
-"""The CRD's `maxItems` of `status.savepoints`: the API server refuses a longer one."""
 ANSWER_WAIT_S = 3600.0
 """How long a timed-out request's answer is looked for: a driver stopped while it
 took the savepoint leaves it `pending` for good."""
@@ -73,26 +72,26 @@ async def periodic_savepoint(job: Job) -> None:
     takes the same savepoint's answer instead of asking again; the answer is recorded
     before the next due time, so it is never left unrecorded."""
     interval, now = job.applied_spec.savepoints.interval_s, time.time()
-    due = epoch_of(job.status.get("nextPeriodicSavepoint"))
+    due = epoch_of(job.status.next_periodic_savepoint)
     if interval is None:
-        await job.record(nextPeriodicSavepoint=None)
+        await job.record(next_periodic_savepoint=None)
         return
     if due is None or due > now + interval:  # none yet, unreadable, or the interval was shortened
-        await job.record(nextPeriodicSavepoint=iso_time(now + interval))
+        await job.record(next_periodic_savepoint=iso_time(now + interval))
         return
     if now < due:
         return
     request = f"periodic-{int(due)}"
     answered = await job.context.etcd.savepoint_result(job.keys, request)
     await record_outcome(job, "periodic", request, answered or await ask_savepoint(job, request, stop=False))
-    await job.record(nextPeriodicSavepoint=iso_time(time.time() + interval))
+    await job.record(next_periodic_savepoint=iso_time(time.time() + interval))
 
 
 async def record_savepoint(job: Job, entry: SavepointEntry) -> None:
     """Put `entry` at the head of `status.savepoints` (once: an operator restarted
     before it recorded what came after may record the same answer again), keeping
     the history in the same write."""
-    history = history_of(job.status)
+    history = job.status.savepoints
     if entry.path is not None and any(taken.path == entry.path for taken in history):
         return
     await _keep(job, [entry, *history], new=entry)
@@ -100,11 +99,11 @@ async def record_savepoint(job: Job, entry: SavepointEntry) -> None:
 
 async def keep_savepoint_history(job: Job) -> None:
     """Late answers taken in, then what falls out by count and age dropped."""
-    history = await _late_answers(job, history_of(job.status))
+    history = await _late_answers(job, job.status.savepoints)
     await _keep(job, history, new=None)
 
 
-async def _late_answers(job: Job, history: list[SavepointEntry]) -> list[SavepointEntry]:
+async def _late_answers(job: Job, history: Sequence[SavepointEntry]) -> list[SavepointEntry]:
     """Entries whose request timed out, with the answer the driver gave since: a
     savepoint that took longer than the timeout is recorded, not left unknown."""
     updated: list[SavepointEntry] = []
@@ -132,13 +131,13 @@ async def _answer_to(job: Job, entry: SavepointEntry, request: str) -> Savepoint
     return entry  # being taken
 
 
-async def _keep(job: Job, history: list[SavepointEntry], new: SavepointEntry | None) -> None:
+async def _keep(job: Job, history: Sequence[SavepointEntry], new: SavepointEntry | None) -> None:
     spec = job.applied_spec
     retention, now = Retention(spec.savepoints.history_size, spec.savepoints.history_max_age_s), time.time()
     out: list[SavepointEntry] = []
     if retention.split(history, now, protected=())[1]:  # only then is etcd read
-        deployment = job.status.get("deployment") or {}
-        protected = {deployment.get("savepoint"), job.status.get("suspendedWith")}
+        deployment = job.status.deployment
+        protected = {deployment.savepoint if deployment else None, job.status.suspended_with}
         protected |= await job.context.etcd.snapshot_paths(job.keys)
         out = retention.split(history, now, {path for path in protected if isinstance(path, str)})[1]
     savepoint_dir = storage_layout(job.names, spec, job.context.cluster).savepoints
@@ -149,9 +148,9 @@ async def _keep(job: Job, history: list[SavepointEntry], new: SavepointEntry | N
         dropped = [entry.path or entry.reason for entry in kept[MAX_ENTRIES:]]
         job.warn("SavepointHistoryFull", f"left the history with their files kept: {', '.join(dropped)}")
         kept = kept[:MAX_ENTRIES]
-    fields: dict[str, Any] = {"savepoints": [entry.for_status() for entry in kept], "savepointHistory": None}
+    fields: dict[str, Any] = {"savepoints": tuple(kept)}
     if new is not None and new.status == "completed":
-        fields["lastSavepoint"] = new.for_status()
+        fields["last_savepoint"] = new
     await job.record(**fields)
     if new is not None and new.status == "completed":
         size = "" if new.bytes is None else f", {new.bytes} bytes"

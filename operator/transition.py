@@ -8,7 +8,6 @@ are never two.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from typing import Any
@@ -22,6 +21,7 @@ from lockgate.operator.phase import JobPhase
 from lockgate.operator.savepoint_history import completed, failed
 from lockgate.operator.savepoints import ask_savepoint, record_savepoint
 from lockgate.operator.spec import StreamingJobSpec
+from lockgate.operator.status import Deployment
 from lockgate.operator.upgrade_plan import Restore, Step, UpgradePlan
 from lockgate.runtime.coordination.job_identity import new_password
 from lockgate.runtime.keygroups import default_max_parallelism
@@ -32,8 +32,7 @@ log = logging.getLogger(__name__)
 def max_parallelism(job: Job, spec: StreamingJobSpec) -> int:
     """Fixed at the first launch: key groups of written state never change. `spec`:
     the one being checked or launched."""
-    recorded = job.status.get("maxParallelism")
-    return int(recorded or spec.max_parallelism or default_max_parallelism(spec.replicas))
+    return job.status.max_parallelism or spec.max_parallelism or default_max_parallelism(spec.replicas)
 
 
 async def carry_out(job: Job, plan: UpgradePlan) -> None:
@@ -41,7 +40,7 @@ async def carry_out(job: Job, plan: UpgradePlan) -> None:
     if plan.suspend:
         phase = JobPhase.SUSPENDING
     else:
-        phase = JobPhase.UPGRADING if job.status.get("launch") else JobPhase.DEPLOYING
+        phase = JobPhase.UPGRADING if job.status.launch else JobPhase.DEPLOYING
     if plan.started_at is None:  # kept across resumes: durations count the whole change
         plan = plan.at(plan.step, started_at=time.time())
     # A step retried (the driver pod still terminating) or resumed by a restarted
@@ -49,14 +48,14 @@ async def carry_out(job: Job, plan: UpgradePlan) -> None:
     resumed = recorded_plan(job)
     told = resumed.step if resumed is not None and resumed.launch == plan.launch else None
     message = f"{plan.reason}: {plan.step.value}, then launch {plan.launch}"
-    conditions = changing(job.status.get("conditions"), phase.value, message, job.generation)
-    await job.record(upgrade=plan.for_status(), phase=phase, conditions=conditions)
+    conditions = changing(job.status.conditions, phase.value, message, job.generation)
+    await job.record(upgrade=plan, phase=phase, conditions=conditions)
     if plan.step is Step.SAVEPOINT:
         if told is not Step.SAVEPOINT:
             job.inform("TakingSavepoint", f"{plan.reason}: savepoint {plan.request}, stopping the driver")
         plan = await _take_savepoint(job, plan)
     if plan.step is Step.STOPPING:
-        launch = int(job.status.get("launch", 0))
+        launch = job.status.launch
         if launch and told is not Step.STOPPING:
             job.inform("StoppingDriver", f"{plan.reason}: stopping {job.names.driver_pod(launch)}")
         plan = await _stop_driver(job, plan)
@@ -69,21 +68,20 @@ async def carry_out(job: Job, plan: UpgradePlan) -> None:
         _observe_duration(job, plan)
         suspended_with = plan.savepoint or "latest"
         message = f"suspended with {suspended_with}"
-        await record_stopped(job, JobPhase.SUSPENDED, message, upgrade=None, suspendedWith=suspended_with)
+        await record_stopped(job, JobPhase.SUSPENDED, message, upgrade=None, suspended_with=suspended_with)
         job.inform("Suspended", message)
 
 
 async def record_stopped(job: Job, phase: JobPhase, message: str, /, **fields: Any) -> None:
     """`phase`, in which no driver runs and none is on its way (suspended, finished,
     failed), with `fields`; its reason in the conditions is the phase's name."""
-    conditions = stopped(job.status.get("conditions"), phase.value, message)
+    conditions = stopped(job.status.conditions, phase.value, message)
     await job.record(phase=phase, replicas=0, conditions=conditions, **fields)
 
 
 def recorded_plan(job: Job) -> UpgradePlan | None:
     """The plan an earlier handler (or operator) recorded and did not finish."""
-    stored = job.status.get("upgrade")
-    return None if stored is None else UpgradePlan.from_status(stored)
+    return job.status.upgrade
 
 
 def _observe_duration(job: Job, plan: UpgradePlan) -> None:
@@ -136,7 +134,7 @@ async def _fall_back(job: Job, plan: UpgradePlan, reason: str, why: str) -> Upgr
     """No savepoint to carry state over: the latest completed checkpoint will."""
     fallback = plan.at(Step.STOPPING, restore="latest")
     job.warn(reason, f"{why}; restoring the latest checkpoint instead")
-    await job.record(upgrade=fallback.for_status(), message=f"{why}; restoring the latest checkpoint instead")
+    await job.record(upgrade=fallback, message=f"{why}; restoring the latest checkpoint instead")
     return fallback
 
 
@@ -156,10 +154,11 @@ async def _take_savepoint(job: Job, plan: UpgradePlan) -> UpgradePlan:
     if result.status != "completed" or result.path is None:
         await record_savepoint(job, failed(plan.reason, str(result.error), time.time()))
         return await _fall_back(job, plan, "SavepointFailed", f"savepoint failed ({result.error})")
-    if (job.status.get("lastSavepoint") or {}).get("path") != result.path:  # not if resumed after it
+    last = job.status.last_savepoint
+    if last is None or last.path != result.path:  # not if resumed after it
         await record_savepoint(job, completed(result.path, plan.reason, result.bytes, time.time()))
     after = plan.at(Step.STOPPING, restore="savepoint", savepoint=result.path)
-    await job.record(upgrade=after.for_status())
+    await job.record(upgrade=after)
     return after
 
 
@@ -194,13 +193,13 @@ async def remove_driver(job: Job, launch: int, *, stopped_with_savepoint: bool) 
 
 
 async def _stop_driver(job: Job, plan: UpgradePlan) -> UpgradePlan:
-    launch = int(job.status.get("launch", 0))
+    launch = job.status.launch
     if launch:
         # A savepoint in the plan was taken with stop: the driver is on its way out.
         stopped = plan.restore == "savepoint" and not plan.imported
         await remove_driver(job, launch, stopped_with_savepoint=stopped)
     after = plan.at(Step.SUSPENDED if plan.suspend else Step.STARTING)
-    await job.record(upgrade=after.for_status(), replicas=0)
+    await job.record(upgrade=after, replicas=0)
     return after
 
 
@@ -244,19 +243,18 @@ async def _start_driver(job: Job, plan: UpgradePlan) -> None:
         upgrade=None,
         phase=JobPhase.DEPLOYING,
         launch=launch.number,
-        maxParallelism=launch.max_parallelism,
+        max_parallelism=launch.max_parallelism,
         replicas=0,  # until the new driver says it runs: the old one is gone
         selector=names.executor_selector,
-        jobId=names.qualified,
+        job_id=names.qualified,
         # The generation this launch carries out: the job's own only once accepted, else
         # the one accepted before it (launched while the new one is refused or not checked yet).
-        observedGeneration=job.accepted_generation(),
-        deployment={"launch": launch.number, "restore": launch.restore, "savepoint": launch.savepoint},
-        reconciledSpec=json.dumps(job.applied_raw_spec, sort_keys=True),
-        suspendedWith=None,
+        observed_generation=job.status.accepted_generation,
+        deployment=Deployment(launch.number, launch.restore, launch.savepoint),
+        suspended_with=None,
         failure=None,  # a new attempt
         conditions=changing(
-            job.status.get("conditions"),
+            job.status.conditions,
             JobPhase.DEPLOYING.value,
             f"driver {pod['metadata']['name']} restoring {launch.savepoint or launch.restore}",
             job.generation,

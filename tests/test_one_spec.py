@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from lockgate.operator.crd import streamingjob_crd
 from lockgate.operator.driver_pod import (
     SNAPSHOT_KEY_DIR,
     SNAPSHOT_KEY_FILE,
@@ -21,12 +22,15 @@ from lockgate.operator.naming import JobNames
 from lockgate.operator.owned import config_map
 from lockgate.operator.spec import parse_spec
 from lockgate.runtime.cli import parser as lockgate_parser
-from lockgate.runtime.driver import JobSettings, settings_from
+from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.driver.__main__ import parser as driver_parser
-from lockgate.runtime.driver.options import SPEC_OPTIONS
+from lockgate.runtime.driver.options import SPEC_OPTIONS, JobSettings, settings_from
+from lockgate.runtime.engine.restart import STRATEGIES, restart_strategy
 from lockgate.runtime.keygroups import default_max_parallelism
 from lockgate.runtime.snapshot.snapshot_key import new_key_text
+from lockgate.runtime.spec.durations import parse_duration
 from lockgate.runtime.spec.model import StreamingJobSpec, field_at
+from pydantic.alias_generators import to_camel
 
 NAMES = JobNames("default", "sums")
 CLUSTER = Cluster("http://127.0.0.1:2379", "file:///tmp/lockgate-checkpoints")
@@ -120,7 +124,41 @@ def test_a_run_without_a_manifest_takes_the_models_defaults(tmp_path: Path) -> N
     defaults = StreamingJobSpec.model_validate({"job": MINIMAL["job"]})
     assert without["checkpoint"].interval_s == defaults.checkpointing.interval_s == 10.0
     assert without["checkpoint"].retained == defaults.checkpointing.retained
-    assert without["restart_strategy"] == defaults.restart_strategy.strategy()
+    assert without["restart_strategy"] == restart_strategy(defaults.restart_strategy.type)
+
+
+def test_the_coordinator_and_the_restart_strategies_default_to_what_the_crd_says() -> None:
+    """Failed before: the coordinator kept 1 checkpoint where a job keeps 2, and a
+    restart's delays were defaults of the restart strategy's own, which the CRD and
+    `lockgate run --help` did not show."""
+    spec = streamingjob_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    checkpointing = spec["properties"]["checkpointing"]["properties"]
+    config = CheckpointConfig()
+    for name in (
+        "interval_s",
+        "timeout_s",
+        "min_pause_s",
+        "max_concurrent",
+        "tolerable_failures",
+        "retained",
+    ):
+        assert getattr(config, name) == _value(checkpointing[to_camel(name.removesuffix("_s"))]["default"]), (
+            name
+        )
+    restart = spec["properties"]["restartStrategy"]["properties"]
+    for kind in STRATEGIES:
+        strategy = restart_strategy(kind)
+        assert strategy.delay_s == _value(restart["delay"]["default"])
+        assert strategy.max_delay_s == _value(restart["maxDelay"]["default"])
+        assert strategy.interval_s == _value(restart["failureInterval"]["default"])
+    assert restart_strategy("fixed-delay").attempts == 3
+    assert f"({restart_strategy('fixed-delay').attempts})" in restart["attempts"]["description"]
+    assert f"({restart_strategy('failure-rate').attempts})" in restart["attempts"]["description"]
+
+
+def _value(default: Any) -> float:
+    """A CRD default: a duration as the CRD writes it, or a number."""
+    return parse_duration(default) if isinstance(default, str) else float(default)
 
 
 @pytest.mark.parametrize("option", SPEC_OPTIONS)

@@ -24,8 +24,6 @@ from lockgate.runtime.driver.preflight import REFUSED_INPUT
 from lockgate.runtime.driver.termination import EXIT_INTERRUPTED
 from lockgate.runtime.engine.job_failure import JobCodeError
 from lockgate.runtime.engine.job_master import JobGaveUpError
-from lockgate.runtime.spark.java import JavaError
-from lockgate.runtime.spark.session import SparkStartError
 
 EXIT_REFUSED = 2
 """What the user gave cannot run (as argparse exits on a bad flag)."""
@@ -40,12 +38,22 @@ FAILED: tuple[type[Exception], ...] = (
     NoUsableCheckpointError,
     RestoreBehindCommittedOutputError,
     EtcdServerError,
-    SparkStartError,
-    JavaError,
     JobCodeError,
     ValueError,
 )
 """A failure to report as one line, without a traceback (unless --debug): exit 1."""
+
+
+def _spark_failures() -> tuple[type[Exception], ...]:
+    """What the Spark adapter raises for a JVM that cannot start, reported as FAILED
+    are; asked for only once a command loaded the adapter: one that runs no Spark
+    (`run --local`, `savepoint`, `checkpoints`) never imports pyspark for an except clause."""
+    if "lockgate.runtime.spark" not in sys.modules:
+        return ()
+    from lockgate.runtime.spark.java import JavaError  # noqa: PLC0415 - see above
+    from lockgate.runtime.spark.session import SparkStartError  # noqa: PLC0415
+
+    return (JavaError, SparkStartError)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -116,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, asyncio.CancelledError):
         print(f"lockgate {arguments.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (*REFUSED_INPUT, *FAILED) as error:
+    except (*REFUSED_INPUT, *FAILED, *_spark_failures()) as error:
         if arguments.debug:
             traceback.print_exc()
         print(f"lockgate {arguments.command}: {error}", file=sys.stderr)

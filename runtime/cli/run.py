@@ -22,16 +22,15 @@ from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.etcd_options import add_security, config_of
 from lockgate.runtime.coordination.etcd_server import EtcdServer
 from lockgate.runtime.coordination.leadership import LEASE_TTL_S
-from lockgate.runtime.driver import add_job_options, drive, settings_from
 from lockgate.runtime.driver import option_types as types
-from lockgate.runtime.driver.options import JobSettings, OptionError
+from lockgate.runtime.driver.drive import drive
+from lockgate.runtime.driver.options import JobSettings, OptionError, add_job_options, settings_from
 from lockgate.runtime.driver.preflight import preflight
 from lockgate.runtime.driver.progress import Totals
 from lockgate.runtime.driver.termination import until_terminated
 from lockgate.runtime.engine.in_process import ThreadStage
 from lockgate.runtime.engine.job_master import RunResult, Stage, refuse_an_earlier_run
 from lockgate.runtime.snapshot.storage import CheckpointStorage
-from lockgate.runtime.spark.java import check_java
 
 
 def register(commands: Any) -> None:
@@ -152,6 +151,8 @@ def run_command(arguments: argparse.Namespace) -> int:
     if arguments.etcd_user and not arguments.etcd:
         raise OptionError("--etcd-user goes with --etcd: the embedded etcd has no users")
     if not arguments.local:
+        from lockgate.runtime.spark.java import check_java  # noqa: PLC0415 - as `_stage`'s imports
+
         check_java()  # Spark's launcher would say it only once the JVM fails to start
     # Before etcd or Spark start; an embedded etcd is not started just to record a refusal.
     preflight(settings, config_of(arguments.etcd, arguments) if arguments.etcd else None)

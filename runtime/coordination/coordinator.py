@@ -46,18 +46,23 @@ from lockgate.runtime.snapshot.metadata import (
 )
 from lockgate.runtime.snapshot.snapshot_key import SnapshotKey
 from lockgate.runtime.snapshot.storage import CheckpointStorage
+from lockgate.runtime.spec.model import Checkpointing
 
 log = logging.getLogger(__name__)
+_SPEC_DEFAULTS = Checkpointing()
 
 
 @dataclass(frozen=True)
 class CheckpointConfig:
-    interval_s: float | None = 10.0
-    timeout_s: float = 600.0
-    min_pause_s: float = 0.0
-    max_concurrent: int = 1
-    tolerable_failures: int = 0
-    retained: int = 1
+    """The coordinator's settings: `spec.checkpointing`'s (its defaults are the spec's;
+    `interval_s` None: checkpoints only when asked for)."""
+
+    interval_s: float | None = _SPEC_DEFAULTS.interval_s
+    timeout_s: float = _SPEC_DEFAULTS.timeout_s
+    min_pause_s: float = _SPEC_DEFAULTS.min_pause_s
+    max_concurrent: int = _SPEC_DEFAULTS.max_concurrent
+    tolerable_failures: int = _SPEC_DEFAULTS.tolerable_failures
+    retained: int = _SPEC_DEFAULTS.retained
 
     def __post_init__(self) -> None:
         if self.interval_s is not None and self.interval_s <= 0:

@@ -1,6 +1,5 @@
-"""The driver: runs a job on the Spark cluster it was submitted to."""
+"""The driver: runs a job on the Spark cluster it was submitted to.
 
-from lockgate.runtime.driver.drive import drive
-from lockgate.runtime.driver.options import JobSettings, add_job_options, settings_from
-
-__all__ = ["JobSettings", "add_job_options", "drive", "settings_from"]
+Its modules are imported by name (`driver.options`, `driver.drive`): this package
+imports none of them, so a command that needs only the option types
+(`driver.option_types`, e.g. `lockgate operator`) does not load the job master."""

@@ -21,17 +21,19 @@ StreamingJob's status, so that it outlives the operator).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, cast, get_args
+from typing import cast, get_args
 
-RestartKind = Literal["none", "fixed-delay", "exponential-backoff", "failure-rate"]
-STRATEGIES: tuple[str, ...] = get_args(RestartKind)
+from lockgate.runtime.spec.model import RestartStrategySpec, RestartType
+
+STRATEGIES: tuple[str, ...] = get_args(RestartType)
+_DEFAULTS = RestartStrategySpec()
 
 
 @dataclass(frozen=True)
 class RestartStrategy:
     """A strategy's settings, complete (`restart_strategy` fills in the defaults)."""
 
-    kind: RestartKind
+    kind: RestartType
     attempts: int | None
     delay_s: float
     max_delay_s: float
@@ -100,22 +102,20 @@ def restart_strategy(
     failure_interval_s: float | None = None,
 ) -> RestartStrategy:
     """A strategy from its name and options (the CLI's and the StreamingJob's),
-    with the defaults for what is not given; raises ValueError naming a bad one."""
+    with the spec's defaults for what is not given; raises ValueError naming a bad one."""
     if kind not in STRATEGIES:
         raise ValueError(f"restart strategy {kind!r} is not one of {', '.join(STRATEGIES)}")
-    delay = 1.0 if delay_s is None else delay_s
+    delay = _DEFAULTS.delay_s if delay_s is None else delay_s
     if delay < 0 or (attempts is not None and attempts < 0):
         raise ValueError(f"{kind} needs attempts >= 0 and delay >= 0, got {attempts}, {delay}")
-    if kind == "fixed-delay":
-        attempts = 3 if attempts is None else attempts
-    elif kind == "failure-rate":
-        attempts = 1 if attempts is None else attempts
-        if attempts < 1:
-            raise ValueError(f"failure-rate needs at least 1 failure per interval, got {attempts}")
-    cap = 60.0 if max_delay_s is None else max_delay_s
+    if attempts is None:
+        attempts = RestartStrategySpec.DEFAULT_ATTEMPTS.get(kind)
+    if kind == "failure-rate" and (attempts is None or attempts < 1):
+        raise ValueError(f"failure-rate needs at least 1 failure per interval, got {attempts}")
+    cap = _DEFAULTS.max_delay_s if max_delay_s is None else max_delay_s
     if kind == "exponential-backoff" and delay <= 0:
         raise ValueError(f"exponential-backoff needs a first delay > 0, got {delay}")
-    window = 60.0 if failure_interval_s is None else failure_interval_s
+    window = _DEFAULTS.failure_interval_s if failure_interval_s is None else failure_interval_s
     if window <= 0:
         raise ValueError(f"failure-rate needs an interval > 0, got {window}")
-    return RestartStrategy(cast(RestartKind, kind), attempts, delay, max(delay, cap), window)
+    return RestartStrategy(cast(RestartType, kind), attempts, delay, max(delay, cap), window)

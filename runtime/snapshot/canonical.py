@@ -71,7 +71,7 @@ class Section:
     offset: int
     length: int
     crc32: int
-    sha256: str | None = None  # hex; None in files written before it was recorded
+    sha256: str  # hex
 
 
 @dataclass(frozen=True)
@@ -151,9 +151,7 @@ class CanonicalSnapshotStrategy(KeyedSnapshotStrategy):
         )
 
 
-def read_index(
-    storage: CheckpointStorage, path: str, size: int, index_sha256: str | None = None
-) -> CanonicalIndex:
+def read_index(storage: CheckpointStorage, path: str, size: int, index_sha256: str) -> CanonicalIndex:
     storage.check_size(path, size)
     if size < len(MAGIC) + FOOTER.size:
         raise SnapshotCorruptError(path, f"too short for a canonical snapshot ({size} bytes)")
@@ -166,7 +164,7 @@ def read_index(
     raw = storage.fs.cat_file(path, start=index_offset, end=index_offset + index_length)
     if zlib.crc32(raw) != index_crc:
         raise SnapshotCorruptError(path, "index checksum mismatch")
-    if index_sha256 is not None and hashlib.sha256(raw).hexdigest() != index_sha256:
+    if hashlib.sha256(raw).hexdigest() != index_sha256:
         raise SnapshotCorruptError(path, "index SHA-256 mismatch: not the file this job wrote")
     index: dict[str, Any] = json.loads(raw)
     return CanonicalIndex(
@@ -201,7 +199,7 @@ def _read_section(stream: IO[bytes], path: str, section: Section) -> bytes:
     data = stream.read(section.length)
     if len(data) != section.length or zlib.crc32(data) != section.crc32:
         raise SnapshotCorruptError(path, f"section of key group {section.key_group} fails its checksum")
-    if section.sha256 is not None and hashlib.sha256(data).hexdigest() != section.sha256:
+    if hashlib.sha256(data).hexdigest() != section.sha256:
         raise SnapshotCorruptError(path, f"section of key group {section.key_group} fails its SHA-256")
     return data
 

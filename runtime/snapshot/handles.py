@@ -16,7 +16,7 @@ class CanonicalKeyedHandle:
 
     key_groups: range
     file: FileRef
-    index_sha256: str | None = None  # hex; None in snapshots written before it was recorded
+    index_sha256: str  # hex
 
     format: ClassVar[str] = "canonical"
 
@@ -28,14 +28,15 @@ class CanonicalKeyedHandle:
             "format": self.format,
             "key_groups": [self.key_groups.start, self.key_groups.stop],
             "file": self.file.to_json(),
-            **({} if self.index_sha256 is None else {"index_sha256": self.index_sha256}),
+            "index_sha256": self.index_sha256,
         }
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> CanonicalKeyedHandle:
         start, stop = data["key_groups"]
-        index_sha256 = None if data.get("index_sha256") is None else str(data["index_sha256"])
-        return CanonicalKeyedHandle(range(start, stop), FileRef.from_json(data["file"]), index_sha256)
+        return CanonicalKeyedHandle(
+            range(start, stop), FileRef.from_json(data["file"]), str(data["index_sha256"])
+        )
 
 
 @dataclass(frozen=True)

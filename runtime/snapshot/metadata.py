@@ -214,4 +214,10 @@ def read_metadata(
         )
     if key is not None and not trust_unsigned:
         _check_signature(path, body, footers, key)
-    return CheckpointMetadata.from_json(json.loads(body))
+    try:
+        return CheckpointMetadata.from_json(json.loads(body))
+    except (KeyError, TypeError, ValueError) as error:
+        missing = f"no {error}" if isinstance(error, KeyError) else str(error)
+        raise SnapshotCorruptError(
+            path, f"is not metadata this Lockgate writes ({missing}): every file it names has its SHA-256"
+        ) from None

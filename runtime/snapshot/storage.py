@@ -54,18 +54,14 @@ class FileRef:
     path: str
     size: int
     crc32: int
-    sha256: str | None = None  # hex; None in snapshots written before it was recorded
+    sha256: str  # hex
 
     def to_json(self) -> dict[str, Any]:
-        sha256 = {} if self.sha256 is None else {"sha256": self.sha256}
-        return {"path": self.path, "size": self.size, "crc32": self.crc32, **sha256}
+        return {"path": self.path, "size": self.size, "crc32": self.crc32, "sha256": self.sha256}
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> FileRef:
-        sha256 = data.get("sha256")
-        return FileRef(
-            str(data["path"]), int(data["size"]), int(data["crc32"]), None if sha256 is None else str(sha256)
-        )
+        return FileRef(str(data["path"]), int(data["size"]), int(data["crc32"]), str(data["sha256"]))
 
 
 def _within(path: str, directory: str) -> bool:
@@ -95,7 +91,7 @@ class Digest:
             raise SnapshotCorruptError(path, f"read {self.size} bytes, expected {ref.size}")
         if self.crc32 != ref.crc32:
             raise SnapshotCorruptError(path, "checksum mismatch")
-        if ref.sha256 is not None and self.sha256 != ref.sha256:
+        if self.sha256 != ref.sha256:
             raise SnapshotCorruptError(path, "SHA-256 mismatch: not the file this job wrote")
 
 

@@ -15,10 +15,9 @@ import re
 from collections.abc import Mapping
 from decimal import Decimal
 from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
 
 from lockgate.runtime.coordination.keys import check_name
-from lockgate.runtime.engine.restart import RestartKind, RestartStrategy, restart_strategy
 from lockgate.runtime.keygroups import UPPER_BOUND_MAX_PARALLELISM
 from lockgate.runtime.spec.durations import DURATION_PATTERN, EXAMPLES, parse_duration
 from lockgate.runtime.spec.errors import SpecError, describe
@@ -43,7 +42,8 @@ KIND = "StreamingJob"
 INT32 = 2**31 - 1
 _ENTRYPOINT = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")
 
-RestartType = RestartKind  # the runtime's one list of strategies
+RestartType = Literal["none", "fixed-delay", "exponential-backoff", "failure-rate"]
+"""Flink's restart strategies: the runtime's one list of them (`engine.restart` applies them)."""
 UpgradeMode = Literal["savepoint", "last-state", "stateless"]
 DesiredState = Literal["running", "suspended"]
 
@@ -224,21 +224,25 @@ class Deletion(_Object):
 
 
 class RestartStrategySpec(_Object):
+    DEFAULT_ATTEMPTS: ClassVar[Mapping[str, int]] = {"fixed-delay": 3, "failure-rate": 1}
+    """`attempts` when unset, by type (exponential-backoff: unbounded)."""
+
     type: RestartType = "exponential-backoff"
     """Flink's strategies: what a failure of the job leads to."""
-    attempts: int | None = Field(None, ge=1, le=INT32)
-    """fixed-delay: restarts in the job's life (3); exponential-backoff: at most (unbounded);
-    failure-rate: failures allowed within failureInterval (1)."""
-    delay_s: Duration | None = Field(None, alias="delay")
-    """Before a restart (1s); exponential-backoff's first delay."""
-    max_delay_s: Duration | None = Field(None, alias="maxDelay")
-    """exponential-backoff: the cap of its delay (1m)."""
-    failure_interval_s: PositiveDuration | None = Field(None, alias="failureInterval")
-    """failure-rate: the window failures are counted in (1m)."""
-
-    def strategy(self) -> RestartStrategy:
-        """The strategy these settings give, with the defaults for what is not set."""
-        return restart_strategy(self.type, **self.model_dump(exclude={"type"}))
+    attempts: int | None = Field(
+        None,
+        ge=1,
+        le=INT32,
+        description="fixed-delay: restarts in the job's life "
+        f"({DEFAULT_ATTEMPTS['fixed-delay']}); exponential-backoff: at most (unbounded); "
+        f"failure-rate: failures allowed within failureInterval ({DEFAULT_ATTEMPTS['failure-rate']}).",
+    )
+    delay_s: Duration = Field(1.0, alias="delay")
+    """Before a restart; exponential-backoff's first delay."""
+    max_delay_s: Duration = Field(60.0, alias="maxDelay")
+    """exponential-backoff: the cap of its delay."""
+    failure_interval_s: PositiveDuration = Field(60.0, alias="failureInterval")
+    """failure-rate: the window failures are counted in."""
 
 
 class Resources(_Object):

@@ -17,8 +17,10 @@ from lockgate.operator.conditions import iso_time
 from lockgate.operator.errors import RefusedError
 from lockgate.operator.job_policy import JobPolicy
 from lockgate.operator.metrics import OperatorMetrics
+from lockgate.operator.phase import JobPhase
 from lockgate.operator.savepoint_history import SavepointEntry
 from lockgate.operator.savepoints import MAX_ENTRIES
+from lockgate.operator.status import StatusUnreadableError, StreamingJobStatus
 from lockgate.operator.transition import restart_plan, start_plan
 from lockgate.operator.upgrade_plan import Step
 from lockgate.runtime.coordination.etcd import Etcd
@@ -76,7 +78,7 @@ async def test_a_spec_refused_by_policy_is_not_what_restarts_and_savepoints_go_b
     assert "hostPath" not in json.dumps(pod)
     args = driver_args(pod)
     assert args[args.index("--savepoint-dir") + 1] == _savepoint_dir(under_test, tmp_path)
-    assert json.loads(under_test.status()["reconciledSpec"]) == spec
+    assert json.loads(under_test.status()["acceptedSpec"]) == spec
 
 
 async def test_a_full_history_still_takes_a_new_savepoint_in_one_write(
@@ -95,7 +97,7 @@ async def test_a_full_history_still_takes_a_new_savepoint_in_one_write(
         for i in range(100)
     ]
     await under_test.kube.patch_status(
-        NAMESPACE, under_test.name, {"savepoints": [entry.for_status() for entry in history]}
+        NAMESPACE, under_test.name, StreamingJobStatus(savepoints=tuple(history)).for_storage()
     )
     driver = StandInDriver(under_test.kube, etcd, under_test.keys, savepoint_dir=directory)
     async with driver.running():
@@ -134,30 +136,39 @@ async def test_the_first_launch_restores_the_initial_savepoint_however_late_it_c
     [
         ["2026-11-26T08:00:00.123Z", "2026-11-26T08:00:00+00:00"],
         ["yesterday", ""],
-        [None, 7],
     ],
 )
-async def test_times_and_entries_in_any_shape_do_not_stop_observations(
-    under_test: JobUnderTest, etcd: Etcd, times: list[Any]
+async def test_times_in_any_shape_do_not_stop_observations(
+    under_test: JobUnderTest, etcd: Etcd, times: list[str]
 ) -> None:
     """Failed before: a time with a fraction or an offset (both RFC 3339, as the CRD
     takes them) or an unreadable one raised at every observation, and with it
     retention and periodic savepoints stopped for good."""
     spec = {**SPEC, "savepoints": {"interval": "1h", "historyMaxAge": "1h"}}
     await under_test.running(spec)
-    stored: list[Any] = [
-        {"path": f"file:///sp/savepoint-{i}", "reason": "upgrade", "time": t} for i, t in enumerate(times)
+    stored = [
+        {"path": f"file:///sp/savepoint-{i}", "reason": "upgrade", "time": t, "status": "completed"}
+        for i, t in enumerate(times)
     ]
-    stored += ["not an entry", 3]
     await under_test.kube.patch_status(
-        NAMESPACE, under_test.name, {"savepoints": stored, "nextPeriodicSavepoint": str(times[0])}
+        NAMESPACE, under_test.name, {"savepoints": stored, "nextPeriodicSavepoint": times[0]}
     )
     async with StandInDriver(under_test.kube, etcd, under_test.keys).running():
         await reconcile.observe(await under_test.job(spec))
     status = under_test.status()
     assert status["phase"] == "Running"
-    assert all(isinstance(entry, dict) for entry in status["savepoints"])
     assert status["nextPeriodicSavepoint"] > iso_time(time.time()), "an unreadable due time is set anew"
+
+
+async def test_a_status_the_operator_did_not_write_is_named_not_acted_on(under_test: JobUnderTest) -> None:
+    """What the CRD's schema keeps out of a cluster's status (a savepoint entry that is
+    no object): nothing is done by it, and what is wrong is named."""
+    await under_test.running()
+    await under_test.kube.patch_status(NAMESPACE, under_test.name, {"savepoints": ["not an entry"]})
+    with pytest.raises(
+        StatusUnreadableError, match=r"status\.savepoints\.0: .*kubectl patch --subresource=status"
+    ):
+        await under_test.job()
 
 
 async def test_a_savepoint_the_operator_cannot_see_is_not_reported_disposed_of(
@@ -175,7 +186,7 @@ async def test_a_savepoint_the_operator_cannot_see_is_not_reported_disposed_of(
         for age, p in ((1, newest), (60, unseen))
     ]
     await under_test.kube.patch_status(
-        NAMESPACE, under_test.name, {"savepoints": [entry.for_status() for entry in history]}
+        NAMESPACE, under_test.name, StreamingJobStatus(savepoints=tuple(history)).for_storage()
     )
     async with StandInDriver(under_test.kube, etcd, under_test.keys).running():
         await reconcile.observe(await under_test.job(spec))
@@ -252,7 +263,9 @@ async def test_a_step_resumed_before_the_new_generation_is_checked_launches_the_
     scaled = {**SPEC, "replicas": 4}
     job = await under_test.accepted(scaled, generation=2)
     plan = restart_plan(job, "upgrade").at(Step.STARTING)
-    await under_test.kube.patch_status(NAMESPACE, under_test.name, {"upgrade": plan.for_status()})
+    await under_test.kube.patch_status(
+        NAMESPACE, under_test.name, StreamingJobStatus(upgrade=plan).for_storage()
+    )
     await under_test.kube.set_pod_phase(f"{under_test.name}-driver-1", "Succeeded")
     hostile = {**scaled, "volumes": [{"name": "host", "hostPath": {"path": "/"}}]}
     with pytest.raises(RefusedError):
@@ -262,7 +275,7 @@ async def test_a_step_resumed_before_the_new_generation_is_checked_launches_the_
     assert "hostPath" not in json.dumps(pod)
     args = driver_args(pod)
     assert args[args.index("--parallelism") + 1] == "4", "generation 2's spec, the one accepted"
-    assert json.loads(under_test.status()["reconciledSpec"]) == scaled
+    assert json.loads(under_test.status()["acceptedSpec"]) == scaled
     assert under_test.status()["observedGeneration"] == 2, "generation 3 is not what runs"
 
 
@@ -306,7 +319,7 @@ async def test_a_first_launch_an_earlier_operator_recorded_is_finished(under_tes
     job = await under_test.job()
     plan = start_plan(job, "created")
     await under_test.kube.patch_status(
-        NAMESPACE, under_test.name, {"upgrade": plan.for_status(), "phase": "Deploying"}
+        NAMESPACE, under_test.name, StreamingJobStatus(upgrade=plan, phase=JobPhase.DEPLOYING).for_storage()
     )
     await reconcile.on_create(await under_test.job())
     assert under_test.pod(1) is not None
@@ -333,7 +346,7 @@ async def test_an_entry_awaiting_its_answer_stays_until_the_answer_and_is_record
     )
     history = [newer, waiting, waiting]  # asked twice
     await under_test.kube.patch_status(
-        NAMESPACE, under_test.name, {"savepoints": [entry.for_status() for entry in history]}
+        NAMESPACE, under_test.name, StreamingJobStatus(savepoints=tuple(history)).for_storage()
     )
     await etcd.put(under_test.keys.savepoint_request("periodic-7"), b"{}")  # still queued
     async with StandInDriver(under_test.kube, etcd, under_test.keys).running():
@@ -357,7 +370,9 @@ async def test_an_answer_that_never_comes_is_given_up_on(under_test: JobUnderTes
     stale = SavepointEntry(
         "upgrade", iso_time(time.time() - 2 * 3600), "failed", error="timed out", request="up-1"
     )
-    await under_test.kube.patch_status(NAMESPACE, under_test.name, {"savepoints": [stale.for_status()]})
+    await under_test.kube.patch_status(
+        NAMESPACE, under_test.name, StreamingJobStatus(savepoints=(stale,)).for_storage()
+    )
     await etcd.put(
         under_test.keys.savepoint_result("up-1"), encode(SavepointResult("pending", "file:///sp/x"))
     )
@@ -383,7 +398,7 @@ async def test_a_history_past_the_crds_limit_drops_its_oldest_saying_so(
         assert entry.request is not None
         await etcd.put(under_test.keys.savepoint_request(entry.request), b"{}")  # still queued
     await under_test.kube.patch_status(
-        NAMESPACE, under_test.name, {"savepoints": [entry.for_status() for entry in waiting]}
+        NAMESPACE, under_test.name, StreamingJobStatus(savepoints=tuple(waiting)).for_storage()
     )
     async with StandInDriver(under_test.kube, etcd, under_test.keys).running():
         await reconcile.observe(await under_test.job())

@@ -15,8 +15,8 @@ from lockgate.operator.job_policy import JobPolicy, check_job
 from lockgate.operator.naming import JobNames
 from lockgate.operator.owned import owned_objects, snapshot_key_secret
 from lockgate.operator.spec import SpecError, parse_spec
-from lockgate.runtime.driver import settings_from
 from lockgate.runtime.driver.__main__ import parser as driver_parser
+from lockgate.runtime.driver.options import settings_from
 from lockgate.runtime.spec.manifest import load_manifest
 
 from tests.operator.test_crd import KUBERNETES

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from lockgate.operator import reconcile
 from lockgate.operator.conditions import epoch_of, iso_time
-from lockgate.operator.savepoint_history import Retention, SavepointEntry, completed, disposable, history_of
+from lockgate.operator.savepoint_history import Retention, SavepointEntry, completed, disposable
+from lockgate.operator.status import StreamingJobStatus
 from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.records import SavepointResult, encode
 
@@ -140,7 +141,7 @@ async def test_savepoints_age_out_but_the_newest_and_the_one_restored_stay(
         NAMESPACE,
         under_test.name,
         {
-            "savepoints": [entry.for_status() for entry in history],
+            **StreamingJobStatus(savepoints=tuple(history)).for_storage(),
             "deployment": {"launch": 1, "restore": "savepoint", "savepoint": restored},
         },
     )
@@ -170,7 +171,7 @@ async def test_savepoints_the_user_asked_for_or_outside_the_job_leave_the_histor
         _entry("upgrade", age_s=120, path=elsewhere),
     ]
     await under_test.kube.patch_status(
-        NAMESPACE, under_test.name, {"savepoints": [entry.for_status() for entry in history]}
+        NAMESPACE, under_test.name, StreamingJobStatus(savepoints=tuple(history)).for_storage()
     )
     async with StandInDriver(under_test.kube, etcd, under_test.keys).running():
         await _observe(under_test, spec)
@@ -208,7 +209,7 @@ async def test_a_savepoint_whose_files_cannot_be_deleted_stays_in_the_history_un
         write_savepoint_files(path)
     history = [_entry("upgrade", age_s=i * 60, path=path) for i, path in enumerate(paths)]
     await under_test.kube.patch_status(
-        NAMESPACE, under_test.name, {"savepoints": [entry.for_status() for entry in history]}
+        NAMESPACE, under_test.name, StreamingJobStatus(savepoints=tuple(history)).for_storage()
     )
     async with StandInDriver(under_test.kube, etcd, under_test.keys).running():
         with _undeletable(Path(paths[1].removeprefix("file://"))):
@@ -243,28 +244,6 @@ async def test_a_periodic_savepoint_that_fails_is_in_the_history_and_the_next_co
     assert epoch_of(status["nextPeriodicSavepoint"]) > time.time() + 500
 
 
-async def test_a_history_an_earlier_operator_kept_is_carried_over(
-    under_test: JobUnderTest, etcd: Etcd
-) -> None:
-    """`savepointHistory` (path, time, reason) becomes `status.savepoints`."""
-    spec = {**SPEC, "savepoints": {"interval": "1h"}}
-    await under_test.running(spec)
-    earlier = {
-        "path": "file:///savepoints/savepoint-upgrade-g2-l2",
-        "time": iso_time(time.time()),
-        "reason": "upgrade",
-    }
-    await under_test.kube.patch_status(NAMESPACE, under_test.name, {"savepointHistory": [earlier]})
-    async with StandInDriver(under_test.kube, etcd, under_test.keys).running():
-        await _periodic_due(under_test)
-        await _observe(under_test, spec)
-    status = under_test.status()
-    assert "savepointHistory" not in status
-    assert [entry["reason"] for entry in status["savepoints"]] == ["periodic", "upgrade"]
-    assert history_of(status)[1] == SavepointEntry.from_status(earlier)
-    assert history_of(status)[1].status == "completed"
-
-
 async def test_a_periodic_savepoint_answered_before_the_operator_restarted_is_neither_asked_nor_recorded_twice(
     under_test: JobUnderTest, etcd: Etcd, tmp_path: Path
 ) -> None:
@@ -278,12 +257,14 @@ async def test_a_periodic_savepoint_answered_before_the_operator_restarted_is_ne
     await etcd.put(under_test.keys.savepoint_result(f"periodic-{int(epoch_of(due))}"), encode(answer))
     recorded = completed(path, "periodic", 1000, epoch_of(due))
     await under_test.kube.patch_status(
-        NAMESPACE, under_test.name, {"nextPeriodicSavepoint": due, "savepoints": [recorded.for_status()]}
+        NAMESPACE,
+        under_test.name,
+        StreamingJobStatus(next_periodic_savepoint=due, savepoints=(recorded,)).for_storage(),
     )
     driver = StandInDriver(under_test.kube, etcd, under_test.keys)
     async with driver.running():
         await _observe(under_test, spec)
     assert driver.requests == [], "its answer is taken, not asked for again"
     status = under_test.status()
-    assert status["savepoints"] == [recorded.for_status()]
+    assert StreamingJobStatus.from_storage(status).savepoints == (recorded,)
     assert epoch_of(status["nextPeriodicSavepoint"]) > time.time() + HOUR - 5

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from lockgate.operator import reconcile
+from lockgate.operator.status import StreamingJobStatus
 from lockgate.operator.transition import carry_out, recorded_plan, restart_plan, start_plan, upgrade_plan
 from lockgate.operator.upgrade_plan import Step
 from lockgate.runtime.coordination.etcd import Etcd
@@ -200,7 +201,9 @@ async def test_a_savepoint_answered_while_no_operator_ran_is_taken(
     job = await under_test.job({**SPEC, "replicas": 4}, generation=2)
     plan = upgrade_plan(job, job.spec, "upgrade")
     assert plan.request is not None
-    await under_test.kube.patch_status(NAMESPACE, under_test.name, {"upgrade": plan.for_status()})
+    await under_test.kube.patch_status(
+        NAMESPACE, under_test.name, StreamingJobStatus(upgrade=plan).for_storage()
+    )
     path = "file:///savepoints/savepoint-answered"
     await etcd.put(under_test.keys.savepoint_result(plan.request), encode(SavepointResult("completed", path)))
     await under_test.kube.set_pod_phase(f"{under_test.name}-driver-1", "Succeeded")
@@ -221,11 +224,11 @@ async def test_a_savepoint_recorded_before_the_operator_stopped_is_recorded_once
     plan = upgrade_plan(job, job.spec, "upgrade")
     assert plan.request is not None
     path = "file:///savepoints/savepoint-recorded"
-    entry = {"path": path, "time": "2026-01-01T00:00:00Z", "reason": "upgrade"}
+    entry = {"path": path, "time": "2026-01-01T00:00:00Z", "reason": "upgrade", "status": "completed"}
     await under_test.kube.patch_status(
         NAMESPACE,
         under_test.name,
-        {"upgrade": plan.for_status(), "lastSavepoint": entry, "savepoints": [entry]},
+        {**StreamingJobStatus(upgrade=plan).for_storage(), "lastSavepoint": entry, "savepoints": [entry]},
     )
     await etcd.put(under_test.keys.savepoint_result(plan.request), encode(SavepointResult("completed", path)))
     await under_test.kube.set_pod_phase(f"{under_test.name}-driver-1", "Succeeded")
@@ -249,7 +252,7 @@ async def test_a_driver_created_before_the_operator_stopped_is_not_created_twice
     assert created is not None
     # As if the record of the start had not been written: the plan still at `starting`.
     await under_test.kube.patch_status(
-        NAMESPACE, under_test.name, {"upgrade": plan.at(Step.STARTING).for_status(), "launch": 1}
+        NAMESPACE, under_test.name, StreamingJobStatus(upgrade=plan.at(Step.STARTING), launch=1).for_storage()
     )
     resumed = await under_test.job()
     recorded = recorded_plan(resumed)

@@ -44,7 +44,7 @@ class SharedFile:
     path: str
     size: int
     crc32: int
-    sha256: str | None
+    sha256: str
 
     def ref_from(self, snapshot_dir: str) -> FileRef:
         return FileRef(posixpath.relpath(self.path, snapshot_dir), self.size, self.crc32, self.sha256)

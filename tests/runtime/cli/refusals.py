@@ -9,7 +9,7 @@ import io
 from pathlib import Path
 
 import yaml
-from lockgate.runtime.driver import JobSettings, add_job_options, settings_from
+from lockgate.runtime.driver.options import JobSettings, add_job_options, settings_from
 
 WORD_COUNT = "tests.jobs.configurable:word_count"
 ARGS = ["--arg", "input=file:///in", "--arg", "output=file:///out"]

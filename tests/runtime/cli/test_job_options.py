@@ -14,10 +14,9 @@ import pytest
 from lockgate.runtime.api.validation import JobDefinitionError
 from lockgate.runtime.coordination.etcd import EtcdConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer
-from lockgate.runtime.driver import add_job_options, settings_from
 from lockgate.runtime.driver.__main__ import main as driver_main
 from lockgate.runtime.driver.drive import job_spec
-from lockgate.runtime.driver.options import JobSettings, OptionError
+from lockgate.runtime.driver.options import JobSettings, OptionError, add_job_options, settings_from
 from lockgate.runtime.driver.preflight import preflight
 from lockgate.runtime.engine.frame_sizing import DEFAULT_IN_FLIGHT_TARGET_S
 from lockgate.runtime.engine.job_spec import JobSpec

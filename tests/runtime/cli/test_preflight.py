@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lockgate.runtime.driver import add_job_options, settings_from
+from lockgate.runtime.driver.options import add_job_options, settings_from
 from lockgate.runtime.driver.preflight import preflight
 from lockgate.runtime.engine.restore_check import MaxParallelismMismatchError, NonRestoredStateError
 from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorruptError

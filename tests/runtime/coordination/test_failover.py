@@ -20,7 +20,7 @@ from lockgate.runtime.coordination.keys import JobKeys
 from tests.polling import eventually
 from tests.runtime.coordination.running_job import Job
 
-MANUAL = CheckpointConfig(interval_s=None, timeout_s=60)
+MANUAL = CheckpointConfig(interval_s=None, timeout_s=60, retained=1)
 
 
 async def _wait_until_deleted(etcd: Etcd, key: bytes) -> None:

@@ -4,6 +4,7 @@ at offset 0 — unless the user allows the unclaimed state to be dropped."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
 from collections import Counter
@@ -139,7 +140,7 @@ async def test_a_snapshot_with_every_state_claimed_restores_without_a_word(
 def test_state_of_a_kind_the_same_named_vertex_does_not_keep_is_unclaimed() -> None:
     env = StreamEnvironment("job")
     running_sum(env, GeneratorSource(10), "file:///out")
-    operator = OperatorStateHandle(FileRef("sum/0/operator", 0, 0))
+    operator = OperatorStateHandle(FileRef("sum/0/operator", 0, 0, hashlib.sha256(b"").hexdigest()))
     # "sum" held operator state (it was a source once); "out" kept nothing at all.
     metadata = CheckpointMetadata(
         "job",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 from lockgate.runtime.engine.restart import RestartHistory, RestartStrategy, decide, restart_strategy
-from lockgate.runtime.spec.model import RestartStrategySpec
 
 
 def _delays(strategy: RestartStrategy, times: list[float]) -> list[float | None]:
@@ -61,14 +60,6 @@ def test_a_failure_exactly_one_interval_ago_is_still_inside_it() -> None:
     assert decide(strategy, RestartHistory((0.0,)), 10.0).give_up
     kept = decide(strategy, RestartHistory((0.0,)), 10.001)
     assert (kept.give_up, kept.history.failures) == (False, (10.001,)), "the old one left the window"
-
-
-def test_the_streaming_jobs_settings_give_the_same_strategy_as_the_command_line() -> None:
-    spec = RestartStrategySpec.model_validate(
-        {"type": "exponential-backoff", "delay": "2s", "maxDelay": "30s"}
-    )
-    assert spec.strategy() == restart_strategy("exponential-backoff", delay_s=2.0, max_delay_s=30.0)
-    assert RestartStrategySpec.model_validate({}).strategy().kind == "exponential-backoff"
 
 
 def test_strategies_by_name_and_bad_options_are_named() -> None:

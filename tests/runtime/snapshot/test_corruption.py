@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import posixpath
 import zlib
 from pathlib import Path
@@ -13,7 +15,8 @@ from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.coordination.restore_point import verify
 from lockgate.runtime.snapshot.canonical import read_index
-from lockgate.runtime.snapshot.metadata import CheckpointMetadata, write_metadata
+from lockgate.runtime.snapshot.handles import CanonicalKeyedHandle
+from lockgate.runtime.snapshot.metadata import CheckpointMetadata, read_metadata, write_metadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage, FileRef, SnapshotCorruptError
 from lockgate.runtime.snapshot.subtask import restore_subtask
 from lockgate.runtime.state.operator_state import OperatorStateStore
@@ -141,7 +144,9 @@ def test_missing_state_file_is_detected(storage: CheckpointStorage, tmp_path: Pa
 def test_restore_reads_only_its_own_key_groups(storage: CheckpointStorage, tmp_path: Path) -> None:
     snapshot_dir, meta = _snapshot(storage, tmp_path, native=False)
     path = _files(meta, snapshot_dir, "keyed")[0]
-    index = read_index(storage, path, Path(path).stat().st_size)
+    keyed = meta.vertices["v"].subtasks[0].keyed
+    assert isinstance(keyed, CanonicalKeyedHandle)
+    index = read_index(storage, path, Path(path).stat().st_size, keyed.index_sha256)
     damaged = index.sections["count"][-1]  # the highest key group: subtask 1 of 2 owns it
     flip_byte(path, damaged.offset + damaged.length // 2)
 
@@ -174,12 +179,12 @@ def _rewrite_operator_ref(
     storage: CheckpointStorage, snapshot_dir: str, meta: CheckpointMetadata, path: str
 ) -> str:
     """Point the operator state of subtask 0 at `path` in `_metadata` (with a valid checksum),
-    recording the size and CRC-32 of the file it names, so only its place can give it away."""
+    recording the size, CRC-32 and SHA-256 of the file it names, so only its place can give it away."""
     subtask = meta.vertices["v"].subtasks[0]
     assert subtask.operator is not None
     target = posixpath.normpath(posixpath.join(snapshot_dir, path)) if "://" not in path else path
     data = Path(target.removeprefix("file://")).read_bytes()
-    ref = FileRef(path, len(data), zlib.crc32(data))
+    ref = FileRef(path, len(data), zlib.crc32(data), hashlib.sha256(data).hexdigest())
     operator = dataclasses.replace(subtask.operator, file=ref)
     vertex = dataclasses.replace(
         meta.vertices["v"], subtasks=(dataclasses.replace(subtask, operator=operator),)
@@ -234,3 +239,23 @@ def test_metadata_may_name_files_of_its_own_jobs_shared_directory(
     assert all(p.startswith(storage.shared_dir("job") + "/") for p in shared)
     verify(f"file://{snapshot_dir}")
     _restore(storage, snapshot_dir, tmp_path, native=True)
+
+
+def _without_sha256(node: object) -> object:
+    if isinstance(node, dict):
+        return {k: _without_sha256(v) for k, v in node.items() if k not in ("sha256", "index_sha256")}
+    return [_without_sha256(item) for item in node] if isinstance(node, list) else node
+
+
+def test_metadata_whose_files_have_no_sha256_is_refused_naming_it(
+    storage: CheckpointStorage, tmp_path: Path
+) -> None:
+    """Failed before: a file named without its SHA-256 was read with only its CRC-32
+    checked, so a file swapped for another of the same size and CRC passed."""
+    snapshot_dir, _ = _snapshot(storage, tmp_path, native=False)
+    path = f"{snapshot_dir}/_metadata"
+    body = json.dumps(_without_sha256(json.loads(Path(path).read_bytes().split(b"\n")[0])), sort_keys=True)
+    Path(path).write_bytes(body.encode() + f"\ncrc32:{zlib.crc32(body.encode()):08x}\n".encode())
+    with pytest.raises(SnapshotCorruptError, match="sha256") as refused:
+        read_metadata(storage, snapshot_dir)
+    assert path in str(refused.value)

@@ -10,13 +10,11 @@ restart with the new spec.
 
 from __future__ import annotations
 
-import json
-
 from lockgate.operator.conditions import set_condition
 from lockgate.operator.job import Job
 from lockgate.operator.spec import StreamingJobSpec
 from lockgate.runtime.coordination.etcd import EtcdAccessError, EtcdUnavailableError
-from lockgate.runtime.engine.job_master import RESERVE_TIMEOUT_S
+from lockgate.runtime.coordination.rescale_queue import RESERVE_TIMEOUT_S
 
 RESCALE_TIMEOUT_S = RESERVE_TIMEOUT_S + 60.0
 """How long the operator waits for the driver's answer: the executors' reservation,
@@ -36,7 +34,7 @@ async def rescale_in_place(job: Job, new: StreamingJobSpec) -> bool:
     message = f"generation {generation}: the running driver rescales to parallelism {target}"
     job.inform("RescalingInPlace", message)
     progressing = set_condition(
-        job.status.get("conditions"),
+        job.status.conditions,
         "Progressing",
         true=True,
         reason=REASON,
@@ -59,9 +57,7 @@ async def rescale_in_place(job: Job, new: StreamingJobSpec) -> bool:
         why = f"etcd could not be asked: {error}"
     else:
         if result.status == "rescaled":
-            await job.record(
-                replicas=result.parallelism, reconciledSpec=json.dumps(job.applied_raw_spec, sort_keys=True)
-            )
+            await job.record(replicas=result.parallelism)
             took = ""
             if result.stopped_ms is not None and result.relaunched_ms is not None:
                 took = (

@@ -38,6 +38,9 @@ from lockgate.runtime.coordination.savepoint_queue import GuardedWrite, TriggerF
 
 log = logging.getLogger(__name__)
 
+RESERVE_TIMEOUT_S = 120.0
+"""How long a scale-up waits for the executors it needs before it is refused."""
+
 
 class RescaleRefusedError(ValueError):
     """The target does not fit the job or the resources it can get; the job runs on

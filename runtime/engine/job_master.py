@@ -20,7 +20,12 @@ from lockgate.runtime.coordination.coordinator import (
     CheckpointCoordinator,
     CheckpointListener,
 )
-from lockgate.runtime.coordination.rescale_queue import InPlaceRescale, RescaleOrder, RescaleRefusedError
+from lockgate.runtime.coordination.rescale_queue import (
+    RESERVE_TIMEOUT_S,
+    InPlaceRescale,
+    RescaleOrder,
+    RescaleRefusedError,
+)
 from lockgate.runtime.coordination.restore_point import (
     UNCHECKED,
     RestorePoint,
@@ -77,10 +82,6 @@ EarlierCheckpoints = Literal["resume", "require", "refuse", "discard"]
 the latest (a restart, the operator's last-state upgrade), the same but refusing to
 start without one (`lockgate run --resume`), refuse to start (a new `lockgate run`),
 or delete them and start from empty state (`--fresh`)."""
-
-
-RESERVE_TIMEOUT_S = 120.0
-"""How long a scale-up waits for the executors it needs before it is refused."""
 
 
 class EarlierRunError(RuntimeError):

@@ -188,7 +188,7 @@ async def test_a_scale_the_running_driver_carries_out_keeps_it_and_says_so(
         status = kubectl.status(job_name)
         assert (status["replicas"], status["launch"], status["phase"]) == (4, 1, "Running")
         assert not kubectl.exists(PODS, f"{job_name}-driver-2"), "no new driver"
-        assert json.loads(status["reconciledSpec"])["replicas"] == 4, "what the driver runs now"
+        assert json.loads(status["acceptedSpec"])["replicas"] == 4, "the spec in force"
         assert _condition(kubectl, job_name, "Progressing") == ("False", "Running")
     reasons = ["LaunchingDriver", "Running", "SpecChanged", "RescalingInPlace", "RescaledInPlace"]
     assert kubectl.event_reasons(job_name) == reasons

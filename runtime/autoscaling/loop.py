@@ -135,6 +135,7 @@ class Autoscaler:
     async def _rescale(self, decision: Decision, running: int) -> None:
         target = decision.parallelism
         outcome: Outcome
+        detail: str | None
         try:
             request = await request_rescale(
                 self._store, self._keys, target, expires_in_s=self._rescale_timeout_s

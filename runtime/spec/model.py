@@ -409,7 +409,8 @@ class StreamingJobSpec(_Object):
         if not autoscaler.min_replicas <= self.replicas <= (top or self.replicas):
             raise _whole(
                 f"spec.replicas {self.replicas} is outside spec.autoscaler's [{autoscaler.min_replicas}, "
-                f"{top}]: the job starts at spec.replicas, so give one within the autoscaler's range"
+                f"{top or 'maxParallelism'}]: the job starts at spec.replicas, so give one within the "
+                "autoscaler's range"
             )
 
     # The names the operator reads the nested sections by.

@@ -132,7 +132,10 @@ def test_a_bad_autoscaler_option_is_refused_naming_the_flag(
             {"minReplicas": 5, "maxReplicas": 3},
             r"spec\.autoscaler\.minReplicas 5 exceeds spec\.autoscaler\.maxReplicas 3",
         ),
-        ({"enabled": True, "minReplicas": 3}, r"spec\.replicas 2 is outside spec\.autoscaler's \[3, None\]"),
+        (
+            {"enabled": True, "minReplicas": 3},
+            r"spec\.replicas 2 is outside spec\.autoscaler's \[3, maxParallelism\]",
+        ),
         (
             {"enabled": True, "maxReplicas": 200},
             r"spec\.autoscaler\.maxReplicas 200 exceeds spec\.maxParallelism 64",

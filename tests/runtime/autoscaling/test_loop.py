@@ -52,7 +52,10 @@ async def _autoscaled(
     out = f"file://{tmp_path}/out"
     job_args = {"rate": str(RATE), "keys": str(KEYS), "output": out, **args}
     spec = _spec(tmp_path, "tests.jobs.costly:costly_running_sum", store, job_args)
-    spec = dataclasses.replace(spec, parallelism=parallelism)
+    # A source reads up to batch_size records at once and pushes them on before it reads
+    # again or takes a barrier: behind 100 records/s a batch of 512 is 5 s, longer than
+    # these windows, and a rescale's stop would wait that long. 16 is a sixth of a second.
+    spec = dataclasses.replace(spec, parallelism=parallelism, batch_size=16)
     storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
     master = JobMaster(spec, ThreadStage(), storage, CheckpointConfig(interval_s=0.2, timeout_s=30))
     autoscaler = Autoscaler(store, spec.keys, policy, master, SystemClock(), interval_s=0.5)

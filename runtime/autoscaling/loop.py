@@ -21,7 +21,7 @@ import logging
 from typing import Protocol
 
 from lockgate.runtime.autoscaling.decision import Decision, ScalingPolicy, ScalingState, decide
-from lockgate.runtime.autoscaling.samples import load_sample
+from lockgate.runtime.autoscaling.samples import load_sample, source_partitions
 from lockgate.runtime.autoscaling.series import LoadSample
 from lockgate.runtime.autoscaling.status import HISTORY_SIZE, AutoscalerStatus, Outcome, Rescaling
 from lockgate.runtime.clock import WaitableClock
@@ -104,6 +104,10 @@ class Autoscaler:
         sample = load_sample(records, parallelism)
         if sample is not None and (not self._series or sample.at_s > self._series[-1].at_s):
             self._series.append(sample)
+            partitions = source_partitions(sample)
+            if partitions is not None and partitions != self.policy.kafka_partitions:
+                # The even split divides the source's partitions too (Kafka: the topic's).
+                self.policy = dataclasses.replace(self.policy, kafka_partitions=partitions)
         self._trim(now_s)
         decision = decide(self._series, self.policy, self._state, now_s)
         self._state = decision.state

@@ -270,6 +270,7 @@ class Task:
                 sum(blocked.get(v, 0.0) for v in chain.vertices),
                 chain.source,
                 None if chain.backlog is None else chain.backlog.records,
+                chain.partitions,
             )
             for chain in self.chains
         )
@@ -339,6 +340,7 @@ class ChainRunner:
         self.failure: BaseException | None = None
         self.records_read = 0
         self.backlog: Backlog | None = None  # a source's, refreshed every BACKLOG_INTERVAL_S
+        self.partitions: int | None = None  # a source's partitions read (None: not partitioned), as often
         self.time = ChainTime()
         self.source = head.kind == "source"
         self._completions = task.control.subscribe_completions()
@@ -421,6 +423,8 @@ class ChainRunner:
             self._check_cancelled()
             if time.monotonic() >= backlog_due:
                 self.backlog = reader.backlog()
+                names = reader.partitions()
+                self.partitions = None if names == [""] else len(names)
                 backlog_due = time.monotonic() + BACKLOG_INTERVAL_S
             if self._commit_completed() and not ended:
                 self._end_source(reader)

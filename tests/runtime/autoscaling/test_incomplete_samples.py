@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
+import pytest
 from lockgate.runtime.autoscaling.decision import Decision, ScalingPolicy
 from lockgate.runtime.autoscaling.loop import Autoscaler
 from lockgate.runtime.autoscaling.series import SubtaskLoad
@@ -32,13 +33,20 @@ class _Launch:
 
 
 async def _publish(
-    store: InMemoryStore, subtask: int, t: int, *, per_s: int, busy: float, backlog_per_s: int
+    store: InMemoryStore,
+    subtask: int,
+    t: int,
+    *,
+    per_s: int,
+    busy: float,
+    backlog_per_s: int,
+    partitions: int | None = None,
 ) -> None:
     """Subtask `subtask`'s counters `t` seconds into the launch: `per_s` records a
     second through both chains, its keyed chain `busy` of the time, its source's
     backlog growing by `backlog_per_s` a second."""
     load = (
-        SubtaskLoad("numbers", subtask, per_s * t, 0.01 * t, 0.0, True, backlog_per_s * t),
+        SubtaskLoad("numbers", subtask, per_s * t, 0.01 * t, 0.0, True, backlog_per_s * t, partitions),
         SubtaskLoad("sum", subtask, per_s * t, busy * t),
     )
     progress = TaskProgress(per_s * t, per_s * t, START_MS + t * 1000, load)
@@ -104,3 +112,24 @@ async def test_a_subtask_that_stops_publishing_blocks_decisions_once_its_record_
     assert [actions[t] for t in range(10, 14)] == ["not-taken"] * 4, actions
     assert "no metrics of numbers/1" in decision.reason, decision.reason
     assert await _requests(store) == []
+
+
+@pytest.mark.parametrize(("partitions", "target"), [(3, 6), (None, 5)])
+async def test_a_scale_up_rounds_to_an_even_split_of_the_sources_partitions(
+    partitions: int | None, target: int
+) -> None:
+    """Two subtasks reading 3 partitions each: 6. The load needs 5 subtasks (340
+    records/s at 100 a subtask, 70 % busy); 6 splits the partitions evenly, and 5 is
+    what a source that is not partitioned gets (no divisor of the 32 key groups near)."""
+    clock = ManualClock(START_MS)
+    store = InMemoryStore(clock)
+    autoscaler = Autoscaler(store, KEYS, POLICY, _Launch(), clock, rescale_timeout_s=0.2)
+    load = {"per_s": 100, "busy": 1.0, "backlog_per_s": 50, "partitions": partitions}
+    await autoscaler.step()
+    for t in range(1, 5):
+        for subtask in range(PARALLELISM):
+            await _publish(store, subtask, t, **load)
+        decision = await _second(autoscaler, clock, t)
+    assert decision.action == "scale-up", decision
+    assert decision.parallelism == target, decision
+    assert autoscaler.policy.kafka_partitions == (None if partitions is None else 2 * partitions)

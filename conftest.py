@@ -15,6 +15,8 @@ SLOW = (
     "tests/runtime/spark/",
     "tests/runtime/cli/test_run.py",
     "tests/runtime/cli/test_run_local.py",
+    "tests/runtime/autoscaling/test_autoscaling_on_kafka.py",
+    "tests/runtime/autoscaling/test_loop.py",
     "tests/runtime/engine/test_damaged_checkpoints.py",
     "tests/runtime/engine/test_lease_lapse.py",
     "tests/runtime/engine/test_recovery.py",

@@ -3,6 +3,7 @@ contract (`lockgate.runtime.coordination`), nothing of its internals."""
 
 from __future__ import annotations
 
+from lockgate.runtime.autoscaling.status import AutoscalerStatus
 from lockgate.runtime.clock import Clock
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.job_identity import JobIdentity, grant, revoke
@@ -38,6 +39,11 @@ class JobEtcd:
         """The job's status; None also for a `running` one whose beat stood still for
         its TTL, even while another etcd user keeps its lease alive."""
         return await self._status.read(keys)
+
+    async def autoscaler(self, keys: JobKeys) -> AutoscalerStatus | None:
+        """What the driver's autoscaler last published; None before it did."""
+        data = await self._etcd.get(keys.autoscaler)
+        return None if data is None else decode(AutoscalerStatus, data)
 
     async def latest_checkpoint(self, keys: JobKeys) -> CompletedCheckpoint | None:
         latest = await self._etcd.get(keys.latest)

@@ -8,6 +8,7 @@ import json
 import time
 from typing import Any
 
+from lockgate.operator.autoscaler_status import desired_parallelism, observe_autoscaler
 from lockgate.operator.conditions import (
     MESSAGE_LIMIT,
     changing,
@@ -338,7 +339,7 @@ async def observe(job: Job) -> None:
         if job.phase is not JobPhase.RUNNING or not job.status.replicas:
             job.inform("Running", f"launch {launch} runs at parallelism {own.parallelism}")
         applied = _applied(job)
-        desired = applied.replicas if applied is not None else 0
+        desired = desired_parallelism(applied, own.parallelism) if applied is not None else 0
         await job.record(
             phase=JobPhase.RUNNING,
             replicas=own.parallelism,
@@ -346,6 +347,7 @@ async def observe(job: Job) -> None:
             restarts=own.restarts + job.status.driver_restarts,
         )
         if applied is not None:
+            await observe_autoscaler(job, applied)
             await periodic_savepoint(job)
             await keep_savepoint_history(job)  # savepoints also age out between two new ones
     elif job.phase is JobPhase.RUNNING:  # its pod is there, its heartbeat is not

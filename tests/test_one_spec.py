@@ -54,6 +54,15 @@ SPECS = {
             "incremental": False,
         },
         "restartStrategy": {"type": "fixed-delay", "attempts": 7, "delay": "3s"},
+        "autoscaler": {
+            "enabled": True,
+            "minReplicas": 2,
+            "maxReplicas": 8,
+            "targetUtilization": 0.6,
+            "catchUpDuration": "2m",
+            "stabilizationWindow": 30,
+            "scaleDownDelay": "5m",
+        },
     },
     "failure-rate": {
         **MINIMAL,
@@ -77,6 +86,7 @@ def _spec_settings(settings: JobSettings) -> dict[str, Any]:
         "allow_non_restored_state": settings.allow_non_restored_state,
         "accept_duplicate_output": settings.accept_duplicate_output,
         "restart_strategy": settings.restart_strategy(),
+        "autoscaler": settings.autoscaler,
     }
 
 

@@ -31,6 +31,9 @@ class SubtaskLoad:
     source: bool = False
     backlog: int | None = None
     """A source subtask's records yet to read; None: the source cannot tell."""
+    partitions: int | None = None
+    """How many partitions a source subtask reads (a Kafka topic's it is assigned);
+    None: the source is not partitioned."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import sys
 import traceback
 from importlib.metadata import entry_points, version
 
-from lockgate.runtime.cli import checkpoints, rescale, run, savepoint, verbosity
+from lockgate.runtime.cli import autoscaler, checkpoints, rescale, run, savepoint, verbosity
 from lockgate.runtime.cli.run_lock import DirectoryInUseError
 from lockgate.runtime.coordination.errors import (
     CoordinatorConflictError,
@@ -67,6 +67,7 @@ def parser() -> argparse.ArgumentParser:
     checkpoints.register(commands)
     savepoint.register(commands)
     rescale.register(commands)
+    autoscaler.register(commands)
     run.register(commands)
     for plugin in entry_points(group="lockgate.commands"):
         plugin.load()(commands)  # e.g. `lockgate operator`, from lockgate.operator

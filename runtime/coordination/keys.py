@@ -22,7 +22,12 @@
 /lockgate/<namespace>/<job>/sources/drained/<vertex>/<subtask>
                                                         a bounded source subtask reached its end
 /lockgate/<namespace>/<job>/tasks/progress/<launch>/<subtask>
-                                                        records read and written, every second
+                                                        records read and written and each chain's
+                                                        load counters (busy time, records in,
+                                                        backlog), every second
+/lockgate/<namespace>/<job>/autoscaler                  the driver's autoscaler: recommendation,
+                                                        the inputs it used, its last decisions
+                                                        (AutoscalerStatus), every sample interval
 /lockgate/<namespace>/<job>/tasks/exchange/<launch>/<subtask>
                                                         the host:port a task of that launch
                                                         takes exchange connections on
@@ -95,6 +100,15 @@ class JobKeys:
 
     def progress_of(self, launch: int, task: int) -> bytes:
         return self._key(f"tasks/progress/{launch}/{task}")
+
+    def progress_of_launch(self, launch: int) -> bytes:
+        return self._key(f"tasks/progress/{launch}/")
+
+    @property
+    def autoscaler(self) -> bytes:
+        """The driver's autoscaler: its recommendation, the inputs it used and its
+        last decisions, for the operator's status and the CLI."""
+        return self._key("autoscaler")
 
     @property
     def exchange(self) -> bytes:

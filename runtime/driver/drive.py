@@ -1,5 +1,6 @@
-"""Running a job with its settings: the job master, a progress display, and the
-job's final status in etcd (for the operator and the CLI)."""
+"""Running a job with its settings: the job master, beside it the autoscaler (when
+enabled) and a progress display, and the job's final status in etcd (for the
+operator and the CLI)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import contextlib
 import secrets
 from typing import TextIO
 
+from lockgate.runtime.autoscaling.loop import Autoscaler
+from lockgate.runtime.clock import SystemClock
 from lockgate.runtime.coordination.cancellation import cancel_and_wait
 from lockgate.runtime.coordination.completed_store import CompletedCheckpointStore
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
@@ -82,16 +85,22 @@ async def drive(
         status = StatusHeartbeat(
             etcd, settings.keys, settings.parallelism, lambda: master.restarts, driver=settings.driver_name
         )
-        display: asyncio.Task[None] | None = None
+        beside: list[asyncio.Task[None]] = []
+        if settings.autoscaler is not None:
+            autoscaler = Autoscaler(etcd, settings.keys, settings.autoscaler, master, SystemClock())
+            beside.append(asyncio.create_task(autoscaler.run(), name="autoscaler"))
         if progress is not None:
-            display = asyncio.create_task(
-                show_progress(
-                    etcd,
-                    settings.keys,
-                    store,
-                    progress,
-                    restored=lambda: master.restored_from,
-                    first_launch=lambda: master.first_launch,
+            beside.append(
+                asyncio.create_task(
+                    show_progress(
+                        etcd,
+                        settings.keys,
+                        store,
+                        progress,
+                        restored=lambda: master.restored_from,
+                        first_launch=lambda: master.first_launch,
+                    ),
+                    name="progress",
                 )
             )
         try:
@@ -109,8 +118,7 @@ async def drive(
                 status.abandon()
             raise
         finally:
-            if display is not None:
-                await cancel_and_wait([display], "stopping the progress display")
+            await cancel_and_wait(beside, "stopping the autoscaler and the progress display")
         await status.finish("finished" if result.savepoint is None else "stopped", savepoint=result.savepoint)
         return result, await read_totals(etcd, settings.keys, store, master.first_launch)
 

@@ -40,6 +40,26 @@ def integer(low: int, high: int = INT32) -> Callable[[str], object]:
     return _refusing(parse)
 
 
+def fraction(low: float, high: float) -> Callable[[str], object]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= high:  # NaN too
+            raise ValueError(f"must be a number from {low:g} to {high:g}, got {text!r}")
+        return value
+
+    return _refusing(parse)
+
+
+def _replica_range(text: str) -> tuple[int, int]:
+    low, colon, high = text.partition(":")
+    if not (colon and low.isdigit() and high.isdigit() and 1 <= int(low) <= int(high) <= INT32):
+        raise ValueError(f"must be MIN:MAX, whole numbers with 1 <= MIN <= MAX (e.g. 1:8), got {text!r}")
+    return int(low), int(high)
+
+
 def _port(text: str) -> int:
     if not text.isdigit() or int(text) > 65535:
         raise ValueError(f"must be a port 0-65535 (0: any free port), got {text!r}")
@@ -67,6 +87,7 @@ def _job_arg(pair: str) -> tuple[str, str]:
 
 
 port = _refusing(_port)
+replica_range = _refusing(_replica_range)
 listen_address = _refusing(_address)
 port_range = _refusing(PortRange.parse)
 seconds = _refusing(parse_duration)

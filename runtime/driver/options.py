@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 from lockgate.runtime.api.entrypoint import default_job_name, module_entrypoint
+from lockgate.runtime.autoscaling.decision import ScalingPolicy
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.errors import ACCEPT_DUPLICATES_FIELD
 from lockgate.runtime.coordination.keys import JobKeys
@@ -51,11 +52,26 @@ SPEC_OPTIONS = {
     "restart_delay": "spec.restartStrategy.delay",
     "restart_max_delay": "spec.restartStrategy.maxDelay",
     "restart_failure_interval": "spec.restartStrategy.failureInterval",
+    "autoscale_window": "spec.autoscaler.stabilizationWindow",
+    "scale_down_delay": "spec.autoscaler.scaleDownDelay",
+    "autoscale_utilization": "spec.autoscaler.targetUtilization",
+    "catch_up_duration": "spec.autoscaler.catchUpDuration",
 }
 """The options that set a field of the spec, by that field: each flag's type, bounds,
 help and default are the field's. The rest of the spec (image, pods, upgrade mode,
 ...) is the operator's: valid, read, unused here."""
-MANIFEST_FIELDS = {"job_id": "metadata.name", "namespace": "metadata.namespace", **SPEC_OPTIONS}
+AUTOSCALE_FIELDS = {
+    "autoscaler_enabled": "spec.autoscaler.enabled",
+    "min_replicas": "spec.autoscaler.minReplicas",
+    "max_replicas": "spec.autoscaler.maxReplicas",
+}
+"""What `--autoscale MIN:MAX` sets, at once."""
+MANIFEST_FIELDS = {
+    "job_id": "metadata.name",
+    "namespace": "metadata.namespace",
+    **SPEC_OPTIONS,
+    **AUTOSCALE_FIELDS,
+}
 """Every option a manifest sets, by the field that sets it."""
 
 
@@ -71,7 +87,7 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
     )
     _spec_option(command, "--parallelism", "-p")
     for name in SPEC_OPTIONS:
-        if name not in _RESTART_OPTIONS and name != "parallelism":
+        if name not in (*_RESTART_OPTIONS, *_AUTOSCALER_OPTIONS, "parallelism"):
             _spec_option(command, "--" + name.replace("_", "-"))
     command.add_argument(
         "--from-savepoint",
@@ -168,9 +184,34 @@ def add_job_options(command: argparse.ArgumentParser) -> None:
     restart = command.add_argument_group("restarts (Flink's strategies)")
     for name in _RESTART_OPTIONS:
         _spec_option(restart, "--" + name.replace("_", "-"))
+    autoscaling = command.add_argument_group("autoscaling (spec.autoscaler; default: off)")
+    autoscaling.add_argument(
+        "--autoscale",
+        action=_Autoscale,
+        type=types.replica_range,
+        metavar="MIN:MAX",
+        help=f"{_described('spec.autoscaler.enabled')} Between MIN and MAX subtasks "
+        "(spec.autoscaler.minReplicas, maxReplicas); --parallelism is the one it starts at",
+    )
+    for name in _AUTOSCALER_OPTIONS:
+        _spec_option(autoscaling, "--" + name.replace("_", "-"))
+    command.set_defaults(**dict.fromkeys(AUTOSCALE_FIELDS))
+
+
+class _Autoscale(argparse.Action):
+    """`--autoscale MIN:MAX`: enabled, with those bounds."""
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option: Any = None) -> None:
+        namespace.autoscaler_enabled = True
+        namespace.min_replicas, namespace.max_replicas = values
+
+
+def _described(path: str) -> str:
+    return " ".join((field_at(path).description or "").split())
 
 
 _RESTART_OPTIONS = [name for name, path in SPEC_OPTIONS.items() if path.startswith("spec.restartStrategy.")]
+_AUTOSCALER_OPTIONS = [name for name, path in SPEC_OPTIONS.items() if path.startswith("spec.autoscaler.")]
 _DURATIONS = ("duration", "positive duration")
 _LOCAL_DEFAULTS = {
     "checkpoint_dir": "default: .lockgate/checkpoints",
@@ -198,7 +239,7 @@ def _spec_option(group: Any, flag: str, *aliases: str) -> None:
         options["choices"] = get_args(kind)
     else:
         options["type"] = _flag_type(kind, spec_kind, field)
-        options["metavar"] = _METAVARS.get(spec_kind or "")
+        options["metavar"] = _METAVARS.get(spec_kind or "") or ("FRACTION" if kind is float else None)
     group.add_argument(flag, *aliases, **options)
 
 
@@ -220,9 +261,11 @@ _FLAG_TYPES = {
 def _flag_type(kind: Any, spec_kind: FieldKind | None, field: FieldInfo) -> Any:
     if spec_kind is not None:
         return _FLAG_TYPES[spec_kind]
+    bounds = {type(m).__name__: m for m in field.metadata}
     if kind is int:
-        bounds = {type(m).__name__: m for m in field.metadata}
         return types.integer(bounds["Ge"].ge, bounds["Le"].le)
+    if kind is float:
+        return types.fraction(bounds["Ge"].ge, bounds["Le"].le)
     raise TypeError(f"no flag type for {kind!r}: give the field's kind one here")
 
 
@@ -254,6 +297,8 @@ class JobSettings:
     metrics_port: int | None = None
     task_metrics_ports: PortRange | None = None
     metrics_bind: str = "127.0.0.1"
+    autoscaler: ScalingPolicy | None = None
+    """Set when the autoscaler runs beside the job master."""
 
     def restart_strategy(self) -> RestartStrategy:
         a = self.arguments
@@ -347,6 +392,51 @@ def _check_together(arguments: argparse.Namespace, sources: dict[str, str]) -> N
                 raise OptionError(f"{sources[name]} {error}") from None
 
 
+def _scaling_policy(
+    arguments: argparse.Namespace, sources: dict[str, str], max_parallelism: int
+) -> ScalingPolicy | None:
+    """The autoscaler's settings when it is enabled; refuses its flags without it,
+    and bounds that do not fit the job."""
+    a = arguments
+    if not a.autoscaler_enabled:
+        given = [sources[n] for n in _AUTOSCALER_OPTIONS if sources.get(n, "").startswith("--")]
+        if given:
+            raise OptionError(
+                f"{', '.join(given)} set(s) the autoscaler, which is off: enable it with --autoscale MIN:MAX "
+                "(or spec.autoscaler.enabled)"
+            )
+        return None
+    where = "--autoscale" if sources.get("autoscaler_enabled", "").startswith("--") else "spec.autoscaler"
+    top = a.max_replicas or max_parallelism
+    if top > max_parallelism:
+        raise OptionError(
+            f"{where} maximum {top} exceeds max parallelism {max_parallelism} "
+            f"({sources['max_parallelism']}): a subtask needs at least one key group; give "
+            f"--max-parallelism (spec.maxParallelism) at least {top}"
+        )
+    if not a.min_replicas <= a.parallelism <= top:
+        raise OptionError(
+            f"parallelism {a.parallelism} ({sources['parallelism']}) is outside {where}'s "
+            f"{a.min_replicas}:{top}: the job starts at it, so give one within the range"
+        )
+    return ScalingPolicy(
+        max_parallelism=top,
+        key_groups=max_parallelism,
+        min_parallelism=a.min_replicas,
+        target_utilization=a.autoscale_utilization,
+        scale_down_utilization=a.autoscale_utilization * SCALE_DOWN_SHARE,
+        catch_up_s=a.catch_up_duration,
+        window_s=a.autoscale_window,
+        stabilization_s=a.autoscale_window / 2,
+        scale_down_delay_s=a.scale_down_delay,
+    )
+
+
+SCALE_DOWN_SHARE = 4 / 7
+"""A scale-down is considered while the job uses less than this share of the target
+utilization (0.4 at the default 0.7)."""
+
+
 def _trust(arguments: argparse.Namespace, work: Path, keys: JobKeys) -> Trust:
     """The job's snapshot key (read, or made on a local job's first run) and the
     savepoint the user vouched for."""
@@ -381,12 +471,13 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
         earlier = "require"
     else:
         earlier = "refuse" if fresh_by_default else "resume"
+    max_parallelism = arguments.max_parallelism or default_max_parallelism(p)
     settings = JobSettings(
         entrypoint=arguments.job,
         args=args,
         keys=keys,
         parallelism=p,
-        max_parallelism=arguments.max_parallelism or default_max_parallelism(p),
+        max_parallelism=max_parallelism,
         incremental=arguments.incremental,
         state_backend=arguments.state_backend,
         mode=arguments.mode,
@@ -415,6 +506,7 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
         metrics_port=arguments.metrics_port,
         task_metrics_ports=arguments.task_metrics_ports,
         metrics_bind=arguments.metrics_bind,
+        autoscaler=_scaling_policy(arguments, sources, max_parallelism),
     )
     try:
         settings.restart_strategy()

@@ -23,6 +23,7 @@ from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
+from lockgate.runtime.autoscaling.series import SubtaskLoad
 from lockgate.runtime.coordination.cancellation import within
 from lockgate.runtime.coordination.control_plane import ControlPlane, open_control_plane
 from lockgate.runtime.coordination.keys import JobKeys
@@ -38,11 +39,14 @@ RECORD_FAILURE_TIMEOUT_S = 5.0
 
 @dataclass(frozen=True)
 class TaskProgress:
-    """Records the task's sources read and its sinks wrote, since it started."""
+    """Records the task's sources read and its sinks wrote, since it started, and
+    per chain its load counters (what the driver's autoscaler samples,
+    `lockgate.runtime.autoscaling.samples`), taken at `at_ms`."""
 
     read: int
     written: int
     at_ms: int
+    load: tuple[SubtaskLoad, ...] = ()
 
 
 # The tasks of a barrier stage start together; one that has not published its

@@ -167,8 +167,15 @@ class JobMaster:
         self._first_id = 0
         self._restored: RestorePoint | None = None  # by the current launch
         self._enacting: RescaleOrder | None = None  # the rescale the next launch enacts
+        self._running: tuple[int, int] | None = None
         self.first_launch = 0  # the launch number of this run's first launch, once it has one
         self.reserve_timeout_s = RESERVE_TIMEOUT_S
+
+    @property
+    def running(self) -> tuple[int, int] | None:
+        """(launch number, parallelism) of the launch whose tasks run now; None
+        between launches (what the autoscaler samples)."""
+        return self._running
 
     @property
     def restored_from(self) -> str | None:
@@ -265,11 +272,13 @@ class JobMaster:
                 launch = self.spec.for_launch(
                     coordinator.launch, restore, coordinator.trigger_revision, secret
                 )
+                self._running = (coordinator.launch, self.spec.parallelism)
                 savepoint = await run_beside_coordinator(
                     coordinator, lambda: self._stage.run(launch), self._stage.cancel, self._stage.stop_wait_s
                 )
                 return savepoint, coordinator.rescaling
             finally:
+                self._running = None
                 if released is not None:
                     await cancel_and_wait([released], "releasing surplus executors")
                 self.committed_records += coordinator.committed_records

@@ -18,6 +18,7 @@ from typing import Any
 
 from lockgate.runtime.api.connectors import Backlog, Committer, JobIdentity, SourceReader, SubtaskContext
 from lockgate.runtime.api.graph import JobGraph, Vertex
+from lockgate.runtime.autoscaling.series import SubtaskLoad
 from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger
 from lockgate.runtime.coordination.restore_point import RestorePoint
 from lockgate.runtime.engine.alignment import InputGate, Mode
@@ -44,7 +45,9 @@ log = logging.getLogger(__name__)
 
 IDLE_WAIT_S = 0.005
 PROGRESS_INTERVAL_S = 1.0
-BACKLOG_INTERVAL_S = 1.0
+# A source's backlog is as old as this at most when its load counters are published:
+# the autoscaler measures its growth between two of them, over a window of seconds.
+BACKLOG_INTERVAL_S = 0.25
 FAILED_CHANNELS_LINGER_S = 2.0  # how long a failed task's channels stay open (Task.run)
 
 
@@ -249,7 +252,28 @@ class Task:
     def progress(self) -> TaskProgress:
         read = sum(c.records_read for c in self.chains)
         written = sum(sink.written for sink in self._sinks.values())
-        return TaskProgress(read, written, time.time_ns() // 1_000_000)
+        return TaskProgress(read, written, time.time_ns() // 1_000_000, self.load())
+
+    def load(self) -> tuple[SubtaskLoad, ...]:
+        """Per chain (named by its first vertex): records into it (a source: read),
+        busy and backpressured seconds, and a source's backlog in records (None
+        when it cannot tell it in records)."""
+        blocked = self.backpressured_s()
+        busy = self.busy_s()
+        index = self.config.index
+        return tuple(
+            SubtaskLoad(
+                chain.head.name,
+                index,
+                chain.records_read if chain.source else self.records_in[chain.head.name].count,
+                busy[chain.head.name],
+                sum(blocked.get(v, 0.0) for v in chain.vertices),
+                chain.source,
+                None if chain.backlog is None else chain.backlog.records,
+                chain.partitions,
+            )
+            for chain in self.chains
+        )
 
     def _report_progress(self, done: threading.Event) -> None:
         """Publishes progress every second, and once more at the end."""
@@ -316,7 +340,9 @@ class ChainRunner:
         self.failure: BaseException | None = None
         self.records_read = 0
         self.backlog: Backlog | None = None  # a source's, refreshed every BACKLOG_INTERVAL_S
+        self.partitions: int | None = None  # a source's partitions read (None: not partitioned), as often
         self.time = ChainTime()
+        self.source = head.kind == "source"
         self._completions = task.control.subscribe_completions()
         self._triggers = task.control.subscribe_triggers() if head.kind == "source" else None
 
@@ -397,6 +423,8 @@ class ChainRunner:
             self._check_cancelled()
             if time.monotonic() >= backlog_due:
                 self.backlog = reader.backlog()
+                names = reader.partitions()
+                self.partitions = None if names == [""] else len(names)
                 backlog_due = time.monotonic() + BACKLOG_INTERVAL_S
             if self._commit_completed() and not ended:
                 self._end_source(reader)

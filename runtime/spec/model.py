@@ -262,6 +262,38 @@ class PodResources(_Object):
     resources: Resources = Resources()
 
 
+class AutoscalerSpec(_Object):
+    """Sizes the job to its load (runtime/autoscaling): while enabled it owns the running
+    parallelism, and spec.replicas is only the one a new driver starts at."""
+
+    enabled: bool = False
+    """Rescale the running job in place to the parallelism its load needs: its input rate plus its
+    backlog caught up within catchUpDuration, at targetUtilization of each subtask's busy time."""
+    min_replicas: int = Field(1, ge=1, le=UPPER_BOUND_MAX_PARALLELISM)
+    """The fewest subtasks the autoscaler runs the job at."""
+    max_replicas: int | None = Field(None, ge=1, le=UPPER_BOUND_MAX_PARALLELISM)
+    """The most subtasks the autoscaler runs the job at (unset: maxParallelism, the key groups)."""
+    target_utilization: float = Field(0.7, ge=0.1, le=1)
+    """The share of each subtask's time the job may be busy at the parallelism chosen (0.1 to 1)."""
+    catch_up_s: PositiveDuration = Field(300.0, alias="catchUpDuration")
+    """The backlog is sized to be read within this, on top of the input rate."""
+    window_s: PositiveDuration = Field(60.0, alias="stabilizationWindow")
+    """The metrics window a decision measures the load over; after a start or a rescale the first
+    half of one is left out (restoring and catching up skew it)."""
+    scale_down_delay_s: Duration = Field(600.0, alias="scaleDownDelay")
+    """A scale-down happens only once every recommendation for this long was lower (a scale-up
+    happens at once)."""
+
+    @model_validator(mode="after")
+    def _bounds_in_order(self) -> AutoscalerSpec:
+        if self.max_replicas is not None and self.min_replicas > self.max_replicas:
+            raise _whole(
+                f"spec.autoscaler.minReplicas {self.min_replicas} exceeds spec.autoscaler.maxReplicas "
+                f"{self.max_replicas}"
+            )
+        return self
+
+
 class Etcd(_Object):
     endpoints: str | None = None
     """Overrides the operator's etcd endpoints."""
@@ -335,6 +367,7 @@ class StreamingJobSpec(_Object):
     )
     """Mounted at the same paths in the driver and every executor container."""
     etcd: Etcd = Etcd()
+    autoscaler: AutoscalerSpec = AutoscalerSpec()
 
     @field_validator("volumes")
     @classmethod
@@ -357,6 +390,7 @@ class StreamingJobSpec(_Object):
                 f"spec.replicas {self.replicas} exceeds spec.maxParallelism {self.max_parallelism}: "
                 "a subtask needs at least one key group"
             )
+        self._autoscaler_fits()
         declared = {volume["name"] for volume in self.volumes}
         for index, mount in enumerate(self.volume_mounts):
             if mount.get("name") not in declared or not mount.get("mountPath"):
@@ -365,6 +399,23 @@ class StreamingJobSpec(_Object):
                     f"and give a mountPath; got {mount}"
                 )
         return self
+
+    def _autoscaler_fits(self) -> None:
+        autoscaler = self.autoscaler
+        if not autoscaler.enabled:
+            return
+        top = autoscaler.max_replicas
+        if self.max_parallelism is not None and top is not None and top > self.max_parallelism:
+            raise _whole(
+                f"spec.autoscaler.maxReplicas {top} exceeds spec.maxParallelism {self.max_parallelism}: "
+                "a subtask needs at least one key group"
+            )
+        if not autoscaler.min_replicas <= self.replicas <= (top or self.replicas):
+            raise _whole(
+                f"spec.replicas {self.replicas} is outside spec.autoscaler's [{autoscaler.min_replicas}, "
+                f"{top or 'maxParallelism'}]: the job starts at spec.replicas, so give one within the "
+                "autoscaler's range"
+            )
 
     # The names the operator reads the nested sections by.
     @property

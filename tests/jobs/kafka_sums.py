@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from lockgate.runtime import (
+    FileSink,
     ForwardingSinkWriter,
     JobIdentity,
     KafkaSink,
@@ -21,6 +22,7 @@ from lockgate.runtime import (
     SubtaskContext,
 )
 
+from tests.jobs.costly import CostlySum
 from tests.jobs.functions import RunningSum
 
 PHASES = ("before-pre-commit", "before-commit", "after-commit")
@@ -97,4 +99,28 @@ def running_sum(env: StreamEnvironment) -> None:
         .key_by(lambda record: record["key"])
         .process(RunningSum(), name="sum")
         .sink(sink, name="sums")
+    )
+
+
+def costly_running_sum(env: StreamEnvironment) -> None:
+    """Records `{"key", "n"}` from topic `input` summed per key at `cost_ms` a record
+    (`costly.CostlySum`), to files at `output`: a job whose keyed stage sets what
+    one subtask processes, for the autoscaler's tests. Its consumer prefetches
+    little and fetches often: the backlog it tells is the high watermark of its last
+    fetch response, and librdkafka does not fetch while its queue is full (by
+    default up to 100,000 messages), which would leave the watermark behind by
+    seconds — longer than these tests' windows."""
+    args = env.args
+    prefetch = {"queued.min.messages": 20, "fetch.wait.max.ms": 100}
+    source = KafkaSource(
+        bootstrap_servers=args["bootstrap"],
+        topics=[args["input"]],
+        group_id="sums",
+        properties={**QUIET, **prefetch},
+    )
+    (
+        env.source(source, name="numbers")
+        .key_by(lambda record: record["key"])
+        .process(CostlySum(float(args["cost_ms"]) / 1000, None, 0.0), name="sum")
+        .sink(FileSink(args["output"]), name="out")
     )

@@ -9,8 +9,12 @@ import shutil
 import sys
 from pathlib import Path
 
+from lockgate.runtime.autoscaling.status import AutoscalerStatus, Rescaling
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
+from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.etcd_server import EtcdServer, free_port
+from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.records import encode
 from lockgate.runtime.coordination.restore_point import resolve_restore_point
 
 from tests.polling import eventually_true
@@ -253,3 +257,29 @@ async def test_a_job_with_no_checkpoints_is_named_with_its_namespace(etcd_server
     code, out, err = await lockgate("checkpoints", "list", "nothing-yet", "--etcd", etcd_server.endpoint)
     assert code == 0, err
     assert out.strip() == "job default/nothing-yet has no completed checkpoints"
+
+
+async def test_autoscaler_shows_the_drivers_decisions_and_says_when_there_are_none(
+    etcd_server: EtcdServer,
+) -> None:
+    endpoint = ["--etcd", etcd_server.endpoint, "--namespace", "streams"]
+    code, out, err = await lockgate("autoscaler", "sums", *endpoint)
+    assert code == 0, err
+    assert out.startswith("job streams/sums has no autoscaler record: it runs without --autoscale"), out
+
+    up = Rescaling(
+        1, 1_800_000_000_000, "scale-up", 1, 4, "scale up 1 -> 4: input 150/s", "rescaled", "paused 1 s"
+    )
+    last = {"atMs": 1_800_000_060_000, "action": "hold", "reason": "hold at 4: input 150/s, backlog 3"}
+    record = AutoscalerStatus(4, 1, 8, 1_800_000_060_000, last, 4, {"inputRate": 150.0}, (up,))
+    async with Etcd(EtcdConfig.from_url(etcd_server.endpoint)) as etcd:
+        await etcd.put(JobKeys("streams", "sums").autoscaler, encode(record))
+    code, out, err = await lockgate("autoscaler", "sums", *endpoint)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "parallelism 4 (autoscaled within 1:8), recommendation 4"
+    assert lines[1].endswith("hold: hold at 4: input 150/s, backlog 3")
+    assert lines[2] == "rescales:", lines
+    assert lines[3].endswith(" 1 -> 4 rescaled (paused 1 s): scale up 1 -> 4: input 150/s"), lines
+    code, out, err = await lockgate("autoscaler", "sums", *endpoint, "--json")
+    assert json.loads(out) == record.to_json()

@@ -61,3 +61,21 @@ def test_a_savepoint_of_a_local_run_resumes_on_spark_and_one_of_spark_resumes_lo
     assert f"restored from {on_spark}" in last.stdout
 
     assert_running_sums_exact(read_committed(f"file://{tmp_path}/out"), COUNT, KEYS)
+
+
+def test_lockgate_run_autoscale_scales_the_running_job_up_and_the_output_is_exact(tmp_path: Path) -> None:
+    """The driver runs the autoscaler beside its job master: a keyed stage of 10 ms a
+    record offered 150 records/s (1.5 times what P = 1 does) is rescaled in place."""
+    out = f"file://{tmp_path}/out"
+    count, keys = 14 * 150, 13
+    job_args = {"count": count, "keys": keys, "rate": 150, "cost_ms": 10, "output": out}
+    flags = [x for key, value in job_args.items() for x in ("--arg", f"{key}={value}")]
+    autoscale = ["--autoscale", "1:8", "--autoscale-window", "3s", "--scale-down-delay", "1m"]
+    result = run(
+        tmp_path, "run", "--local", "tests.jobs.costly:costly_running_sum", "-p", "1", "--bounded",
+        "--max-parallelism", "32", "--checkpoint-interval", "500ms", *autoscale, *flags, "-v",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "autoscaler: scale up 1 -> " in result.stderr, result.stderr[-3000:]
+    assert "rescaled to parallelism" in result.stderr
+    assert_running_sums_exact(read_committed(out), count, keys)

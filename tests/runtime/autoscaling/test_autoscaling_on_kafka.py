@@ -1,0 +1,161 @@
+"""The autoscaler on a real Kafka-protocol broker (tansu), in compressed time
+(windows of seconds): a keyed stage that takes 50 ms a record (20 records/s a
+subtask) offered 60 records/s — 3 times what P = 1 processes — scales up (once,
+or a second step where the shared machine slows its threads), to a parallelism
+that keeps up, and the backlog drains within the catch-up
+duration; when the offered load drops to 6 records/s it scales down once, after
+the delay; the output is exact (each record summed once). The time is slept:
+the subtasks are threads of one process, on two cores with the rest of the
+suite. A thread woken from its sleep waits for the interpreter lock (up to its
+5 ms switch interval per other busy thread), which counts as busy time: the
+longer the record's own time, the less that skews what a subtask processes.
+
+The producer batches, as a real one does. The backlog the source reports is each
+partition's high watermark as the fetch responses carry it, less the position:
+tansu 0.6.0 gets the high watermark of a ListOffsets lookup wrong (the last
+batch's base offset + 1) but that of a fetch right (tests/test_kafka_broker.py
+shows both), so this backlog is what a broker that reports end offsets right
+would give."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+from lockgate.runtime import read_committed
+from lockgate.runtime.autoscaling.decision import ScalingPolicy
+from lockgate.runtime.autoscaling.loop import Autoscaler
+from lockgate.runtime.autoscaling.status import AutoscalerStatus
+from lockgate.runtime.clock import SystemClock
+from lockgate.runtime.coordination.coordinator import CheckpointConfig
+from lockgate.runtime.coordination.in_memory_store import InMemoryStore
+from lockgate.runtime.coordination.job_requests import await_savepoint, request_savepoint
+from lockgate.runtime.coordination.records import decode
+from lockgate.runtime.engine.in_process import ThreadStage
+from lockgate.runtime.engine.job_master import JobMaster
+from lockgate.runtime.engine.restart import restart_strategy
+from lockgate.runtime.snapshot.storage import CheckpointStorage
+
+from tests.exactness import assert_running_sums_exact
+from tests.kafka_broker import QUIET, KafkaBroker
+from tests.polling import eventually
+from tests.runtime.engine.test_in_process import _spec
+
+KEYS, PARTITIONS = 101, 4  # keys enough to spread over 8 subtasks evenly
+HIGH, HIGH_S, LOW, LOW_S = 60, 15, 6, 15  # records/s offered, and for how long
+TOTAL = HIGH * HIGH_S + LOW * LOW_S
+POLICY = ScalingPolicy(
+    max_parallelism=8,
+    key_groups=32,
+    window_s=3.0,
+    stabilization_s=1.5,
+    catch_up_s=10.0,
+    scale_down_delay_s=5.0,
+)
+
+
+def _offer(broker: KafkaBroker, topic: str, stop: threading.Event) -> None:
+    """Record n (`{"key": n % KEYS, "n": n}`, partition n % 4) at HIGH a second, then LOW."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5, **QUIET})
+    started, n = time.monotonic(), 0
+    while n < TOTAL and not stop.is_set():
+        elapsed = time.monotonic() - started
+        due = HIGH * elapsed if elapsed < HIGH_S else HIGH * HIGH_S + LOW * (elapsed - HIGH_S)
+        while n < min(TOTAL, int(due)):
+            value = json.dumps({"key": n % KEYS, "n": n}).encode()
+            producer.produce(topic, value, partition=n % PARTITIONS)
+            n += 1
+        producer.poll(0)
+        time.sleep(0.02)  # the offered rate's clock, not a wait for the job
+    assert producer.flush(30) == 0
+
+
+def _committed(url: str) -> int:
+    try:
+        return len(read_committed(url))
+    except FileNotFoundError:
+        return 0
+
+
+async def _watch(store: InMemoryStore, master: JobMaster, seen: list[dict[str, Any]]) -> None:
+    """The autoscaler's record, each time it changes: what it measured when."""
+    while True:
+        data = await store.get(master.spec.keys.autoscaler)
+        if data is not None:
+            record = decode(AutoscalerStatus, data).to_json()
+            if not seen or seen[-1]["updatedMs"] != record["updatedMs"]:
+                seen.append(record)
+        await asyncio.sleep(0.25)
+
+
+async def test_offered_3x_what_p1_processes_it_scales_up_drains_and_scales_down_once_after_the_drop(
+    kafka: KafkaBroker, tmp_path: Path
+) -> None:
+    topic = kafka.create_topic(PARTITIONS, "autoscaled")
+    out = f"file://{tmp_path}/out"
+    store = InMemoryStore()
+    args = {"bootstrap": kafka.bootstrap_servers, "input": topic, "output": out, "cost_ms": "50"}
+    spec = _spec(tmp_path, "tests.jobs.kafka_sums:costly_running_sum", store, args)
+    # A source reads up to batch_size records at once and pushes them on before it
+    # reads again (or takes a barrier): behind a stage that takes 20 a second, a
+    # batch of 512 is 25 s, longer than these windows; 8 is 0.4 s.
+    spec = dataclasses.replace(spec, parallelism=1, bounded=False, batch_size=8)
+    storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
+    config = CheckpointConfig(interval_s=1.0, timeout_s=30)
+    master = JobMaster(spec, ThreadStage(), storage, config, savepoint_dir=f"file://{tmp_path}/savepoints")
+    autoscaler = Autoscaler(store, spec.keys, POLICY, master, SystemClock(), interval_s=0.5)
+    stop, seen = threading.Event(), []
+    run = asyncio.create_task(master.run(restart_strategy("none")))
+    beside = [
+        asyncio.create_task(autoscaler.run()),
+        asyncio.create_task(_watch(store, master, seen)),
+        asyncio.create_task(asyncio.to_thread(_offer, kafka, topic, stop)),
+    ]
+    try:
+        await eventually(lambda: _committed(out) >= TOTAL or run.done(), "every record summed", timeout_s=90)
+        beside[0].cancel()  # the input has ended: the stop is no load drop
+        await asyncio.gather(beside[0], return_exceptions=True)
+        request = await request_savepoint(store, spec.keys, stop=True, expires_in_s=30)
+        stopped = await await_savepoint(store, spec.keys, request, 60)
+        assert stopped.status == "completed", stopped
+        result = await asyncio.wait_for(run, 30)
+    finally:
+        stop.set()
+        for task in beside[:2]:
+            task.cancel()
+        await asyncio.gather(*beside, return_exceptions=True)
+
+    history = autoscaler.history
+    ups = [h for h in history if h.action == "scale-up"]
+    downs = [h for h in history if h.action == "scale-down"]
+    assert all(h.outcome == "rescaled" for h in history), history
+    assert [h.action for h in history] == ["scale-up"] * len(ups) + ["scale-down"], history
+    # One step on a machine of its own; the subtasks here are threads of one process on
+    # two shared cores, whose rate per subtask falls as they grow in number: a second
+    # step at most, up, while the load is high.
+    assert 1 <= len(ups) <= 2, history
+    assert [h.from_parallelism for h in ups] == [1, *(h.to_parallelism for h in ups[:-1])], history
+    assert ups[0].to_parallelism >= 4, "60 records/s at 20 a subtask, at most 70 % busy: 5 (4 once caught up)"
+    (down,) = downs
+    assert down.from_parallelism == ups[-1].to_parallelism
+    assert down.to_parallelism <= 2, "6 records/s: at most 2 subtasks, in one step"
+    assert down.at_ms - ups[-1].at_ms >= POLICY.scale_down_delay_s * 1000
+    assert result.restarts == 0
+    assert_running_sums_exact(read_committed(out), TOTAL, KEYS)
+
+    drained = [
+        r["inputs"]["windowEndMs"]
+        for r in seen
+        if r["inputs"] is not None
+        and r["parallelism"] > 1
+        and r["inputs"]["backlog"] is not None
+        and r["inputs"]["backlog"] <= HIGH  # a second of input
+    ]
+    assert drained, f"the backlog never drained: {[r['inputs'] for r in seen][-5:]}"
+    assert drained[0] - ups[0].at_ms <= POLICY.catch_up_s * 1000, (drained[0] - ups[0].at_ms, seen)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from lockgate.operator.conditions import MESSAGE_LIMIT
 from lockgate.operator.job import Job
 from lockgate.operator.spec import StreamingJobSpec
+from lockgate.operator.status import AUTOSCALER_VIEW
 from lockgate.runtime.autoscaling.status import Rescaling
 from lockgate.runtime.failure_class import bounded
 
@@ -33,12 +34,12 @@ async def observe_autoscaler(job: Job, spec: StreamingJobSpec) -> None:
     record = await job.context.etcd.autoscaler(job.keys)
     if record is None:
         return
-    shown = (job.status.get("autoscaler") or {}).get("history") or []
-    seen = max((int(entry.get("sequence", 0)) for entry in shown), default=0)
+    shown = () if job.status.autoscaler is None else job.status.autoscaler.history
+    seen = max((entry.sequence for entry in shown), default=0)
     for entry in record.history:
         if entry.sequence > seen:
             (job.inform if entry.outcome == "rescaled" else job.warn)(REASON, _message(entry))
-    await job.record(autoscaler=record.to_json())
+    await job.record(autoscaler=AUTOSCALER_VIEW.validate_python(record.to_json()))
 
 
 def _message(entry: Rescaling) -> str:

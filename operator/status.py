@@ -62,6 +62,36 @@ class Deployment:
 
 
 @dataclass(frozen=True, config=STORED)
+class AutoscalerRescale:
+    """A rescale the driver's autoscaler decided on, and how its request ended."""
+
+    sequence: int
+    at_ms: int
+    action: str
+    from_parallelism: int
+    to_parallelism: int
+    reason: str
+    outcome: str
+    """rescaled, refused, failed or timed-out."""
+    detail: str | None = None
+
+
+@dataclass(frozen=True, config=STORED)
+class AutoscalerView:
+    """The driver's autoscaler record as it publishes it (`lockgate.runtime.autoscaling.status`):
+    the recommendation, the inputs it was sized by, the last decision and the last rescales."""
+
+    parallelism: int
+    min_replicas: int
+    max_replicas: int
+    updated_ms: int
+    last_decision: dict[str, Any]
+    recommendation: int | None = None
+    inputs: dict[str, Any] | None = None
+    history: tuple[AutoscalerRescale, ...] = ()
+
+
+@dataclass(frozen=True, config=STORED)
 class StreamingJobStatus:
     """What the operator knows of a job between two of its handlers."""
 
@@ -104,6 +134,8 @@ class StreamingJobStatus:
     """When drivers were lost (seconds since the epoch): the relaunch backoff's history."""
     restart_at: float | None = None
     """When a lost driver is relaunched (seconds since the epoch)."""
+    autoscaler: AutoscalerView | None = None
+    """The driver's autoscaler record, while spec.autoscaler is enabled."""
 
     @staticmethod
     def from_storage(stored: dict[str, Any]) -> StreamingJobStatus:
@@ -149,6 +181,7 @@ class StreamingJobStatus:
 
 
 _STORAGE = TypeAdapter(StreamingJobStatus)
+AUTOSCALER_VIEW = TypeAdapter(AutoscalerView)
 
 
 def status_schema() -> dict[str, Any]:

@@ -194,8 +194,12 @@ async def test_without_credentials_each_deletion_fails_as_a_warning_on_the_job_a
         path = message.split(" ")[0]
         assert "NoCredentialsError" in message, message
         assert s3.filesystem().exists(path.removeprefix("s3://")), "nothing deleted"
-        entry = next(e for e in kubectl.status(name)["savepoints"] if e["path"] == path)
-        assert "NoCredentialsError" in entry["error"], "kept in the history, with why, to be tried again"
+
+        def kept_with_why() -> bool:  # the event is posted before the status is written
+            entry = next(e for e in kubectl.status(name)["savepoints"] if e["path"] == path)
+            return "NoCredentialsError" in entry.get("error", "")
+
+        await eventually(kept_with_why, "kept in the history, with why, to be tried again", timeout_s=30)
         checkpoint = _checkpoint(installed, s3, name)
         await kubectl.delete(name)
         await eventually(

@@ -11,7 +11,14 @@ from lockgate.operator.conditions import changing
 from lockgate.operator.crd import streamingjob_crd
 from lockgate.operator.phase import JobPhase
 from lockgate.operator.savepoint_history import completed, failed
-from lockgate.operator.status import CheckpointSummary, Deployment, Failure, StreamingJobStatus
+from lockgate.operator.status import (
+    AutoscalerRescale,
+    AutoscalerView,
+    CheckpointSummary,
+    Deployment,
+    Failure,
+    StreamingJobStatus,
+)
 from lockgate.operator.upgrade_plan import Step, UpgradePlan
 from lockgate.runtime.failure_class import FailureClass
 
@@ -45,6 +52,16 @@ EVERY_FIELD = StreamingJobStatus(
     driver_restarts=2,
     driver_failure_times=(10.0, 20.5),
     restart_at=1.8e9,
+    autoscaler=AutoscalerView(
+        2,
+        1,
+        8,
+        1_800_000_000_000,
+        {"atMs": 1_800_000_000_000, "action": "hold", "reason": "utilization 0.5 within bounds"},
+        recommendation=2,
+        inputs={"inputRate": 1200.0, "chains": {"sum": {"busy": 0.5}}},
+        history=(AutoscalerRescale(1, 1_799_999_000_000, "scale-up", 1, 2, "backlog", "rescaled", "1.2 s"),),
+    ),
 )
 
 

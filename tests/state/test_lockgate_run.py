@@ -33,7 +33,34 @@ def test_lockgate_run_restores_a_bootstrapped_savepoint_signed_with_the_jobs_key
     writer.write(f"file://{tmp_path}/boot", key)
 
     out = f"file://{tmp_path}/out"
-    ran = subprocess.run(
+    ran = _lockgate_run(tmp_path, f"file://{tmp_path}/boot", out)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    output = read_committed(out)
+    assert Counter(r["n"] for r in output) == Counter(range(COUNT)), "every record once"
+    for k in range(KEYS):
+        sums = sorted(r["sum"] for r in output if r["key"] == k)
+        assert sums[0] >= start[k], "on top of the bootstrapped total"
+        assert sums[-1] == start[k] + sum(range(k, COUNT, KEYS))
+
+
+def test_lockgate_run_refuses_a_bootstrapped_savepoint_signed_with_another_key(tmp_path: Path) -> None:
+    """Whoever holds another job's key (or none) cannot make a savepoint this job
+    restores: refused before the job's state is unpickled, and before Spark starts."""
+    job_key("configurable", work_dir=tmp_path / ".lockgate", create=True)
+    anothers = job_key("another", work_dir=tmp_path / ".lockgate", create=True)
+    writer = SavepointWriter.new(max_parallelism=128, job_id="configurable")
+    writer.bootstrap("sum", [0], lambda k: k, lambda k, rs, ctx: ctx.state(TOTAL).update(1))
+    writer.write(f"file://{tmp_path}/boot", anothers)
+
+    ran = _lockgate_run(tmp_path, f"file://{tmp_path}/boot", f"file://{tmp_path}/out")
+    assert ran.returncode == 2, ran.stderr[-3000:]
+    assert "_metadata: is signed, but not with this job's key" in ran.stderr
+    assert "--import-unsigned-savepoint" in ran.stderr, "what the user can do"
+    assert read_committed(f"file://{tmp_path}/out") == [], "nothing ran"
+
+
+def _lockgate_run(tmp_path: Path, savepoint: str, out: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [
             LOCKGATE,
             "run",
@@ -48,7 +75,7 @@ def test_lockgate_run_restores_a_bootstrapped_savepoint_signed_with_the_jobs_key
             "--arg",
             f"output={out}",
             "--from-savepoint",
-            f"file://{tmp_path}/boot",
+            savepoint,
         ],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -57,10 +84,3 @@ def test_lockgate_run_restores_a_bootstrapped_savepoint_signed_with_the_jobs_key
         timeout=240,
         check=False,
     )
-    assert ran.returncode == 0, ran.stderr[-3000:]
-    output = read_committed(out)
-    assert Counter(r["n"] for r in output) == Counter(range(COUNT)), "every record once"
-    for k in range(KEYS):
-        sums = sorted(r["sum"] for r in output if r["key"] == k)
-        assert sums[0] >= start[k], "on top of the bootstrapped total"
-        assert sums[-1] == start[k] + sum(range(k, COUNT, KEYS))

@@ -5,6 +5,7 @@ signed with the job's key, and restored by a job that continues exactly."""
 from __future__ import annotations
 
 import secrets
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from lockgate.runtime.snapshot.snapshot_key import SnapshotKey
 from lockgate.runtime.snapshot.storage import SnapshotCorruptError
 from lockgate.state import StateAccessError, open_snapshot
 from lockgate.state.writer import KeyContext, SavepointWriter
-from lockgate.testing import Savepoint, run_job
+from lockgate.testing import Savepoint, Watermark, run_job
 
 from tests.state import jobs
 from tests.state.test_read import rows, stopped, write_savepoint
@@ -51,8 +52,9 @@ def assert_sums_continue(
         assert sums == expected, key
 
 
+@pytest.mark.parametrize("backend", ["heap", "rocksdb"])
 def test_a_job_restored_from_a_bootstrapped_savepoint_continues_from_the_bootstrapped_state(
-    tmp_path: Path,
+    tmp_path: Path, backend: str
 ) -> None:
     table = [{"key": key, "amount": 1000 * key + part} for key in range(KEYS) for part in range(3)]
 
@@ -72,6 +74,7 @@ def test_a_job_restored_from_a_bootstrapped_savepoint_continues_from_the_bootstr
         parallelism=3,
         sources={"numbers": NUMBERS},
         restore=as_savepoint(tmp_path / "boot"),
+        state_backend=backend,
     )
     assert_sums_continue(resumed.outputs["out"], NUMBERS, start)
 
@@ -115,13 +118,16 @@ def test_a_transformed_savepoint_restores_at_another_parallelism(tmp_path: Path,
     assert_sums_continue(rest.outputs["out"], NUMBERS[70:], {k: 10 * v for k, v in before.items()})
 
 
-def test_max_parallelism_changed_from_128_to_256_and_the_job_resumes_exact(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["heap", "rocksdb"])
+def test_max_parallelism_changed_from_128_to_256_and_the_job_resumes_exact(
+    tmp_path: Path, backend: str
+) -> None:
     first = run_job(
         testing_jobs.running_sum,
         parallelism=2,
         sources={"numbers": NUMBERS},
         stop_after_records=70,
-        state_backend="rocksdb",
+        state_backend=backend,
     )
     assert first.savepoint is not None
     saved = open_snapshot(write_savepoint(first.savepoint, tmp_path / "first"), unsigned=True)
@@ -136,6 +142,7 @@ def test_max_parallelism_changed_from_128_to_256_and_the_job_resumes_exact(tmp_p
         max_parallelism=256,
         sources={"numbers": NUMBERS},
         restore=wider,
+        state_backend=backend,
     )
     outputs = first.outputs["out"] + rest.outputs["out"]
     assert_sums_continue(outputs, NUMBERS, {})
@@ -217,3 +224,43 @@ def test_tampering_and_other_keys_are_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "wide").exists(), "refused before anything was written"
     with pytest.raises(StateAccessError, match="no operator 'nope' to transform"):
         SavepointWriter.from_snapshot(saved).transform("nope")
+
+
+@pytest.mark.parametrize("backend", ["heap", "rocksdb"])
+def test_a_job_restored_from_a_rewritten_savepoint_fires_its_timers_and_windows_as_if_never_stopped(
+    tmp_path: Path, backend: str
+) -> None:
+    """Every kind of state, the event-time timers and the windows' contents, rewritten
+    with another max parallelism and parallelism, restored: what the job emits before
+    the stop and after the restore is what one run without a stop emits."""
+    records: list[Any] = [*jobs.records(60), Watermark(10 * jobs.TIMER_AHEAD_MS)]
+    sinks = ("out", "mean-out", "elements-out")
+    whole = run_job(jobs.every_kind, parallelism=2, sources={"numbers": records}, clock=ManualClock(0))
+    assert whole.outputs["mean-out"], "the final watermark fires every window"
+    assert any(r[0] == "timer" for r in whole.outputs["out"]), "and every event-time timer"
+    first = run_job(
+        jobs.every_kind,
+        parallelism=2,
+        sources={"numbers": records},
+        stop_after_records=25,
+        clock=ManualClock(0),
+        state_backend=backend,
+    )
+    assert first.savepoint is not None
+    saved = open_snapshot(write_savepoint(first.savepoint, tmp_path / "first"), unsigned=True)
+    writer = SavepointWriter.from_snapshot(saved).with_max_parallelism(256)
+    writer.transform("kinds", parallelism=3).transform("means", parallelism=1)
+    writer.write(f"file://{tmp_path}/rewritten", KEY)
+
+    rest = run_job(
+        jobs.every_kind,
+        parallelism=3,
+        max_parallelism=256,
+        sources={"numbers": records},
+        restore=as_savepoint(tmp_path / "rewritten", first.savepoint),
+        clock=ManualClock(0),
+        state_backend=backend,
+    )
+    for sink in sinks:
+        resumed = first.outputs[sink] + rest.outputs[sink]
+        assert Counter(map(repr, resumed)) == Counter(map(repr, whole.outputs[sink])), sink

@@ -48,8 +48,8 @@ from tests.polling import eventually
 from tests.runtime.engine.test_in_process import _spec
 
 KEYS, PARTITIONS = 101, 4  # keys enough to spread over 8 subtasks evenly
-HIGH, HIGH_S, LOW, LOW_S = 60, 15, 6, 15  # records/s offered, and for how long
-TOTAL = HIGH * HIGH_S + LOW * LOW_S
+HIGH, HIGH_S, LOW = 60, 15, 6  # records/s offered: HIGH for HIGH_S, then LOW until told to stop
+LOW_AT_MOST_S = 90  # the low phase ends without a scale-down after this long
 POLICY = ScalingPolicy(
     max_parallelism=8,
     key_groups=32,
@@ -60,20 +60,22 @@ POLICY = ScalingPolicy(
 )
 
 
-def _offer(broker: KafkaBroker, topic: str, stop: threading.Event) -> None:
-    """Record n (`{"key": n % KEYS, "n": n}`, partition n % 4) at HIGH a second, then LOW."""
+def _offer(broker: KafkaBroker, topic: str, stop: threading.Event) -> int:
+    """Record n (`{"key": n % KEYS, "n": n}`, partition n % 4) at HIGH a second, then
+    LOW until `stop` (a slow machine takes longer to get to the scale-down); how many."""
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5, **QUIET})
     started, n = time.monotonic(), 0
-    while n < TOTAL and not stop.is_set():
+    while not stop.is_set() and time.monotonic() - started < HIGH_S + LOW_AT_MOST_S:
         elapsed = time.monotonic() - started
         due = HIGH * elapsed if elapsed < HIGH_S else HIGH * HIGH_S + LOW * (elapsed - HIGH_S)
-        while n < min(TOTAL, int(due)):
+        while n < int(due):
             value = json.dumps({"key": n % KEYS, "n": n}).encode()
             producer.produce(topic, value, partition=n % PARTITIONS)
             n += 1
         producer.poll(0)
         time.sleep(0.02)  # the offered rate's clock, not a wait for the job
     assert producer.flush(30) == 0
+    return n
 
 
 def _committed(url: str) -> int:
@@ -112,13 +114,17 @@ async def test_offered_3x_what_p1_processes_it_scales_up_drains_and_scales_down_
     autoscaler = Autoscaler(store, spec.keys, POLICY, master, SystemClock(), interval_s=0.5)
     stop, seen = threading.Event(), []
     run = asyncio.create_task(master.run(restart_strategy("none")))
-    beside = [
-        asyncio.create_task(autoscaler.run()),
-        asyncio.create_task(_watch(store, master, seen)),
-        asyncio.create_task(asyncio.to_thread(_offer, kafka, topic, stop)),
-    ]
+    offering = asyncio.create_task(asyncio.to_thread(_offer, kafka, topic, stop))
+    beside = [asyncio.create_task(autoscaler.run()), asyncio.create_task(_watch(store, master, seen))]
     try:
-        await eventually(lambda: _committed(out) >= TOTAL or run.done(), "every record summed", timeout_s=90)
+
+        def scaled_down() -> bool:
+            return any(h.action == "scale-down" for h in autoscaler.history) or run.done()
+
+        await eventually(scaled_down, "a scale-down after the drop", timeout_s=HIGH_S + LOW_AT_MOST_S + 30)
+        stop.set()
+        total = await offering
+        await eventually(lambda: _committed(out) >= total or run.done(), "every record summed", timeout_s=90)
         beside[0].cancel()  # the input has ended: the stop is no load drop
         await asyncio.gather(beside[0], return_exceptions=True)
         request = await request_savepoint(store, spec.keys, stop=True, expires_in_s=30)
@@ -127,9 +133,9 @@ async def test_offered_3x_what_p1_processes_it_scales_up_drains_and_scales_down_
         result = await asyncio.wait_for(run, 30)
     finally:
         stop.set()
-        for task in beside[:2]:
+        for task in beside:
             task.cancel()
-        await asyncio.gather(*beside, return_exceptions=True)
+        await asyncio.gather(*beside, offering, return_exceptions=True)
 
     history = autoscaler.history
     ups = [h for h in history if h.action == "scale-up"]
@@ -147,7 +153,7 @@ async def test_offered_3x_what_p1_processes_it_scales_up_drains_and_scales_down_
     assert down.to_parallelism <= 2, "6 records/s: at most 2 subtasks, in one step"
     assert down.at_ms - ups[-1].at_ms >= POLICY.scale_down_delay_s * 1000
     assert result.restarts == 0
-    assert_running_sums_exact(read_committed(out), TOTAL, KEYS)
+    assert_running_sums_exact(read_committed(out), total, KEYS)
 
     drained = [
         r["inputs"]["windowEndMs"]

@@ -26,7 +26,6 @@ SLOW = (
     "tests/test_peer_harness.py",
     "tests/test_task_leaks.py",
     "e2e/test_executor_pods.py",
-    "e2e/test_executor_reservation.py",
     "e2e/test_lifecycle.py",
     "e2e/test_recovery.py",
     "e2e/test_rescale.py",

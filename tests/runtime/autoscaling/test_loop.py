@@ -5,7 +5,8 @@ job master's own coordinator for a rescale in place.
 
 The job: a rate-held generator (150 records/s) into a keyed running sum that
 spends a set time on each record (10 ms: 100 records/s per subtask, so P = 1
-cannot keep up) — cheaper from a chosen record on, for a load that drops. The
+cannot keep up). A load that drops is the Kafka scenario's
+(test_autoscaling_on_kafka.py). The
 time is slept, not computed: the subtasks are threads of one process, whose
 computing would share one interpreter lock, and two cores with the rest of the
 suite."""
@@ -94,25 +95,6 @@ async def test_a_load_p1_cannot_keep_up_with_scales_up_once_and_the_output_is_ex
     assert status.parallelism == up.to_parallelism
     assert status.inputs is not None
     assert status.inputs["needed"]["sum"] <= up.to_parallelism
-
-
-async def test_a_load_that_drops_scales_down_once_after_the_delay(tmp_path: Path) -> None:
-    count = 14 * RATE
-    result, master, autoscaler, _ = await _autoscaled(
-        tmp_path, 4, POLICY, count=str(count), cost_ms="10", cheaper_from=str(4 * RATE), cheaper_ms="0.2"
-    )
-
-    (down,) = autoscaler.history
-    assert (down.action, down.from_parallelism, down.to_parallelism, down.outcome) == (
-        "scale-down",
-        4,
-        1,
-        "rescaled",
-    ), down
-    assert "every recommendation since" in down.reason, down.reason
-    assert master.spec.parallelism == 1
-    assert result.restarts == 0
-    assert_running_sums_exact(read_committed(f"file://{tmp_path}/out"), count, KEYS)
 
 
 async def test_a_constant_load_the_job_keeps_up_with_is_never_rescaled(tmp_path: Path) -> None:

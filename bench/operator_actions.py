@@ -11,9 +11,12 @@ time runs until the job is Running at the new replicas on the same driver pod
 (same UID, checked) with the scale's generation observed, then until the new
 number of executor pods runs (with --executor-pods; the surplus ones of a
 scale-down are gone), and until the lines appended before it are committed
-exactly once. Beside it, from the driver's rescale result in etcd: from the
-moment it told the old tasks to stop until its new launch started the new ones
-(the stage handover inside the driver; new tasks then restore and read).
+exactly once. Beside it, from the driver's rescale result in etcd (wall-clock
+times: the pods run on this machine): from the request until the driver told
+the old tasks to stop (the new executors are reserved meanwhile, the job still
+processing: make before break), and from then until its new launch started the
+new tasks (the stage handover inside the driver; the new tasks then restore
+and read).
 
     .venv/bin/python bench/operator_actions.py [--rounds 3] [--executor-pods] [--only-apply-and-scale]
 
@@ -60,17 +63,13 @@ async def _driver_uid(kubectl: Kubectl, job: WordCountJob) -> str:
     return str(pod["metadata"]["uid"])
 
 
-async def _handover_s(job: WordCountJob) -> float:
-    """The driver's latest rescale: from telling the old tasks to stop until its new launch started."""
+async def _latest_rescale(job: WordCountJob) -> RescaleResult:
+    """The driver's answer to the latest rescale it carried out."""
     async with Etcd(job.platform.etcd) as etcd:
         results = [
             decode(RescaleResult, v) for _, v in await etcd.get_prefix(job.keys.root + b"rescales/results/")
         ]
-    done = [r for r in results if r.status == "rescaled" and r.stopped_ms and r.relaunched_ms]
-    latest = max(done, key=lambda r: r.relaunched_ms or 0)
-    assert latest.relaunched_ms is not None
-    assert latest.stopped_ms is not None
-    return (latest.relaunched_ms - latest.stopped_ms) / 1000
+    return max((r for r in results if r.status == "rescaled"), key=lambda r: r.relaunched_ms or 0)
 
 
 async def _scaled_in_place(
@@ -79,7 +78,7 @@ async def _scaled_in_place(
     """`kubectl scale` to `replicas`, carried out by driver 1: the times of its steps."""
     uid = await _driver_uid(kubectl, job)
     job.words.append()
-    started = time.monotonic()
+    started, requested_ms = time.monotonic(), time.time_ns() // 1_000_000
     await kubectl.scale(job.name, replicas)
     await job.wait_for(
         lambda s: (
@@ -96,7 +95,14 @@ async def _scaled_in_place(
     await job.output_is_exact()
     times["output exact"] = time.monotonic() - started
     assert await _driver_uid(kubectl, job) == uid, "the same driver pod carried the scale out"
-    times["driver: stop → new tasks started"] = await _handover_s(job)
+    rescale = await _latest_rescale(job)
+    assert rescale.stopped_ms is not None
+    assert rescale.relaunched_ms is not None
+    # Wall-clock times of this machine's processes: the driver pod runs here.
+    times["driver: request → old tasks told to stop (executors reserved, job running)"] = (
+        rescale.stopped_ms - requested_ms
+    ) / 1000
+    times["driver: stop → new tasks started"] = (rescale.relaunched_ms - rescale.stopped_ms) / 1000
     return {f"kubectl scale {_previous(replicas)} → {replicas}: {step}": t for step, t in times.items()}
 
 

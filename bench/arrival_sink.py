@@ -11,11 +11,13 @@ at the checkpoint after. `mark(arrivals, what)` notes a moment of a task's life
 (`<monotonic ns> <pid> <what>` in `<arrivals>/marks`).
 
 Local to one machine (the clock is CLOCK_MONOTONIC, shared by its processes):
-for `lockgate run`, whose tasks are Python workers beside the benchmark.
+for `lockgate run`, whose tasks are Python workers beside the benchmark, and
+for the emulated cluster's pods, which run on it too.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from dataclasses import dataclass
@@ -87,6 +89,44 @@ def arrivals(directory: Path) -> list[Arrival]:
             at, records = line.split()
             found.append(Arrival(int(at) / 1e9, int(records), int(launch), int(subtask)))
     return sorted(found, key=lambda a: a.at)
+
+
+def launches(directory: Path) -> dict[int, set[int]]:
+    """Per launch, the subtasks that wrote at least one batch."""
+    written: dict[int, set[int]] = {}
+    for path in directory.glob("arrivals-*"):
+        _, launch, subtask = path.name.split("-")
+        if path.stat().st_size:
+            written.setdefault(int(launch), set()).add(int(subtask))
+    return written
+
+
+@dataclass(frozen=True)
+class Flow:
+    """How records flowed around a change of launch, in seconds from its request."""
+
+    downtime: float  # the longest gap between two batches of any subtask around it
+    first_new: float  # until the new launch's first batch
+    all_new: float  # until each of its subtasks wrote one
+    last_old: float  # until the old launch's last batch
+
+
+WINDOW_S = 5.0
+
+
+def flow(found: list[Arrival], requested: float, old_launch: int, new_launch: int) -> Flow:
+    """The flow of `found` from `requested` (monotonic) as `old_launch` made way for
+    `new_launch`: gaps counted from `WINDOW_S` before the request until `WINDOW_S`
+    after the last new subtask's first batch."""
+    first_by_subtask: dict[int, float] = {}
+    for a in found:
+        if a.launch == new_launch:
+            first_by_subtask.setdefault(a.subtask, a.at)
+    first_new, all_new = min(first_by_subtask.values()), max(first_by_subtask.values())
+    window = [a.at for a in found if requested - WINDOW_S <= a.at <= all_new + WINDOW_S]
+    downtime = max(b - a for a, b in itertools.pairwise(window))
+    last_old = max(a.at for a in found if a.launch == old_launch)
+    return Flow(downtime, first_new - requested, all_new - requested, last_old - requested)
 
 
 def marks(directory: Path) -> list[tuple[float, int, str]]:

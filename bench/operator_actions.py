@@ -23,6 +23,15 @@ and read).
 With --executor-pods, each driver's Spark asks the emulated API server for its
 executor pods, which the pod runner runs; without, executors are local threads.
 --only-apply-and-scale times the first three actions only (apply, 2 → 4, 4 → 1).
+
+--sink-downtime runs `bench/state_job.py` instead (a source of `--rate` records
+per second, 8,000 keys of 100 bytes, its sink noting when each batch is written:
+`arrival_sink.py`; the pods run on this machine, so their monotonic clock is
+the benchmark's) and times `kubectl scale` 2 → 4 and 4 → 1 as
+`rescale_downtime.py` does: the longest gap in which no batch reached the sink,
+and until the first and the last new subtask wrote; the same driver pod (UID)
+throughout; at the end the job is suspended (a savepoint) and its committed
+output checked exactly (`rescale_downtime.check_output`).
 """
 
 from __future__ import annotations
@@ -34,7 +43,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from arrival_sink import WINDOW_S, arrivals, flow, launches
+from rescale_downtime import check_output
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -133,7 +147,77 @@ async def one_round(
     return times
 
 
-async def main(rounds: int, executor_pods: bool, all_actions: bool) -> None:
+STATE_KEYS = 8000
+
+
+@dataclass
+class StateJob(WordCountJob):
+    """`bench/state_job.py` as a StreamingJob: a steady source, the sink noting arrivals."""
+
+    rate: int = 2000
+
+    @property
+    def arrivals(self) -> Path:
+        return self.platform.shared / self.name / "arrivals"
+
+    def spec(self, replicas: int = 2) -> dict[str, Any]:
+        spec = super().spec(replicas)
+        self.arrivals.mkdir(parents=True, exist_ok=True)
+        args = {"keys": str(STATE_KEYS), "value_bytes": "100", "output": self.output, "rate": str(self.rate)}
+        spec["job"] = {
+            "entrypoint": "bench.state_job:build",
+            "args": {**args, "arrivals": str(self.arrivals)},
+        }
+        return spec
+
+
+async def _flow_of_scale(job: StateJob, kubectl: Kubectl, replicas: int, generation: int) -> dict[str, float]:
+    """`kubectl scale` to `replicas`, carried out by driver 1: how records flowed."""
+    uid = await _driver_uid(kubectl, job)
+    old_launch = max(launches(job.arrivals))
+    requested = time.monotonic()
+    await kubectl.scale(job.name, replicas)
+    while not (
+        new := [n for n, s in launches(job.arrivals).items() if n > old_launch and len(s) == replicas]
+    ):
+        await asyncio.sleep(0.25)  # polling the arrivals
+    await job.wait_for(
+        lambda s: s.get("replicas") == replicas and s.get("observedGeneration") == generation,
+        f"Running at {replicas}, generation {generation}",
+    )
+    await executors_are(kubectl, job, launch=1, count=replicas)
+    await asyncio.sleep(WINDOW_S)  # the flow after the last new subtask's first batch is part of the measure
+    assert await _driver_uid(kubectl, job) == uid, "the same driver pod carried the scale out"
+    records = flow(arrivals(job.arrivals), requested, old_launch, new[0])
+    scale = f"kubectl scale {_previous(replicas)} → {replicas}"
+    return {
+        f"{scale}: downtime (longest gap at the sink)": records.downtime,
+        f"{scale}: first new batch": records.first_new,
+        f"{scale}: all new subtasks wrote": records.all_new,
+    }
+
+
+async def sink_downtime_round(cluster: EmulatedCluster, round_number: int) -> dict[str, float]:
+    kubectl = Kubectl(cluster.api, cluster.namespace)
+    job = StateJob(cluster, kubectl, f"flow-{round_number}")
+    await job.apply()
+    await job.running(launch=1, replicas=2)
+    await executors_are(kubectl, job, launch=1, count=2)
+    while not launches(job.arrivals):
+        await asyncio.sleep(0.25)  # polling the arrivals
+    times = await _flow_of_scale(job, kubectl, 4, 2)
+    times |= await _flow_of_scale(job, kubectl, 1, 3)
+    await kubectl.patch(job.name, {"state": "suspended"})
+    await job.wait_for(lambda s: s.get("phase") == "Suspended", "Suspended")
+    output = job.platform.shared / job.name / "out"
+    print(
+        f"round {round_number}: {check_output(output, STATE_KEYS, set(launches(job.arrivals)))}", flush=True
+    )
+    await kubectl.delete(job.name)
+    return times
+
+
+async def main(rounds: int, executor_pods: bool, all_actions: bool, sink_downtime: bool) -> None:
     with tempfile.TemporaryDirectory() as directory:
         workdir = Path(directory)
         server = EtcdServer(workdir / "etcd")
@@ -141,7 +225,10 @@ async def main(rounds: int, executor_pods: bool, all_actions: bool) -> None:
         try:
             etcd = EtcdConfig((server.endpoint,))
             async with EmulatedCluster.running(etcd, workdir, executor_pods=executor_pods) as cluster:
-                results = [await one_round(cluster, n, all_actions, executor_pods) for n in range(rounds)]
+                if sink_downtime:
+                    results = [await sink_downtime_round(cluster, n) for n in range(rounds)]
+                else:
+                    results = [await one_round(cluster, n, all_actions, executor_pods) for n in range(rounds)]
         finally:
             server.stop()
     print("| action | median (s) | min (s) | max (s) |\n|---|---:|---:|---:|")
@@ -157,5 +244,15 @@ if __name__ == "__main__":
     parser.add_argument(
         "--only-apply-and-scale", action="store_true", help="time apply, 2 → 4 and 4 → 1 only"
     )
+    parser.add_argument(
+        "--sink-downtime", action="store_true", help="scale a steady job, time the sink's gap"
+    )
     arguments = parser.parse_args()
-    asyncio.run(main(arguments.rounds, arguments.executor_pods, not arguments.only_apply_and_scale))
+    asyncio.run(
+        main(
+            arguments.rounds,
+            arguments.executor_pods,
+            not arguments.only_apply_and_scale,
+            arguments.sink_downtime,
+        )
+    )

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import re
 import shutil
 import statistics
@@ -50,7 +49,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from arrival_sink import Arrival, arrivals, marks
+from arrival_sink import WINDOW_S, Arrival, arrivals, flow, launches, marks
 from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.job_requests import (
     await_rescale,
@@ -61,7 +60,6 @@ from lockgate.runtime.coordination.job_requests import (
 from state_run import KEYS, Job, filled, latest, next_checkpoint, rate
 
 PARTITIONS = 8  # state_job's source
-WINDOW_S = 5.0
 REQUEST_TIMEOUT_S = 300.0
 
 
@@ -84,16 +82,6 @@ class Measured:
     all_new: float
     steps: dict[str, float]
     restarts: int  # the driver's "job failed" lines from the request until the new launch settled
-
-
-def launches(directory: Path) -> dict[int, set[int]]:
-    """Per launch, the subtasks that wrote at least one batch."""
-    written: dict[int, set[int]] = {}
-    for path in directory.glob("arrivals-*"):
-        _, launch, subtask = path.name.split("-")
-        if path.stat().st_size:
-            written.setdefault(int(launch), set()).add(int(subtask))
-    return written
 
 
 async def rescale(etcd: Etcd, directory: Path, source: int, target: int) -> Rescale:
@@ -135,18 +123,14 @@ def log_time(log: Path, pattern: str, after: float) -> float:
 
 
 def measure(r: Rescale, found: list[Arrival], directory: Path, log: Path, driver_pid: int) -> Measured:
-    new = [a for a in found if a.launch == r.new_launch]
-    first_by_subtask = {a.subtask: a.at for a in reversed(new)}
-    first_new, all_new = min(first_by_subtask.values()), max(first_by_subtask.values())
-    window = [a.at for a in found if r.requested - WINDOW_S <= a.at <= all_new + WINDOW_S]
-    downtime = max(b - a for a, b in itertools.pairwise(window))
+    records = flow(found, r.requested, r.old_launch, r.new_launch)
+    all_new = r.requested + records.all_new
     taken_up = log_time(log, r"rescale \S+: stopping at a checkpoint", r.requested)
     stopped = log_time(log, rf"checkpoint {r.checkpoint_id} complete", taken_up)
     answer = log_time(log, r"rescaled to parallelism", stopped)
     task_marks = [(at, what) for at, pid, what in marks(directory) if pid != driver_pid and at > stopped]
     built = max(sorted(at for at, what in task_marks if what == "graph built")[: r.target])
     writers = [at for at, what in task_marks if what.startswith(f"writer {r.new_launch} ")]
-    last_old = max(a.at for a in found if a.launch == r.old_launch)
     steps = {
         "request taken up": taken_up - r.requested,
         "stop checkpoint": stopped - taken_up,
@@ -154,22 +138,16 @@ def measure(r: Rescale, found: list[Arrival], directory: Path, log: Path, driver
         "new tasks run the job's code": built - answer,
         "exchange wired, state restored": max(writers) - built,
         "first batch written": all_new - max(writers),
-        "(last old batch after request)": last_old - r.requested,
+        "(last old batch after request)": records.last_old,
     }
     restarts = [at for at in log_times(log, "job failed", r.requested) if at <= all_new + WINDOW_S]
-    return Measured(
-        downtime,
-        r.answered - r.requested,
-        first_new - r.requested,
-        all_new - r.requested,
-        steps,
-        len(restarts),
-    )
+    answered = r.answered - r.requested
+    return Measured(records.downtime, answered, records.first_new, records.all_new, steps, len(restarts))
 
 
-def check_output(out: Path, keys: int, launches: set[int]) -> str:
+def check_output(out: Path, keys: int, must_commit: set[int]) -> str:
     """Raises SystemExit naming the first inexact thing in the committed output;
-    each of `launches` must have committed records."""
+    each launch of `must_commit` must have committed records."""
     line = re.compile(rb'\{"key":(\d+),"n":(\d+),"count":(\d+)\}\n')
     name = re.compile(r"~\d+-(\d+)-[0-9a-f]{8}-\d+-chk\d+\.jsonl$")
     seen = bytearray()
@@ -203,9 +181,9 @@ def check_output(out: Path, keys: int, launches: set[int]) -> str:
         gap = column.find(0)
         if gap != -1 and column.count(0) != len(column) - gap:
             raise SystemExit(f"partition {p}: record n={p + PARTITIONS * gap} missing, later ones committed")
-    if not launches <= set(by_launch):
+    if not must_commit <= set(by_launch):
         raise SystemExit(
-            f"committed records per launch: {dict(by_launch)}; launches that must have: {launches}"
+            f"committed records per launch: {dict(by_launch)}; launches that must have: {must_commit}"
         )
     total = sum(by_launch.values())
     return f"{total:,} records exact over launches {sorted(by_launch)}"

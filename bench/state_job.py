@@ -17,7 +17,6 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-from arrival_sink import ArrivalFileSink, mark
 from lockgate.runtime import (
     Context,
     FileSink,
@@ -27,6 +26,8 @@ from lockgate.runtime import (
     StreamEnvironment,
     ValueStateDescriptor,
 )
+
+from bench.arrival_sink import ArrivalFileSink, mark
 
 
 class Blob(KeyedProcessFunction):

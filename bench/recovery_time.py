@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
 import signal
@@ -31,57 +30,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
-from lockgate.runtime.coordination.keys import JobKeys
-from lockgate.runtime.coordination.records import CompletedCheckpoint, decode
+from lockgate.runtime.coordination.etcd import Etcd
+from state_run import LOCKGATE, ROOT, Job, filled, progress, rate
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tests.process_tree import python_task_workers  # noqa: E402
-
-LOCKGATE = str(Path(sys.executable).parent / "lockgate")
-KEYS = JobKeys("default", "state")
-
-
-class Job:
-    def __init__(self, work: Path, parallelism: int, keys: int, value_bytes: int, *flags: str) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "bench"), str(ROOT)])}
-        args = [f"keys={keys}", f"value_bytes={value_bytes}", f"output=file://{work}/out"]
-        command = [LOCKGATE, "run", "state_job:build", "--job-id", "state", "-p", str(parallelism)]
-        command += ["--checkpoint-interval", "5", "--restart-delay", "0", *flags]
-        command += [x for a in args for x in ("--arg", a)]
-        self.process = subprocess.Popen(
-            command, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        self.work = work
-
-    def etcd(self) -> Etcd:
-        while not (self.work / ".lockgate" / "run.json").exists():
-            if self.process.poll() is not None:
-                raise SystemExit(f"the run ended with {self.process.returncode}")
-            time.sleep(0.1)
-        record = json.loads((self.work / ".lockgate" / "run.json").read_text())
-        return Etcd(EtcdConfig.from_url(record["etcd"]))
-
-
-async def progress(etcd: Etcd, since_ms: int = 0) -> tuple[int, int]:
-    """Records read by the tasks that reported after `since_ms`, and their count."""
-    rows = [json.loads(v) for _, v in await etcd.get_prefix(KEYS.progress)]
-    fresh = [r for r in rows if r["at_ms"] > since_ms]
-    return sum(r["read"] for r in fresh), len(fresh)
-
-
-async def latest(etcd: Etcd) -> CompletedCheckpoint | None:
-    n = await etcd.get(KEYS.latest)
-    data = None if n is None else await etcd.get(KEYS.completed_of(int(n)))
-    return None if data is None else decode(CompletedCheckpoint, data)
-
-
-async def rate(etcd: Etcd, seconds: float = 4.0) -> float:
-    first, _ = await progress(etcd)
-    await asyncio.sleep(seconds)  # measuring a rate over a window
-    last, _ = await progress(etcd)
-    return (last - first) / seconds
+from tests.process_tree import python_task_workers
 
 
 async def back_to_rate(
@@ -106,13 +59,7 @@ async def back_to_rate(
 async def measure(work: Path, keys: int, value_bytes: int) -> None:
     job = Job(work, 2, keys, value_bytes)
     async with job.etcd() as etcd:
-        while (await progress(etcd))[0] < keys * 1.2:
-            await asyncio.sleep(0.5)
-        filled = await latest(etcd)
-        while (await latest(etcd)) == filled:  # a checkpoint taken after every key was seen
-            await asyncio.sleep(0.5)
-        checkpoint = await latest(etcd)
-        assert checkpoint is not None
+        checkpoint = await filled(etcd, keys)
         steady = await rate(etcd)
         print(
             f"state {checkpoint.bytes / 1e6:,.0f} MB in checkpoint {checkpoint.checkpoint_id} "

@@ -384,6 +384,12 @@ class CheckpointCoordinator:
             if event.deleted:
                 continue
             n, vertex, subtask = JobKeys.parse_ack(event.key, self.keys.acks)
+            if n not in self.pending:
+                # Late, of a checkpoint this launch never triggered (ids are never reused):
+                # an earlier launch's task, sealed with that launch's key, not a forgery.
+                log.info("ignoring an acknowledgement of checkpoint %s, which this launch did not trigger", n)
+                await self._guarded([Delete(event.key)])
+                continue
             try:
                 record = (
                     event.value if self._ack_key is None else unseal(self._ack_key, event.key, event.value)
@@ -395,8 +401,7 @@ class CheckpointCoordinator:
                     n, vertex, subtask, error,
                 )  # fmt: skip
                 await self._guarded([Delete(event.key)])
-                if n in self.pending:
-                    await self._abort(n, f"an acknowledgement for {vertex}/{subtask} is not this run's")
+                await self._abort(n, f"an acknowledgement for {vertex}/{subtask} is not this run's")
                 continue
             ack = decode(Ack, record)
             pending = self.pending.get(n)

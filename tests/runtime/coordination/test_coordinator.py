@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 import pytest
@@ -271,6 +272,36 @@ async def test_a_completed_checkpoint_subsumes_older_pending_ones(etcd, keys, tm
 async def _published(job: Job, n: int) -> bool:
     data = await job.store.get(job.keys.trigger)
     return data is not None and decode(Trigger, data).checkpoint_id == n
+
+
+async def test_a_late_acknowledgement_of_an_earlier_launch_is_no_alarm_and_aborts_nothing(
+    job: Job, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An earlier launch's task acknowledging its own checkpoint after this launch's
+    coordinator started: sealed with that launch's key, for an id this launch never
+    triggered. Failed before: logged as a forgery ("something else wrote it")."""
+    job.give_heap_state()
+    job.ack_key = ack_key(b"this launch's secret")
+    for subtask in job.subtasks:
+        subtask.ack_key = job.ack_key
+    coordinator = job.coordinator(MANUAL)
+    await coordinator.start()
+    late, *_ = job.subtasks
+    late.ack_key = ack_key(b"the earlier launch's secret")
+    try:
+        target = f"file://{job.storage.checkpoint_dir(job.keys.job, 99)}"
+        earlier = Trigger(99, coordinator.launch - 1, "checkpoint", target, 0)
+        with caplog.at_level(logging.INFO, logger="lockgate.runtime.coordination.coordinator"):
+            await late.answer(earlier)
+            await eventually(
+                lambda: "did not trigger" in caplog.text, "the late acknowledgement seen", timeout_s=10
+            )
+        late.ack_key = job.ack_key
+        summary = await asyncio.wait_for(coordinator.trigger(), 10)
+    finally:
+        await coordinator.close()
+    assert "something else wrote it" not in caplog.text
+    assert summary.checkpoint_id == 1
 
 
 async def test_an_acknowledgement_the_run_did_not_seal_is_refused_before_its_files_are_signed(

@@ -45,7 +45,7 @@ def _run_partition(spec: JobSpec, _rows: Iterator[int]) -> Iterator[int]:
     return iter([index])
 
 
-def _recorded_failure(spec: JobSpec) -> str:
+def recorded_failure(spec: JobSpec) -> str:
     """The failure a task of this launch blamed on the job's code or input
     (`CheckpointControl.record_failure`), or "": Spark names the stage's first
     failed task, which may be a peer whose exchange broke when that task died."""
@@ -93,7 +93,7 @@ class BarrierStage:
         try:
             finished = rdd.barrier().mapPartitions(functools.partial(_run_partition, spec)).collect()
         except Py4JJavaError as error:
-            job_failure = found_in(str(error)) or found_in(_recorded_failure(spec))
+            job_failure = found_in(str(error)) or found_in(recorded_failure(spec))
             if job_failure is None:
                 raise
             raise job_failure from None  # Py4J's text around it is Spark's and Java's

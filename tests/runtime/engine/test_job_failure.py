@@ -3,6 +3,7 @@ the text Py4J passes on."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import threading
@@ -14,9 +15,16 @@ import pytest
 from lockgate.runtime.api import job_traceback
 from lockgate.runtime.api.connectors import UnreadableRecordError
 from lockgate.runtime.api.validation import milliseconds
+from lockgate.runtime.coordination.etcd import EtcdConfig
+from lockgate.runtime.coordination.etcd_server import EtcdServer
+from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.engine.channels import LocalChannel
+from lockgate.runtime.engine.control import CheckpointControl
 from lockgate.runtime.engine.job_failure import carried, found_in, job_code_paths
+from lockgate.runtime.engine.job_spec import JobSpec
+from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.failure_class import classify
+from lockgate.runtime.spark.stage import recorded_failure
 
 
 def _raised(fn: Callable[[], Any]) -> BaseException:
@@ -104,3 +112,30 @@ def test_the_runtime_installed_among_the_sites_packages_is_still_the_runtime(mon
     full = LocalChannel(1, cancelled=cancelled)
     full.send([1])
     assert carried(_raised(lambda: _emits(lambda: full.send([2])))) is None
+
+
+def test_a_tasks_failure_recorded_under_its_launch_is_the_one_the_driver_names(
+    etcd_server: EtcdServer, tmp_path: Path
+) -> None:
+    """Spark names the stage's first failed task: often a peer whose exchange broke
+    when the task that read the unreadable record died (seen in CI: a restart, then
+    the same record again). That task records its failure under its launch first,
+    and the driver reads it there when Py4J's text carries none."""
+    config = EtcdConfig.from_url(etcd_server.endpoint)
+    keys = JobKeys("test", "recorded-failure")
+    spec = JobSpec("m:f", keys, 2, StateConfig("heap", tmp_path, 32), config, secret=b"s" * 32, launch=7)
+    assert recorded_failure(spec) == "", "nothing recorded: Spark's own error stands"
+    control = CheckpointControl(config, keys, 1, 7)
+    try:
+        message = "KafkaSource: the message at topic 't' partition 1 offset 750 is not 'json'"
+        job_failure = carried(UnreadableRecordError(message))
+        assert job_failure is not None
+        control.record_failure(str(job_failure))
+    finally:
+        control.close()
+    named = found_in(recorded_failure(spec))
+    assert isinstance(named, UnreadableRecordError)
+    assert str(named) == message
+    assert classify(named).permanent, "no restart can read it"
+    other_launch = dataclasses.replace(spec, launch=8)
+    assert recorded_failure(other_launch) == "", "a failure is its launch's alone"

@@ -80,11 +80,13 @@ class JobEtcd:
                 etcd, keys, stop=stop, directory=directory, request_id=request_id, expires_in_s=timeout_s
             )
         try:
-            return await await_savepoint(etcd, keys, request_id, timeout_s)
+            result = await await_savepoint(etcd, keys, request_id, timeout_s)
         except TimeoutError:
             # Withdrawn, so that the next driver does not serve it (and stop) when it starts.
             await etcd.delete(keys.savepoint_request(request_id))
             raise
+        await etcd.delete(keys.savepoint_request(request_id))  # read: a stopping driver need not wait
+        return result
 
     async def rescale(
         self,

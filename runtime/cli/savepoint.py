@@ -56,6 +56,8 @@ async def take_savepoint(arguments: argparse.Namespace) -> int:
                 f"no result for savepoint {request_id} within {arguments.timeout:.0f} s: is the job "
                 "running? A request no driver took up by then expires; ask again once it runs"
             ) from None
+        # Read: a run that stopped with it may take its embedded etcd down now.
+        await etcd.delete(keys.savepoint_request(request_id))
     if result.status != "completed":
         raise ValueError(f"savepoint {request_id} failed: {result.error}")
     print(result.path)

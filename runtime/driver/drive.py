@@ -11,10 +11,12 @@ from typing import TextIO
 
 from lockgate.runtime.autoscaling.loop import Autoscaler
 from lockgate.runtime.clock import SystemClock
-from lockgate.runtime.coordination.cancellation import cancel_and_wait
+from lockgate.runtime.coordination.cancellation import cancel_and_wait, within
 from lockgate.runtime.coordination.completed_store import CompletedCheckpointStore
 from lockgate.runtime.coordination.etcd import Etcd, EtcdConfig
 from lockgate.runtime.coordination.job_status import StatusHeartbeat
+from lockgate.runtime.coordination.keys import JobKeys
+from lockgate.runtime.coordination.kv_store import KeyValueStore
 from lockgate.runtime.driver.options import JobSettings
 from lockgate.runtime.driver.progress import Totals, read_totals, show_progress
 from lockgate.runtime.engine.job_master import JobMaster, RunResult, Stage, ends_the_job
@@ -120,7 +122,36 @@ async def drive(
         finally:
             await cancel_and_wait(beside, "stopping the autoscaler and the progress display")
         await status.finish("finished" if result.savepoint is None else "stopped", savepoint=result.savepoint)
+        if result.savepoint is not None:
+            await requests_read(etcd, settings.keys)
         return result, await read_totals(etcd, settings.keys, store, master.first_launch)
+
+
+REQUESTS_READ_WITHIN_S = 5.0
+"""How long a run that stopped with a savepoint waits for its requester to read the
+result before it ends (taking an embedded etcd, and the result, with it)."""
+
+
+async def requests_read(etcd: KeyValueStore, keys: JobKeys, within_s: float = REQUESTS_READ_WITHIN_S) -> None:
+    """Until no savepoint request is left: a requester deletes its request once it read
+    the result (`lockgate savepoint`, the operator); one that does not is waited for
+    `within_s` at most."""
+
+    async def none_left() -> None:
+        rows, revision = await etcd.get_prefix_at(keys.savepoint_requests)
+        left = {key for key, _ in rows}
+        if not left:
+            return
+        async for event in etcd.watch_prefix(keys.savepoint_requests, revision + 1):
+            if event.deleted:
+                left.discard(event.key)
+            else:
+                left.add(event.key)
+            if not left:
+                return
+
+    with contextlib.suppress(TimeoutError):
+        await within(none_left(), within_s)
 
 
 def _reachable(bind: str) -> str:

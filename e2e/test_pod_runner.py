@@ -20,11 +20,11 @@ from tests.polling import eventually_true
 NAMESPACE = "ns"
 # Prints what the pod sees, then serves on its pod IP until stopped.
 PROGRAM = (
-    "import os, pathlib, socket, time\n"
+    "import os, pathlib, signal, socket\n"
     "mounted = pathlib.Path(os.environ['CONF']).read_text()\n"
     "print(os.environ['POD_IP'], os.environ['POD_NAME'], mounted, flush=True)\n"
     "server = socket.create_server((os.environ['POD_IP'], 0))\n"
-    "time.sleep(600)\n"
+    "signal.pause()  # until the runner stops the pod\n"
 )
 
 

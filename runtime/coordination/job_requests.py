@@ -39,10 +39,9 @@ async def request_savepoint(
     up by then (the requester stopped waiting: a stop nobody awaits would end a
     later launch by surprise)."""
     request_id = request_id or uuid.uuid4().hex[:12]
-    if not expires_in_s > 0:
-        raise ValueError(f"a savepoint request's expiry must be positive, got {expires_in_s} s")
-    lease = await etcd.grant_lease(max(1, math.ceil(expires_in_s)))
-    await etcd.put(keys.savepoint_request(request_id), encode(SavepointRequest(stop, directory)), lease)
+    await _request(
+        etcd, keys.savepoint_request(request_id), encode(SavepointRequest(stop, directory)), expires_in_s
+    )
     return request_id
 
 
@@ -65,10 +64,9 @@ async def request_rescale(
     """Ask the running driver to change the job's parallelism in place; returns the
     request's id. Expires as a savepoint request does."""
     request_id = request_id or uuid.uuid4().hex[:12]
-    if not expires_in_s > 0:
-        raise ValueError(f"a rescale request's expiry must be positive, got {expires_in_s} s")
-    lease = await etcd.grant_lease(max(1, math.ceil(expires_in_s)))
-    await etcd.put(keys.rescale_request(request_id), encode(RescaleRequest(parallelism, generation)), lease)
+    await _request(
+        etcd, keys.rescale_request(request_id), encode(RescaleRequest(parallelism, generation)), expires_in_s
+    )
     return request_id
 
 
@@ -81,6 +79,14 @@ async def await_rescale(
     if taken_up_s is not None:
         await _result(etcd, key, RescaleResult, min(taken_up_s, timeout_s), final=False)
     return await _result(etcd, key, RescaleResult, timeout_s)
+
+
+async def _request(etcd: KeyValueStore, key: bytes, request: bytes, expires_in_s: float) -> None:
+    """Write `request` under a lease of `expires_in_s`: gone when its requester stopped waiting."""
+    if not expires_in_s > 0:
+        raise ValueError(f"a request's expiry must be positive, got {expires_in_s} s")
+    lease = await etcd.grant_lease(max(1, math.ceil(expires_in_s)))
+    await etcd.put(key, request, lease)
 
 
 async def _result(

@@ -1,5 +1,7 @@
 """The driver JVM's standard error is sifted: Java's and Spark's start-up notes are
-dropped, everything else it writes, then or later, reaches the user in order."""
+dropped, everything else it writes, then or later, reaches the user in order.
+The test program writes each of its own lines in one call: print's text and its
+newline are two writes, between which the copier's lines may land."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import textwrap
 
 PROGRAM = textwrap.dedent(
     """
-    import subprocess, sys
+    import os, subprocess
     from lockgate.runtime.spark.jvm_stderr import sifted_stderr
 
     with sifted_stderr() as copier:
@@ -21,8 +23,8 @@ PROGRAM = textwrap.dedent(
             echo "a later error, after the start" >&2
             printf "no newline at the end" >&2
         '''])
-        print("this process, while sifting", file=sys.stderr)
-    print("this process, after", file=sys.stderr)
+        os.write(2, b"this process, while sifting\\n")
+    os.write(2, b"this process, after\\n")
     child.wait()
     copier.join(10)
     assert not copier.is_alive(), "the child's exit ends the copying"

@@ -95,3 +95,36 @@ def test_the_metadata_of_an_offset_committed_in_a_transaction_is_dropped(kafka: 
     committed = group.committed([TopicPartition(topic, 0)], timeout=30)[0]
     assert (committed.offset, committed.metadata) == (42, None)
     group.close()
+
+
+def test_a_transaction_overlapping_an_open_one_is_acknowledged_before_it_is_committed(
+    kafka: KafkaBroker,
+) -> None:
+    """Apache Kafka completes a commit whatever other producers do. tansu answers
+    the commit at once but holds it (records and offsets) until every transaction
+    that wrote to the same partitions in between has ended too."""
+    topic = kafka.create_topic(1)
+
+    def transactional(name: str) -> Producer:
+        producer = Producer(
+            {"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": f"{topic}-{name}", **QUIET}
+        )
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(topic, name.encode(), partition=0)
+        assert producer.flush(30) == 0
+        return producer
+
+    group = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"{topic}-marker", **QUIET})
+    marker = TopicPartition(topic, 0, 42)
+
+    def marker_offset() -> int:
+        return int(group.committed([TopicPartition(topic, 0)], timeout=10)[0].offset)
+
+    still_open, committing = transactional("open"), transactional("committing")
+    committing.send_offsets_to_transaction([marker], group.consumer_group_metadata(), 30)
+    committing.commit_transaction(30)
+    assert marker_offset() < 0, "tansu showed the commit while an overlapping transaction was open"
+    still_open.commit_transaction(30)
+    assert marker_offset() == 42
+    group.close()

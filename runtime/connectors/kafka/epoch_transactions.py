@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -166,7 +167,34 @@ class EpochTransactions:
         metadata = self._marker_group.consumer_group_metadata()
         self._call(lambda: producer.send_offsets_to_transaction(marker, metadata, self._timeout_s), "mark")
         self._call(lambda: producer.commit_transaction(self._timeout_s), "commit")
+        self._await_marker(epoch)
         self._last_marker = epoch.marker
+
+    def _await_marker(self, epoch: Epoch) -> None:
+        """Returns once the broker shows `epoch`'s marker: a broker may acknowledge a
+        commit before it shows it (tansu holds a transaction until those that wrote
+        to its partitions meanwhile have ended), and a restore that read the older
+        marker then would send the epoch again."""
+        tp = self._kafka.TopicPartition(self._topic, 0)
+        group = self._marker_group
+        deadline = time.monotonic() + self._timeout_s
+        pause = 0.002
+        while True:
+            remaining = deadline - time.monotonic()
+            wait = max(remaining, 0.1)
+            found = self._call(lambda wait=wait: group.committed([tp], timeout=wait), "read marker")
+            if int(found[0].offset) == epoch.marker:
+                return
+            if remaining <= 0:
+                raise KafkaConnectorError(
+                    f"KafkaSink: the broker acknowledged the commit of checkpoint {epoch.checkpoint}'s "
+                    f"epoch of {self.transactional_id!r} but did not show it within "
+                    f"{self._timeout_s:g} s (transaction.timeout.ms); the job restarts from its last "
+                    "checkpoint, and the restore sends the epoch only if the broker still does not "
+                    "show it"
+                )
+            time.sleep(min(pause, remaining))  # polling the broker: it has no notification
+            pause = min(pause * 2, 0.1)
 
     def _call(self, step: Any, what: str) -> Any:
         try:

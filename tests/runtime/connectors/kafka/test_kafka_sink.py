@@ -169,6 +169,34 @@ def test_a_failure_during_the_commit_sends_the_epoch_once(kafka: KafkaBroker) ->
     second.close()
 
 
+def test_a_commit_the_broker_acknowledges_but_does_not_show_is_not_taken_as_done(
+    kafka: KafkaBroker,
+) -> None:
+    """A broker that answers a commit before it shows it (tansu holds a transaction
+    until the ones overlapping it have ended): a restore that read the marker then
+    would send the epoch again. The commit returns only once the marker shows, and
+    fails, naming the epoch, when it does not within the transaction timeout."""
+    topic = kafka.create_topic(1)
+    other = Producer(
+        {"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": f"{topic}-other", **QUIET}
+    )
+    other.init_transactions(30)
+    other.begin_transaction()
+    other.produce(topic, json.dumps({"user": "x", "n": 100}).encode(), partition=0)
+    assert other.flush(30) == 0
+    properties = {**QUIET_PROPERTIES, "transaction.timeout.ms": 2000}
+    first = writer(kafka, topic, properties=properties)
+    committables = write_epoch(first, records(0, 10), 1)
+    with pytest.raises(KafkaConnectorError, match=r"acknowledged the commit of checkpoint 1's epoch of "):
+        first.commit(committables)
+    other.commit_transaction(30)
+    restored = sink(kafka, topic).create_writer(context())
+    restored.recover(committables)
+    assert committed_values(kafka, topic) == [*range(10), 100]
+    restored.close()
+    other.flush(0)
+
+
 def test_a_restored_writer_fences_the_one_it_replaces(kafka: KafkaBroker) -> None:
     topic = kafka.create_topic(1)
     zombie = writer(kafka, topic)

@@ -30,9 +30,13 @@ def executor_pods() -> bool:
     return True
 
 
-async def test_spark_creates_an_executor_pod_per_replica_owned_by_the_driver_pod(
+@pytest.mark.timeout(600)  # a lost executor: Spark's replacement pod, then the stage relaunched
+async def test_executor_pods_one_per_replica_owned_by_the_driver_a_deleted_one_replaced_exactly(
     job: WordCountJob, kubectl: Kubectl, platform: Platform
 ) -> None:
+    """One job shows all of it, since each job's start costs its pods' start: the
+    pods Spark creates, a lost one replaced with the output exact, and the clean-up
+    when the job is deleted, within the Role the operator gave it."""
     job.words.append()
     await job.apply(replicas=2)
     await job.running(launch=1, replicas=2)
@@ -65,8 +69,21 @@ async def test_spark_creates_an_executor_pod_per_replica_owned_by_the_driver_pod
         decision = policy.decide(pod, requester, kubectl.namespace, accounts)
         assert (decision.applies, decision.denials) == (True, []), pod["metadata"]["name"]
 
+    await job.next_checkpoint()
+    lost, _ = await executors_are(kubectl, job, launch=1, count=2)
+    job.words.append()  # in flight when the executor goes
+    await kubectl.delete_pod(lost)
+
+    async def replaced() -> bool:
+        names = await running_executor_pods(kubectl, job, launch=1)
+        return len(names) == 2 and lost not in names
+
+    await eventually_true(replaced, f"Spark replaces {lost}", 180, 0.3)
     job.words.append()
     await job.output_is_exact()
+    status = await job.status()
+    assert status["launch"] == 1, "the driver recovers its job itself: no new launch"
+    assert status["phase"] == "Running"
 
     await kubectl.delete(job.name)  # Spark's driver stops and cleans up after itself
 
@@ -94,29 +111,3 @@ def _spark_needs_no_more_than_its_role(platform: EmulatedCluster, job: WordCount
     }
     unused = granted - calls - UNSEEN_BUT_NEEDED
     assert not unused, f"the Role grants what Spark never used: {sorted(unused)}"
-
-
-@pytest.mark.timeout(600)  # a lost executor: Spark's replacement pod, then the stage relaunched
-async def test_a_deleted_executor_pod_is_replaced_and_the_job_recovers_exactly(
-    job: WordCountJob, kubectl: Kubectl
-) -> None:
-    job.words.append()
-    await job.apply(replicas=2)
-    await job.running(launch=1, replicas=2)
-    await job.output_is_exact()
-    await job.next_checkpoint()
-    lost, _ = await executors_are(kubectl, job, launch=1, count=2)
-
-    job.words.append()  # in flight when the executor goes
-    await kubectl.delete_pod(lost)
-
-    async def replaced() -> bool:
-        names = await running_executor_pods(kubectl, job, launch=1)
-        return len(names) == 2 and lost not in names
-
-    await eventually_true(replaced, f"Spark replaces {lost}", 180, 0.3)
-    job.words.append()
-    await job.output_is_exact()
-    status = await job.status()
-    assert status["launch"] == 1, "the driver recovers its job itself: no new launch"
-    assert status["phase"] == "Running"

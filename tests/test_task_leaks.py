@@ -14,6 +14,7 @@ def test_a_task_that_swallows_its_cancellation_fails_its_test_by_name(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PYTHONPATH", str(REPOSITORY))
+    monkeypatch.setenv("LOCKGATE_TEST_TASK_END_BOUND_S", "1")
     pytester.makeconftest('pytest_plugins = ["tests.task_leaks"]\n')
     pytester.makepyfile(
         test_stuck=textwrap.dedent(

@@ -224,14 +224,14 @@ def _lower(
         peak == recommended or waited >= 2 * policy.scale_down_delay_s
     ):
         reason = (
-            f"scale down {state.parallelism} -> {peak}: every recommendation since {since:g} s was lower, "
-            f"none above {peak} in the last {policy.scale_down_delay_s:g} s; {_why(sizing)}"
+            f"scale down {state.parallelism} -> {peak}: every recommendation for the last {_s(waited)} s was "
+            f"lower, none above {peak} in the last {policy.scale_down_delay_s:g} s; {_why(sizing)}"
         )
         return Decision(now_s, "scale-down", peak, reason, ScalingState(peak, now_s), recommended, sizing)
     due = since + policy.scale_down_delay_s
     reason = (
-        f"hold at {state.parallelism}: {peak} would do since {since:g} s, scale-down from {due:g} s; "
-        f"{_why(sizing)}"
+        f"hold at {state.parallelism}: {peak} would do for {_s(waited)} s, scale-down in "
+        f"{_s(max(0.0, due - now_s))} s; {_why(sizing)}"
     )
     pending = replace(state, lower_since_s=since, recent=recent)
     return Decision(now_s, "hold", state.parallelism, reason, pending, recommended, sizing)
@@ -295,6 +295,12 @@ def even_split(parallelism: int, policy: ScalingPolicy, ceiling: int) -> int:
     partitions = [p for p in candidates if policy.kafka_partitions and policy.kafka_partitions % p == 0]
     both = [p for p in key_groups if p in partitions or policy.kafka_partitions is None]
     return next(iter(both or partitions or key_groups), parallelism)
+
+
+def _s(seconds: float) -> str:
+    """A duration as a reason says it: the decision's times are the driver's wall
+    clock, whose seconds since the epoch a reader cannot place."""
+    return f"{round(seconds, 1):g}"
 
 
 def _why(sizing: Sizing) -> str:

@@ -77,6 +77,29 @@ def test_a_load_drop_scales_down_exactly_once_after_the_delay() -> None:
     assert run.backlog[-1] == 0.0
 
 
+WALL_CLOCK_S = 1_795_800_000.0
+"""Where the driver's clock (wall time, seconds since the epoch) stands."""
+
+
+def test_a_scale_down_under_way_says_how_long_it_has_waited_and_how_long_is_left() -> None:
+    decider = Autoscaler(POLICY, 1)
+    decider.state = ScalingState(1, WALL_CLOCK_S)
+
+    def on_the_wall_clock(samples: list[LoadSample], now_s: float) -> Decision:
+        shifted = [replace(sample, at_s=sample.at_s + WALL_CLOCK_S) for sample in samples]
+        return decider(shifted, now_s + WALL_CLOCK_S)
+
+    run = simulate(lambda t: 3000.0 if t < 1200 else 800.0, on_the_wall_clock, parallelism=1, until_s=2400)
+    assert run.actions() == ["scale-up", "scale-down"], [d.reason for d in run.rescales]
+    pending = [d for d in run.decisions if d.action == "hold" and "would do" in d.reason]
+    first = pending[0].at_s
+    later = next(d for d in pending if d.at_s == first + 100)
+    assert "would do for 100 s, scale-down in 500 s;" in later.reason, later.reason
+    down = run.rescales[1]
+    waited = down.at_s - first
+    assert f"every recommendation for the last {waited:g} s was lower, none above 2" in down.reason
+
+
 def test_a_constant_load_never_rescales() -> None:
     """1800/s on 3 subtasks of 1000/s: 0.6 of them, inside the band (0.4 to 0.7)."""
     run = simulate(lambda t: 1800.0, Autoscaler(POLICY, 3), parallelism=3, until_s=4 * 3600, noise=0.2)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 WIDTH, HEIGHT, MARGIN = 640, 400, 60
 
 
@@ -47,3 +49,129 @@ def latency_plot(points: list[tuple[float, float, float]]) -> str:
         f'<text x="{WIDTH - MARGIN}" y="{MARGIN - 5}" text-anchor="end" fill="#2471a3">p50</text>'
         "</svg>\n"
     )
+
+
+PANEL_HEIGHT, GAP = 130, 30
+PARALLELISM, FLINK = "#1e1e1e", "#e67e22"
+
+
+def autoscaling_plot(
+    rows: list[tuple[float, float, float | None, int | None]],
+    rescales: list[tuple[float, int]],
+    flink: list[tuple[float, int | None]],
+) -> str:
+    """Three panels against time: the offered rate, the backlog, and the running
+    parallelism beside the one Flink's algorithm would pick; a dashed line at each
+    rescale. `rows`: (seconds, records/s offered, backlog or None, parallelism or
+    None: paused); `rescales`: (seconds, new parallelism); `flink`: (seconds,
+    parallelism or None: no decision)."""
+    end = max(t for t, *_ in rows)
+    height = MARGIN + 3 * PANEL_HEIGHT + 2 * GAP + MARGIN
+
+    def x(t: float) -> float:
+        return MARGIN + t / end * (WIDTH - 2 * MARGIN)
+
+    def panel(
+        index: int, label: str, top: float, series: list[tuple[str, list[list[tuple[float, float]]]]]
+    ) -> str:
+        bottom = MARGIN + (index + 1) * PANEL_HEIGHT + index * GAP
+
+        def y(value: float) -> float:
+            return bottom - value / top * PANEL_HEIGHT
+
+        parts = [
+            f'<line x1="{MARGIN}" y1="{bottom}" x2="{WIDTH - MARGIN}" y2="{bottom}" stroke="black"/>',
+            f'<line x1="{MARGIN}" y1="{bottom - PANEL_HEIGHT}" x2="{MARGIN}" y2="{bottom}" stroke="black"/>',
+            f'<text x="{MARGIN + 6}" y="{bottom - PANEL_HEIGHT + 12}">{label}</text>',
+        ]
+        for i in range(3):
+            value = top * i / 2
+            parts.append(
+                f'<text x="{MARGIN - 8}" y="{y(value) + 4:.1f}" text-anchor="end">{value:.0f}</text>'
+            )
+        for style, segments in series:
+            for segment in segments:
+                path = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in segment)
+                parts.append(f'<polyline points="{path}" fill="none" {style}/>')
+        return "".join(parts)
+
+    offered = [(t, rate) for t, rate, _, _ in rows]
+    backlog = _segments([(t, b) for t, _, b, _ in rows])
+    running = _segments([(t, p) for t, _, _, p in rows], steps=True)
+    picked = _segments(flink, steps=True)
+    top_rate = _round_up(max(rate for _, rate in offered) * 1.1)
+    top_backlog = _round_up(max((b for s in backlog for _, b in s), default=1.0) * 1.1)
+    top_parallelism = _round_up(max(p for s in running + picked for _, p in s) + 1)
+    markers = "".join(
+        f'<line class="rescale" x1="{x(t):.1f}" y1="{MARGIN - 10}" x2="{x(t):.1f}" y2="{height - MARGIN}" '
+        f'stroke="grey" stroke-dasharray="4 3"/>'
+        f'<text x="{x(t) + 3:.1f}" y="{MARGIN - 12}" fill="grey">P={p}</text>'
+        for t, p in rescales
+    )
+    ticks = "".join(
+        f'<text x="{x(t):.1f}" y="{height - MARGIN + 18}" text-anchor="middle">{t:.0f}</text>'
+        for t in range(0, int(end) + 1, next(s for s in (5, 10, 15, 20, 30, 60, 120, 300) if end / s <= 8))
+    )
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+        'font-family="sans-serif" font-size="12">'
+        f'<rect width="{WIDTH}" height="{height}" fill="white"/>'
+        + panel(
+            0,
+            "offered (records/s)",
+            top_rate,
+            [('class="offered" stroke="#2471a3" stroke-width="2"', [offered])],
+        )
+        + panel(
+            1,
+            "backlog (records)",
+            top_backlog,
+            [('class="backlog" stroke="#c0392b" stroke-width="2"', backlog)],
+        )
+        + panel(
+            2,
+            "parallelism",
+            top_parallelism,
+            [
+                (f'class="parallelism" stroke="{PARALLELISM}" stroke-width="3"', running),
+                (f'class="flink" stroke="{FLINK}" stroke-width="1.5" stroke-dasharray="5 3"', picked),
+            ],
+        )
+        + markers
+        + ticks
+        + f'<text x="{WIDTH / 2}" y="{height - 15}" text-anchor="middle">seconds</text>'
+        f'<text x="{WIDTH - MARGIN}" y="{height - MARGIN - PANEL_HEIGHT + 12}" text-anchor="end">'
+        f'<tspan fill="{PARALLELISM}">running</tspan> · '
+        f'<tspan fill="{FLINK}">Flink\'s algorithm would pick</tspan></text>'
+        "</svg>\n"
+    )
+
+
+def _segments(
+    points: list[tuple[float, float | None]] | list[tuple[float, int | None]], *, steps: bool = False
+) -> list[list[tuple[float, float]]]:
+    """The runs of points with a value (a gap where there is none); as steps: each
+    value held until the next point."""
+    segments: list[list[tuple[float, float]]] = []
+    current: list[tuple[float, float]] = []
+    for t, value in points:
+        if value is None:
+            if current:
+                segments.append(current)
+            current = []
+            continue
+        if steps and current and current[-1][1] != value:
+            current.append((t, current[-1][1]))
+        current.append((t, float(value)))
+    if current:
+        segments.append(current)
+    return segments
+
+
+def _round_up(value: float) -> float:
+    """`value` rounded up to an even multiple of its order of magnitude (72 -> 80,
+    117 -> 200, 9 -> 10): axis ticks at 0, half and the top read as round numbers."""
+    if value <= 0:
+        return 1.0
+    step = 2 * 10 ** math.floor(math.log10(value))
+    return math.ceil(value / step) * step if value > step / 2 else step / 2

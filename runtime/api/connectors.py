@@ -215,6 +215,11 @@ def _outside_a_job() -> None:
     """A context made by hand (a connector's unit test) has no control plane to ask."""
 
 
+def _peers_ready(point: str) -> None:
+    """Every writer of the launch was made before any recovers (one process builds
+    all its tasks, then runs them), or the context was made by hand: nobody to wait for."""
+
+
 @dataclass(frozen=True)
 class SubtaskContext:
     """Whose a source reader or sink writer is: subtask `subtask` of `parallelism`,
@@ -224,7 +229,12 @@ class SubtaskContext:
     `confirm_launch()` raises unless `launch` still coordinates the job, asked of the
     control plane at that moment: a task can be held (a GC pause, a frozen executor)
     while a later launch restores the same checkpoint and commits past it, so a sink
-    whose commits are not idempotent asks before it acts on the restored committables."""
+    whose commits are not idempotent asks before it acts on the restored committables.
+
+    `rendezvous(point)` returns once every subtask of the launch has called it with
+    `point`: a writer that must act after all its peers did something first (a
+    transactional sink fencing every transactional id before it reads what any of
+    them committed) calls it in `recover`, which every subtask calls once."""
 
     job: JobIdentity
     subtask: int
@@ -233,6 +243,7 @@ class SubtaskContext:
     vertex: str = ""  # the source's or sink's name in the job graph
     exactly_once: bool = True  # the job's mode; False: at-least-once
     confirm_launch: Callable[[], None] = field(default=_outside_a_job, compare=False, repr=False)
+    rendezvous: Callable[[str], None] = field(default=_peers_ready, compare=False, repr=False)
 
 
 class Sink(ABC):

@@ -224,8 +224,8 @@ class CheckpointCoordinator:
         self._next_id = self._last_allocated + 1
         # Acks of an earlier coordinator belong to checkpoints nobody will complete,
         # sources restored by this run report being drained anew, and earlier
-        # launches' exchange addresses name servers that are gone, and their tasks'
-        # failures were read when those launches ended.
+        # launches' exchange addresses name servers that are gone, their meeting
+        # points are passed, and their tasks' failures were read when those launches ended.
         _, revision = await self._kv.get_prefix_at(self.keys.acks)
         if not await self._kv.transaction(
             [self.leadership.guard],
@@ -234,6 +234,7 @@ class CheckpointCoordinator:
                 DeletePrefix(self.keys.acks),
                 DeletePrefix(self.keys.drained),
                 DeletePrefix(self.keys.exchange),
+                DeletePrefix(self.keys.rendezvous),
                 DeletePrefix(self.keys.failures),
             ],
         ):

@@ -33,12 +33,17 @@
                                                         takes exchange connections on
 /lockgate/<namespace>/<job>/tasks/failure/<launch>      the failure a task of that launch blamed
                                                         on the job's code or input
+/lockgate/<namespace>/<job>/tasks/rendezvous/<launch>/<point>/<subtask>
+                                                        a task of that launch reached a point
+                                                        of its start every task must reach
+                                                        before any goes on (Task.run)
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from urllib.parse import quote
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 
@@ -126,6 +131,14 @@ class JobKeys:
 
     def failure_of(self, launch: int) -> bytes:
         return self._key(f"tasks/failure/{launch}")
+
+    @property
+    def rendezvous(self) -> bytes:
+        """Every launch's meeting points of its tasks; a coordinator clears earlier launches'."""
+        return self._key("tasks/rendezvous/")
+
+    def rendezvous_of(self, launch: int, point: str) -> bytes:
+        return self._key(f"tasks/rendezvous/{launch}/{quote(point, safe='')}/")
 
     @property
     def drained(self) -> bytes:

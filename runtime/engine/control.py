@@ -52,6 +52,9 @@ class TaskProgress:
 # The tasks of a barrier stage start together; one that has not published its
 # address by then never will (its executor is gone), and Spark fails the stage.
 GATHER_TIMEOUT_S = 300.0
+RENDEZVOUS_TIMEOUT_S = 600.0
+"""A task reaches a point of its start after its restore, so the slowest restore
+of a launch sets the wait; a peer that fails fails the whole stage sooner."""
 
 
 _Update = TypeVar("_Update")
@@ -65,6 +68,10 @@ async def _pump(updates: AsyncIterator[_Update], subscribers: list[queue.Queue[_
 
 class AddressExchangeTimeoutError(TimeoutError):
     """Some tasks of a launch never published their exchange address."""
+
+
+class RendezvousTimeoutError(TimeoutError):
+    """Some tasks of the launch never reached a point every task must reach."""
 
 
 class LaunchDeposedError(RuntimeError):
@@ -173,9 +180,26 @@ class CheckpointControl:
                 f"{prefix.decode()} are {sorted(k.decode() for k in found)}, not tasks 0..{parallelism - 1}"
             ) from None
 
-    async def _gather(self, prefix: bytes, address: str, parallelism: int, found: dict[bytes, bytes]) -> None:
-        """Fills `found` with the launch's addresses until it holds `parallelism`."""
-        await self._store.put(prefix + str(self._subtask).encode(), address.encode())
+    def rendezvous(self, point: str, parallelism: int, *, timeout_s: float = RENDEZVOUS_TIMEOUT_S) -> None:
+        """Returns once all `parallelism` tasks of this launch have reached `point`:
+        for a step of a task's start that must be done by every task before any
+        goes on (a sink fencing its transactional ids before reading what they
+        committed). A peer that fails first fails the stage, and this task with it."""
+        prefix = self.keys.rendezvous_of(self.launch, point)
+        found: dict[bytes, bytes] = {}
+        try:
+            self._call(within(self._gather(prefix, "", parallelism, found), timeout_s))
+        except TimeoutError:
+            missing = [i for i in range(parallelism) if prefix + str(i).encode() not in found]
+            raise RendezvousTimeoutError(
+                f"task {self._subtask} of launch {self.launch} waited {timeout_s:g} s at {point!r} for "
+                f"tasks {missing}, which never got there"
+            ) from None
+
+    async def _gather(self, prefix: bytes, value: str, parallelism: int, found: dict[bytes, bytes]) -> None:
+        """Publishes `value` as this task's under `prefix` and fills `found` with the
+        launch's until it holds `parallelism`."""
+        await self._store.put(prefix + str(self._subtask).encode(), value.encode())
         rows, revision = await self._store.get_prefix_at(prefix)
         found.update(rows)
         if len(found) < parallelism:

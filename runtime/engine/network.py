@@ -184,6 +184,8 @@ class RemoteOutputChannel:
                     sock.close()
                 if not isinstance(error, (ConnectionRefusedError, ConnectionResetError, TurnedAwayError)):
                     raise
+                if self._cancelled.is_set():  # the peer failed before it listened: no use waiting
+                    raise TaskCancelledError from error
                 if time.monotonic() > deadline:
                     raise AuthenticationError(f"{host}:{port}: {error}") from error
             time.sleep(WAIT_S)

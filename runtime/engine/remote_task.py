@@ -73,6 +73,7 @@ def _connect_and_run(
             wiring=wiring,
             restore=spec.restore,
             cancelled=cancelled,
+            rendezvous=lambda point: control.rendezvous(point, spec.parallelism),
         )
     except BaseException:
         for close in wiring.closers:  # Task.run would have; it never started

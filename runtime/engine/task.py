@@ -100,8 +100,12 @@ class Task:
         wiring: Wiring,
         restore: RestorePoint | None = None,
         cancelled: threading.Event | None = None,
+        rendezvous: Callable[[str], None] | None = None,
     ) -> None:
         self.graph = graph
+        # Where the launch's tasks wait for each other at a point of their start;
+        # None: one process built them all before running any (nothing to wait for).
+        self._rendezvous = rendezvous
         # Set when any chain of the job fails: every chain then stops.
         self.cancelled = cancelled or threading.Event()
         self.config = config
@@ -166,7 +170,6 @@ class Task:
     def _operator(self, vertex: Vertex) -> Output:
         if vertex.kind == "sink":
             writer = vertex.operator.create_writer(self.subtask_context(vertex.name))
-            writer.recover(self.committing(vertex.name).restored_committables())
             self.committers[vertex.name] = writer
             sink = SinkOperator(vertex.name, writer, self.snapshot)
             self._sinks[vertex.name] = sink
@@ -192,8 +195,16 @@ class Task:
         config = self.config
         exactly_once = config.mode == "exactly-once"
         launch = self.control.launch
+        meet = self._rendezvous
         return SubtaskContext(
-            job, config.index, config.parallelism, launch, vertex, exactly_once, self.control.confirm_launch
+            job,
+            config.index,
+            config.parallelism,
+            launch,
+            vertex,
+            exactly_once,
+            self.control.confirm_launch,
+            **({} if meet is None else {"rendezvous": lambda point: meet(f"{vertex}/{point}")}),
         )
 
     # -- checkpoints -----------------------------------------------------------------
@@ -291,6 +302,14 @@ class Task:
         done = threading.Event()
         reporter = threading.Thread(target=self._report_progress, args=(done,), daemon=True, name="progress")
         try:
+            # Every sink writer of the launch exists before any recovers (a writer's
+            # recovery may wait for its peers': SubtaskContext.rendezvous).
+            try:
+                for name, sink in self._sinks.items():
+                    sink.writer.recover(self.committing(name).restored_committables())
+            except BaseException:
+                self.cancelled.set()  # the launch cannot run: its peers stop too
+                raise
             self.wiring.connect()
             threads = [threading.Thread(target=c.run_guarded, name=c.name) for c in self.chains]
             for thread in threads:

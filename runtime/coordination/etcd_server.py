@@ -42,6 +42,10 @@ def _ended_with(parent: int) -> Callable[[], None]:
 
 PR_SET_PDEATHSIG = 1
 LINUX = sys.platform.startswith("linux")
+HEARTBEAT_MS = 20
+ELECTION_TIMEOUT_MS = 100
+"""etcd's raft tick and election timeout for its one member (etcd wants the
+timeout at least 5 ticks)."""
 
 
 class EtcdServer:
@@ -98,6 +102,12 @@ class EtcdServer:
             "--listen-peer-urls": peer,
             "--initial-advertise-peer-urls": peer,
             "--initial-cluster": f"lockgate={peer}",
+            # One member, no peers: the election timeout is only how long it waits
+            # before electing itself when it starts on earlier data (etcd's default,
+            # 1-2 s, was most of a `lockgate run --local` rerun's start-up); no peer
+            # misses a heartbeat or calls an election.
+            "--heartbeat-interval": str(HEARTBEAT_MS),
+            "--election-timeout": str(ELECTION_TIMEOUT_MS),
         }
         command = [self._binary, *itertools.chain.from_iterable(flags.items())]
         if self._tls is not None:

@@ -42,8 +42,8 @@ def _ended_with(parent: int) -> Callable[[], None]:
 
 PR_SET_PDEATHSIG = 1
 LINUX = sys.platform.startswith("linux")
-HEARTBEAT_MS = 20
-ELECTION_TIMEOUT_MS = 100
+HEARTBEAT_MS = 10
+ELECTION_TIMEOUT_MS = 50
 """etcd's raft tick and election timeout for its one member (etcd wants the
 timeout at least 5 ticks)."""
 
@@ -134,7 +134,7 @@ class EtcdServer:
                 raise EtcdServerError(f"etcd exited with code {self._process.returncode}; see {self._log}")
             if self._answers():
                 return
-            time.sleep(0.05)  # polling a process we just started; nothing to wait on
+            time.sleep(0.01)  # polling a process we just started; nothing to wait on
         raise EtcdServerError(f"etcd at {self.endpoint} was not healthy after {timeout} s")
 
     def _answers(self) -> bool:

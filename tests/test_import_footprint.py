@@ -51,6 +51,22 @@ def test_lockgate_run_loads_neither_spark_nor_kafka_before_it_knows_it_needs_the
     assert _under(loaded, "lockgate.runtime.connectors") == []
 
 
+def test_a_local_run_from_flags_loads_no_yaml_reader_spark_or_kafka(tmp_path: Path) -> None:
+    """A whole `lockgate run --local` (not only its imports: what it loads while it
+    runs as well). Failed before: reading a manifest's YAML was imported with the
+    manifest model, so every run loaded PyYAML (20-30 ms of its start-up)."""
+    repository = Path(__file__).resolve().parents[1]
+    run = (
+        f"import os, sys; sys.path.insert(0, {str(repository)!r}); os.chdir({str(tmp_path)!r})\n"
+        "from lockgate.runtime.cli import main\n"
+        "assert main(['run', 'tests.jobs.configurable:running_sum', '--local', '--bounded', '-p', '2', "
+        f"'--arg', 'count=100', '--arg', 'output=file://{tmp_path}/out']) == 0"
+    )
+    loaded = _loaded_after(run)
+    assert "lockgate.runtime.engine.task" in loaded, "the job ran"
+    assert _under(loaded, "yaml", "pyspark", "lockgate.runtime.spark", "confluent_kafka") == []
+
+
 def test_the_operator_loads_no_engine_driver_spark_or_connector() -> None:
     """Failed before: `lockgate.runtime`'s `__init__` loaded the job API and every
     connector for any runtime module the operator imports, and

@@ -45,7 +45,8 @@ LINUX = sys.platform.startswith("linux")
 HEARTBEAT_MS = 10
 ELECTION_TIMEOUT_MS = 50
 """etcd's raft tick and election timeout for its one member (etcd wants the
-timeout at least 5 ticks)."""
+timeout at least 5 ticks); the ticks cost an idle etcd about 1.5 % of a core
+(0.4 % at etcd's defaults of 100 ms and 1 s)."""
 
 
 class EtcdServer:

@@ -4,6 +4,7 @@ can be installed here."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import json
@@ -257,10 +258,22 @@ class VersionedEmulator(kmock.KubernetesEmulator):
         it (fabric8, the Kubernetes client inside Spark, asks for this first)."""
         socket = aiohttp.web.WebSocketResponse()
         await socket.prepare(raw)
-        with contextlib.suppress(ConnectionError, RuntimeError):  # the client went away
-            async for event in self._serve_watch(request):
-                if isinstance(event, dict):
-                    await socket.send_str(json.dumps(event))
+
+        async def stream() -> None:
+            with contextlib.suppress(ConnectionError, RuntimeError):  # the client went away
+                async for event in self._serve_watch(request):
+                    if isinstance(event, dict):
+                        await socket.send_str(json.dumps(event))
+            await socket.close()  # the watch ended: so does the socket
+
+        sender = asyncio.create_task(stream(), name="websocket-watch")
+        try:
+            async for _ in socket:  # reading answers the client's close at once
+                pass
+        finally:
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sender
         return socket
 
     async def _serve_watch(self, request: kmock.Request) -> AsyncIterator[Any]:

@@ -8,14 +8,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lockgate.runtime.coordination.etcd import Etcd
-from lockgate.runtime.coordination.job_requests import await_rescale, request_rescale
-from lockgate.runtime.coordination.records import JobStatus, RescaleResult
+from lockgate.runtime.coordination.records import JobStatus
 
 from tests.faults import processes
 from tests.faults.checkpoint_corruption import corrupt_snapshot
 from tests.faults.exchange_partition import ExchangeProxies
 from tests.faults.faulty_fs import StorageFaults
+from tests.faults.rescale_steps import STEPS, RescaleStep, RescaleSteps, follow, request_watched
 from tests.faults.schedule import Fault
 from tests.faults.soak_cluster import JOB, Driver, SoakCluster
 
@@ -191,22 +190,68 @@ def _rescale_in_place(ctx: FaultContext, injection: Injection, _rng: random.Rand
     slots), while the round's other faults hit it: a task or an executor lost during
     the stop checkpoint or the relaunch fails that launch, and the next one serves the
     request again (or finds itself at the target)."""
+    _rescale(ctx, injection, None)
+
+
+def _at_rescale_step(fault: Injector) -> Injector:
+    """`fault` (one of the kinds of its own) injected at a step of an in-place rescale
+    of the running job, the step drawn from the fault's seed (rescale_steps.py)."""
+
+    def inject(ctx: FaultContext, injection: Injection, rng: random.Random) -> None:
+        _rescale(ctx, injection, (rng.choice(STEPS), lambda: fault(ctx, injection, rng)))
+
+    return inject
+
+
+def _rescale(
+    ctx: FaultContext, injection: Injection, fault_at: tuple[RescaleStep, Callable[[], None]] | None
+) -> None:
+    """Request a rescale between 1 and 2; with `fault_at`, inject the fault once etcd
+    shows its step; then wait for the final answer. Everything within
+    `RESCALE_WAIT_S` of the request, which expires then."""
     status = ctx.cluster.status()
     if status is None or status.state != "running":
         injection.note("no running driver to ask")
         return
     target = 1 if status.parallelism > 1 else 2
-
-    async def rescaled(etcd: Etcd) -> RescaleResult:
-        request = await request_rescale(etcd, JOB, target, expires_in_s=RESCALE_WAIT_S)
-        injection.injected = True
-        return await await_rescale(etcd, JOB, request, RESCALE_WAIT_S)
-
-    result = ctx.cluster.ask(rescaled, within_s=RESCALE_WAIT_S + 5)
+    steps = ctx.cluster.ask(lambda etcd: request_watched(etcd, JOB, target, RESCALE_WAIT_S))
+    if steps is None:
+        injection.note("etcd did not take the rescale request")
+        return
+    deadline = steps.started + RESCALE_WAIT_S
+    injection.injected = fault_at is None
+    since, since_what = steps.started, "the request"
+    if fault_at is not None:
+        step, fault = fault_at
+        _follow(ctx, steps, lambda s: s.reached(step) or s.over_before(step), deadline)
+        if not steps.reached(step):
+            injection.note(f"step {step} not reached")
+        else:
+            since, since_what = time.monotonic(), "the fault"
+            injection.note(f"at step {step} ({since - steps.started:.2f} s after the request)")
+            fault()
+    _follow(ctx, steps, lambda s: s.result is not None, deadline)
+    result = steps.result
     said = (
-        "no final answer" if result is None else f"{result.status} at {result.parallelism} ({result.reason})"
+        f"no final answer in {RESCALE_WAIT_S:.0f} s"
+        if result is None
+        else f"{result.status} at {result.parallelism} ({result.reason})"
     )
-    injection.note(f"rescale {status.parallelism} -> {target}: {said}")
+    injection.note(
+        f"rescale {status.parallelism} -> {target}: {said}; "
+        f"what etcd showed, from {since_what}: {steps.describe(since)}"
+    )
+
+
+def _follow(
+    ctx: FaultContext, steps: RescaleSteps, until: Callable[[RescaleSteps], bool], deadline: float
+) -> None:
+    """Follow the rescale's steps in etcd until `until` holds or `deadline` passes; an
+    etcd that does not answer (paused, restarting) is asked again."""
+    while not until(steps) and (left := deadline - time.monotonic()) > 0:
+        ctx.cluster.ask(lambda etcd: follow(etcd, steps, until), within_s=left)
+        if not until(steps):
+            time.sleep(0.2)  # etcd did not answer: polling it until it does
 
 
 def _stallable(driver: Driver) -> list[int]:
@@ -385,6 +430,13 @@ INJECTORS: dict[str, Injector] = {
     "kafka-late-writer": _late_kafka_writer,
     "rescale-in-place": _rescale_in_place,
 }
+# The same faults, injected at a step of an in-place rescale.
+AT_RESCALE_STEP = {
+    "rescale-driver-kill": "driver-kill",
+    "rescale-etcd-pause": "etcd-pause",
+    "rescale-task-kill": "worker-kill",
+}
+INJECTORS.update({kind: _at_rescale_step(INJECTORS[fault]) for kind, fault in AT_RESCALE_STEP.items()})
 
 
 def run_fault(ctx: FaultContext, injection: Injection, round_start: float) -> None:

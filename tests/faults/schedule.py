@@ -28,7 +28,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "partition": ("exchange-partition",),
     "checkpoint": ("checkpoint-flip", "checkpoint-truncate"),
     "kafka": ("kafka-late-writer",),
-    "rescale": ("rescale-in-place",),
+    "rescale": ("rescale-in-place", "rescale-driver-kill", "rescale-etcd-pause", "rescale-task-kill"),
 }
 CLASSES = tuple(KINDS)
 CLASS_OF = {kind: cls for cls, kinds in KINDS.items() for kind in kinds}
@@ -57,6 +57,12 @@ HOLD_S: dict[str, tuple[float, float]] = {
     "checkpoint-truncate": (0, 0),
     "kafka-late-writer": (12, 15),  # the driver's stall, at least; until the replacement committed
     "rescale-in-place": (0, 0),  # until the driver answers
+}
+# A fault at a step of an in-place rescale holds as the fault alone does.
+HOLD_S |= {
+    "rescale-driver-kill": HOLD_S["driver-kill"],
+    "rescale-etcd-pause": HOLD_S["etcd-pause"],
+    "rescale-task-kill": HOLD_S["worker-kill"],
 }
 
 

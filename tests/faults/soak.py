@@ -25,7 +25,7 @@ from typing import Any, Literal
 from lockgate.runtime.snapshot.storage import SnapshotCorruptError
 
 from tests.faults.exchange_partition import ExchangeProxies
-from tests.faults.injectors import TAKEOVER_WAIT_S, FaultContext, Injection, run_fault
+from tests.faults.injectors import RESCALE_WAIT_S, TAKEOVER_WAIT_S, FaultContext, Injection, run_fault
 from tests.faults.schedule import CLASS_OF, CLASSES, KINDS, Fault, Schedule
 from tests.faults.soak_cluster import JobOptions, SoakCluster
 from tests.faults.soak_reference import (
@@ -51,16 +51,16 @@ class SoakOptions:
     stop_on_failure: bool = True
     startup_bound_s: float = 180.0
 
+    @property
+    def longest_hold_s(self) -> float:
+        """The longest a fault holds: a takeover waits for the replacement, a partition
+        for its bound, a rescale for its answer."""
+        return max(TAKEOVER_WAIT_S, RESCALE_WAIT_S, self.partition_bound_s)
+
     def round_bound_s(self, window_s: float) -> float:
         """The longest a round may take (and the checks after it): its window, the
-        longest fault hold (a takeover waits for the replacement, a partition for its
-        bound) with the injectors' slack, the recovery bound."""
-        return (
-            window_s
-            + max(TAKEOVER_WAIT_S, self.partition_bound_s)
-            + _INJECTOR_SLACK_S
-            + self.recovery_bound_s
-        )
+        longest fault hold with the injectors' slack, the recovery bound."""
+        return window_s + self.longest_hold_s + _INJECTOR_SLACK_S + self.recovery_bound_s
 
 
 @dataclass
@@ -218,9 +218,7 @@ class Soak:
         for thread in threads:
             thread.start()
         self._append_for(self.schedule.window_s, start)
-        hold_bound = (
-            start + self.schedule.window_s + max(TAKEOVER_WAIT_S, self.options.partition_bound_s) + 30
-        )
+        hold_bound = start + self.schedule.window_s + self.options.longest_hold_s + _INJECTOR_SLACK_S
         for thread in threads:
             thread.join(timeout=max(0.0, hold_bound - time.monotonic()))
         stuck = [i.fault.kind for i, t in zip(result.injections, threads, strict=True) if t.is_alive()]

@@ -435,6 +435,7 @@ AT_RESCALE_STEP = {
     "rescale-driver-kill": "driver-kill",
     "rescale-etcd-pause": "etcd-pause",
     "rescale-task-kill": "worker-kill",
+    "rescale-executor-kill": "executor-kill",
 }
 INJECTORS.update({kind: _at_rescale_step(INJECTORS[fault]) for kind, fault in AT_RESCALE_STEP.items()})
 

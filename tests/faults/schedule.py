@@ -28,7 +28,13 @@ KINDS: dict[str, tuple[str, ...]] = {
     "partition": ("exchange-partition",),
     "checkpoint": ("checkpoint-flip", "checkpoint-truncate"),
     "kafka": ("kafka-late-writer",),
-    "rescale": ("rescale-in-place", "rescale-driver-kill", "rescale-etcd-pause", "rescale-task-kill"),
+    "rescale": (
+        "rescale-in-place",
+        "rescale-driver-kill",
+        "rescale-etcd-pause",
+        "rescale-task-kill",
+        "rescale-executor-kill",
+    ),
 }
 CLASSES = tuple(KINDS)
 CLASS_OF = {kind: cls for cls, kinds in KINDS.items() for kind in kinds}
@@ -63,6 +69,7 @@ HOLD_S |= {
     "rescale-driver-kill": HOLD_S["driver-kill"],
     "rescale-etcd-pause": HOLD_S["etcd-pause"],
     "rescale-task-kill": HOLD_S["worker-kill"],
+    "rescale-executor-kill": HOLD_S["executor-kill"],
 }
 
 

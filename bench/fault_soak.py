@@ -11,7 +11,11 @@ the latest checkpoint corrupted on disk (a byte flipped, a file truncated); a la
 Kafka writer of an earlier launch (a relaunch's writer held before it starts while
 its driver stalls and a replacement commits past the same checkpoint; the job
 then also writes its sums to a Kafka topic of a broker of the soak's own, checked
-exactly like the files).
+exactly like the files); an in-place rescale of the running job (`lockgate rescale`
+between 1 and 2), alone or with the driver killed, etcd paused or a task worker
+killed at one of its steps, drawn from the fault's seed (tests/faults/rescale_steps.py:
+taken up, stop checkpoint triggered, stop checkpoint completed, relaunched, the
+relaunch's first checkpoint completed).
 
     .venv/bin/python bench/fault_soak.py --seed 14 --rounds 60 --faults-per-round 4
 

@@ -14,12 +14,7 @@ at most a quarter more subtasks (at least one more).
 
 Timing: samples from the stabilization interval after a rescale (or the start)
 are not used — restoring and catching up the pause skew them — and a decision
-needs a full window of samples after it. The input rate is the window's, or
-its second half's when that is higher. A scale-up acts at once, unless the
-input is still rising: while the window's second half takes in a quarter more
-than the whole window (a load step the window has not filled yet), it waits —
-a window at most — so that it sizes for the new load in one step instead of a
-step per window. A scale-down
+needs a full window of samples after it. A scale-up acts at once. A scale-down
 is considered only while the running parallelism is used less than
 `scale_down_utilization` (0.4: between it and the target the job holds, as
 Flink's utilization boundary does), and waits until every recommendation for
@@ -45,10 +40,6 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from lockgate.runtime.autoscaling.series import IncompleteMetricsError, LoadSample, WindowLoad, measure
-
-RISING = 1.25
-"""Input over the window's second half at least this many times the whole
-window's: the load is still rising, and a scale-up waits for the window to hold it."""
 
 NEAR_FRACTION = 0.25
 """How far above the needed parallelism an even split may lie: a quarter more
@@ -139,8 +130,6 @@ class ScalingState:
     since_s: float
     lower_since_s: float | None = None
     recent: tuple[tuple[float, int], ...] = ()
-    rising_since_s: float | None = None
-    """Since when a scale-up has waited for a rising input to fill the window."""
 
 
 @dataclass(frozen=True)
@@ -192,16 +181,6 @@ def decide(
     except IncompleteMetricsError as missing:
         return _not_taken(now_s, state, f"metrics incomplete: {missing}")
     recommended = recommend(sizing, policy, running)
-    if recommended > running and (waiting := _rising(now_s, policy, state, load)) is not None:
-        reason = (
-            f"hold at {running}: {recommended} would do, but the input is still rising "
-            f"({load.recent_input_rate:.4g}/s over the window's second half, {load.input_rate:.4g}/s "
-            f"over the whole), waited {_s(now_s - waiting)} s of at most {policy.window_s:g} s; "
-            f"{_why(sizing)}"
-        )
-        held = replace(state, lower_since_s=None, recent=(), rising_since_s=waiting)
-        return Decision(now_s, "hold", running, reason, held, recommended, sizing)
-    state = replace(state, rising_since_s=None)
     if recommended > running:
         return Decision(
             now_s,
@@ -227,17 +206,6 @@ def decide(
             now_s, "hold", running, f"hold at {running}: {_why(sizing)}", held, recommended, sizing
         )
     return _lower(now_s, policy, state, recommended, sizing)
-
-
-def _rising(now_s: float, policy: ScalingPolicy, state: ScalingState, load: WindowLoad) -> float | None:
-    """Since when a scale-up has waited for a rising input, if it is to wait on:
-    the window's second half takes in RISING times the whole's, for less than a
-    window so far (a load that keeps rising is not waited for longer)."""
-    recent = load.recent_input_rate
-    if recent is None or recent < RISING * load.input_rate:
-        return None
-    since = state.rising_since_s if state.rising_since_s is not None else now_s
-    return since if now_s - since < policy.window_s else None
 
 
 def _lower(
@@ -284,8 +252,7 @@ def _not_taken(
 def size(load: WindowLoad, policy: ScalingPolicy, running: int) -> Sizing:
     """Per chain, the parallelism its share of the target rate needs."""
     backlog = load.backlog or 0
-    arriving = _input_rate(load)
-    target = arriving + (backlog + arriving * policy.restart_s) / policy.catch_up_s
+    target = load.input_rate + (backlog + load.input_rate * policy.restart_s) / policy.catch_up_s
     if load.read_rate <= 0 and backlog > 0:
         raise IncompleteMetricsError(
             f"the sources read nothing while {backlog} records wait: no processing rate to size by"
@@ -336,19 +303,11 @@ def _s(seconds: float) -> str:
     return f"{round(seconds, 1):g}"
 
 
-def _input_rate(load: WindowLoad) -> float:
-    """What arrives per second: the window's rate, or its second half's when that is
-    higher (a load that rose within the window is sized for as it is now)."""
-    return max(load.input_rate, load.recent_input_rate or 0.0)
-
-
 def _why(sizing: Sizing) -> str:
     load = sizing.load
     backlog = "unknown backlog (busy time alone)" if sizing.busy_time_alone else f"backlog {load.backlog}"
     bottleneck, needed = max(sizing.needed, key=lambda pair: pair[1], default=("-", 0))
-    arriving = _input_rate(load)
-    recent = "" if arriving == load.input_rate else " over the window's second half"
     return (
-        f"input {arriving:.4g}/s{recent}, {backlog}, target {sizing.target_rate:.4g}/s; "
+        f"input {load.input_rate:.4g}/s, {backlog}, target {sizing.target_rate:.4g}/s; "
         f"{bottleneck} needs {needed}"
     )

@@ -12,7 +12,7 @@ naming what is missing, so that no decision is taken on it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 
 class IncompleteMetricsError(Exception):
@@ -79,9 +79,6 @@ class WindowLoad:
     """Backlog growth per second over the window (records arriving faster than read)."""
     unknown_backlog: tuple[str, ...]
     """The source subtasks (`vertex/subtask`) that cannot tell their backlog."""
-    recent_input_rate: float | None = None
-    """The input rate over the window's second half (from the newest sample at or
-    before its middle); None when the backlog is unknown or no sample lies there."""
 
     @property
     def input_rate(self) -> float:
@@ -123,18 +120,7 @@ def measure(
         (vertex, subtask) = key = sorted(set(before) ^ set(after))[0]
         missing_at = last.at_s if key in before else first.at_s
         raise IncompleteMetricsError(f"no metrics of {vertex}/{subtask} at {missing_at:g} s")
-    load = _rates(first, last, before, after)
-    middle = [s for s in eligible if first.at_s < s.at_s <= last.at_s - window_s / 2]
-    if load.backlog is None or not middle:
-        return load
-    try:
-        at_middle = _complete(middle[-1], parallelism)
-        if set(at_middle) != set(after):
-            return load
-        half = _rates(middle[-1], last, at_middle, after)
-    except IncompleteMetricsError:  # the middle sample lacks a subtask: no second half to tell
-        return load
-    return replace(load, recent_input_rate=half.input_rate)
+    return _rates(first, last, before, after)
 
 
 def _complete(sample: LoadSample, parallelism: int) -> dict[tuple[str, int], SubtaskLoad]:

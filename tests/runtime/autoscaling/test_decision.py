@@ -52,21 +52,6 @@ def test_three_times_the_load_of_one_subtask_scales_up_once_to_what_keeps_up() -
     assert "keyed needs 6" in up.reason
 
 
-def test_a_load_step_scales_up_once_for_the_new_load_not_a_step_per_window() -> None:
-    """500 records/s for 10 min, then 3000: the first windows after the step hold
-    part of the new load only. The scale-up waits (a window at most) until the
-    window's second half is no longer rising above the whole, then goes to what
-    keeps up with the new load and its backlog, once."""
-    run = simulate(lambda t: 500.0 if t < 600 else 3000.0, Autoscaler(POLICY, 1), parallelism=1, until_s=1800)
-    assert run.actions() == ["scale-up"], [d.reason for d in run.rescales]
-    (up,) = run.rescales
-    assert up.parallelism * KEYED_RATE * POLICY.target_utilization >= 3000.0, up.reason
-    assert 600 < up.at_s <= 600 + POLICY.window_s + 5, "within a window of the step"
-    waited = [d.reason for d in run.decisions if "the input is still rising" in d.reason]
-    assert waited, "the first window after the step would have sized for less"
-    assert run.backlog[-1] == 0.0
-
-
 def test_the_backlog_drains_within_the_catch_up_duration() -> None:
     run = simulate(lambda t: 3000.0, Autoscaler(POLICY, 1), parallelism=1, until_s=1200)
     up = run.rescales[0]

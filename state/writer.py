@@ -177,6 +177,13 @@ class SavepointWriter:
     def from_snapshot(saved: SavedState) -> SavepointWriter:
         """Everything `saved` holds, rewritten as a savepoint unless changed."""
         vertices = saved.metadata.vertices.values()
+        in_flight = sum(s.channel.records for v in vertices for s in v.subtasks if s.channel is not None)
+        if in_flight:
+            raise StateAccessError(
+                f"{saved.url} was taken unaligned: {in_flight} records were in flight between operators "
+                "(its channel state), which a savepoint never carries; write from a savepoint of the job "
+                "(savepoints are always aligned) or from a checkpoint without channel state"
+            )
         max_parallelism = next((v.max_parallelism for v in vertices), 128)
         return SavepointWriter(max_parallelism, saved, saved.metadata.job_id)
 

@@ -81,7 +81,7 @@ class RestorePoint:
 def _files(metadata: CheckpointMetadata) -> Iterator[FileRef]:
     for vertex in metadata.vertices.values():
         for subtask in vertex.subtasks:
-            for handle in (subtask.keyed, subtask.operator):
+            for handle in (subtask.keyed, subtask.operator, subtask.channel):
                 if handle is not None:
                     yield from handle.files()
 

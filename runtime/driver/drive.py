@@ -42,6 +42,7 @@ def job_spec(settings: JobSettings, etcd: EtcdConfig) -> JobSpec:
         secret=secrets.token_bytes(32),
         args=tuple(settings.args.items()),
         mode=settings.mode,  # type: ignore[arg-type]
+        unaligned_after_s=settings.unaligned_after_s,
         bounded=settings.bounded,
         liveness_timeout_s=settings.exchange_timeout_s,
         in_flight_target_s=settings.in_flight_target_s,

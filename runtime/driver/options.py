@@ -41,6 +41,7 @@ SPEC_OPTIONS = {
     "checkpoint_timeout": "spec.checkpointing.timeout",
     "min_pause": "spec.checkpointing.minPause",
     "mode": "spec.checkpointing.mode",
+    "aligned_checkpoint_timeout": "spec.checkpointing.alignedCheckpointTimeout",
     "max_concurrent": "spec.checkpointing.maxConcurrent",
     "tolerable_failures": "spec.checkpointing.tolerableFailures",
     "retained": "spec.checkpointing.retained",
@@ -299,6 +300,8 @@ class JobSettings:
     metrics_bind: str = "127.0.0.1"
     autoscaler: ScalingPolicy | None = None
     """Set when the autoscaler runs beside the job master."""
+    unaligned_after_s: float | None = None
+    """Exactly-once: alignment a keyed vertex waits before it goes unaligned (None: never)."""
 
     def restart_strategy(self) -> RestartStrategy:
         a = self.arguments
@@ -481,6 +484,7 @@ def settings_from(arguments: argparse.Namespace, work_dir: Path, *, fresh_by_def
         incremental=arguments.incremental,
         state_backend=arguments.state_backend,
         mode=arguments.mode,
+        unaligned_after_s=arguments.aligned_checkpoint_timeout,
         bounded=arguments.bounded,
         checkpoint=CheckpointConfig(
             interval_s=arguments.checkpoint_interval,

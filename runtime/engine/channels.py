@@ -8,17 +8,19 @@ serialization. Network channels (`network.py`) implement the same two sides.
 
 from __future__ import annotations
 
-import queue
+import collections
+import itertools
+import pickle
 import threading
 import time
 from typing import Protocol
 
-from lockgate.runtime.engine.events import Element
+from lockgate.runtime.engine.events import Barrier, Element, OvertakingBarrier, Received
 
 
 class InputChannel(Protocol):
-    def poll(self) -> Element | None:
-        """The next element, or None when none is waiting."""
+    def poll(self) -> Received | None:
+        """The next element (or a barrier that overtook some), or None when none is waiting."""
         ...
 
 
@@ -30,6 +32,13 @@ class OutputChannel(Protocol):
 
     def send(self, element: Element) -> None:
         """Blocks while the channel is full (backpressure)."""
+        ...
+
+    def send_overtaking(self, barrier: Barrier, carried: Element | None) -> None:
+        """Appends `carried` (the sender's last, partial frame: it goes beyond the
+        credit) and puts `barrier` ahead of everything the channel still holds,
+        never blocking. The receiver reads an `OvertakingBarrier` naming what it
+        overtook (unaligned checkpoints)."""
         ...
 
 
@@ -57,7 +66,7 @@ DEFAULT_CHANNEL_CAPACITY = 4
 
 
 class LocalChannel:
-    """A bounded in-memory queue of elements."""
+    """A bounded in-memory queue of elements, with a lane for overtaking barriers."""
 
     def __init__(
         self,
@@ -65,39 +74,68 @@ class LocalChannel:
         wakeup: threading.Event | None = None,
         cancelled: threading.Event | None = None,
     ) -> None:
-        self._queue: queue.Queue[Element] = queue.Queue(capacity)
         self.capacity = capacity
         self._wakeup = wakeup
         self._cancelled = cancelled or threading.Event()
         self.blocked_s = 0.0
+        self._room = threading.Condition()
+        self._elements: collections.deque[Element] = collections.deque()
+        self._credited = 0  # queued elements that count against the capacity
+        self._uncredited: collections.deque[int] = collections.deque()  # their positions (sequence numbers)
+        self._appended = 0  # elements ever queued: the next one's sequence number
+        self._taken = 0  # elements ever polled
+        self._overtaking: collections.deque[tuple[Barrier, int]] = collections.deque()
 
     def send(self, element: Element) -> None:
-        try:
-            self._queue.put_nowait(element)
-        except queue.Full:
-            self._send_blocked(element)
+        with self._room:
+            if self._credited >= self.capacity:
+                self._wait_for_room()
+            self._elements.append(element)
+            self._credited += 1
+            self._appended += 1
         if self._wakeup is not None:
             self._wakeup.set()
 
-    def _send_blocked(self, element: Element) -> None:
+    def _wait_for_room(self) -> None:
         started = time.monotonic()
         try:
-            while True:
-                try:
-                    self._queue.put(element, timeout=0.05)
-                    return
-                except queue.Full:
-                    # Blocked by backpressure; a torn-down job must not keep us here.
-                    if self._cancelled.is_set():
-                        raise TaskCancelledError from None
+            while self._credited >= self.capacity:
+                # Blocked by backpressure; a torn-down job must not keep us here.
+                if self._cancelled.is_set():
+                    raise TaskCancelledError
+                self._room.wait(0.05)
         finally:
             self.blocked_s += time.monotonic() - started
 
-    def poll(self) -> Element | None:
-        try:
-            return self._queue.get_nowait()
-        except queue.Empty:
-            return None
+    def send_overtaking(self, barrier: Barrier, carried: Element | None) -> None:
+        with self._room:
+            if carried is not None:
+                self._uncredited.append(self._appended)
+                self._elements.append(carried)
+                self._appended += 1
+            self._overtaking.append((barrier, self._appended))
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def poll(self) -> Received | None:
+        with self._room:
+            if self._overtaking:
+                barrier, position = self._overtaking.popleft()
+                ahead = itertools.islice(self._elements, position - self._taken)
+                return OvertakingBarrier(
+                    barrier, tuple(pickle.dumps(e, pickle.HIGHEST_PROTOCOL) for e in ahead)
+                )
+            if not self._elements:
+                return None
+            element = self._elements.popleft()
+            if self._uncredited and self._uncredited[0] == self._taken:
+                self._uncredited.popleft()
+            else:
+                self._credited -= 1
+                self._room.notify()
+            self._taken += 1
+            return element
 
     def __len__(self) -> int:
-        return self._queue.qsize()
+        with self._room:
+            return len(self._elements)

@@ -17,13 +17,36 @@ MAX_WATERMARK = (1 << 63) - 1
 
 @dataclass(frozen=True)
 class Barrier:
-    """Checkpoint barrier n: everything before it belongs to checkpoint n."""
+    """Checkpoint barrier n: everything before it belongs to checkpoint n.
+
+    `drained`: every source behind it had read all its input when it was made, so
+    checkpoint n may be the job's final one, whose sinks' epoch must hold every
+    record: such a barrier is always aligned, never overtakes records."""
 
     trigger: Trigger
+    drained: bool = False
 
     @property
     def checkpoint_id(self) -> int:
         return self.trigger.checkpoint_id
+
+    @property
+    def may_overtake(self) -> bool:
+        """Whether a gate may take this checkpoint unaligned: savepoints and a
+        possibly final checkpoint stay aligned."""
+        return self.trigger.kind == "checkpoint" and not self.drained
+
+
+@dataclass(frozen=True)
+class OvertakingBarrier:
+    """A barrier sent ahead of what its channel still held (unaligned checkpoints),
+    as the receiving side reads it: `overtaken` are the elements that precede it in
+    the stream but are still queued behind it, each pickled as it was then. They
+    are still read, after it; a gate that takes the checkpoint before reading them
+    keeps them as the checkpoint's channel state."""
+
+    barrier: Barrier
+    overtaken: tuple[bytes, ...]
 
 
 @dataclass(frozen=True)
@@ -69,3 +92,5 @@ def keyed_record(key: Any, value: Any, max_parallelism: int) -> KeyedRecord:
 EventTime = Watermark | Idle
 Element = list[Any] | TimestampedBatch | Barrier | Watermark | Idle | EndOfStream
 """A batch of records, a barrier, a watermark or idleness, or the end of stream."""
+Received = Element | OvertakingBarrier
+"""What an input channel yields: an element, or a barrier that overtook some."""

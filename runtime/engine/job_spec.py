@@ -37,6 +37,7 @@ class JobSpec:
     secret: bytes = field(repr=False)
     args: tuple[tuple[str, str], ...] = ()
     mode: Mode = "exactly-once"
+    unaligned_after_s: float | None = None  # exactly-once: alignment before a checkpoint goes unaligned
     bounded: bool = False
     batch_size: int = 512
     channel_capacity: int = DEFAULT_CHANNEL_CAPACITY
@@ -72,6 +73,7 @@ class JobSpec:
             self.bounded,
             self.batch_size,
             self.in_flight_target_s,
+            self.unaligned_after_s,
         )
 
     def for_launch(

@@ -6,6 +6,11 @@ frame it has room for; a sender with no credit left blocks until the receiver
 consumed a frame and returned its credit. So at most `capacity` frames wait in
 a receiver per channel, and a slow consumer slows its producers.
 
+A barrier of an unaligned checkpoint overtakes: its frame has the length's
+top bit set, takes no credit, and carries the sender's partial frame, if any;
+the receiver queues that frame (beyond the credit, and returns no credit for it)
+and sets the barrier ahead of everything queued, naming what it overtook.
+
 Heartbeats (`liveness.py`) are a frame of length 0 towards the receiver and a
 grant of 0 credits towards the sender; each side discards them. A channel
 whose peer was silent for the liveness timeout fails with `ChannelSilentError`.
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import itertools
 import logging
 import pickle
 import socket
@@ -28,7 +34,7 @@ import time
 
 from lockgate.runtime.api.connectors import EXCHANGE_FRAME_LIMIT_BYTES
 from lockgate.runtime.engine.channels import ChannelClosedError, ChannelSilentError, TaskCancelledError
-from lockgate.runtime.engine.events import Element, EndOfStream
+from lockgate.runtime.engine.events import Barrier, Element, EndOfStream, OvertakingBarrier, Received
 from lockgate.runtime.engine.frame_seal import MAC_BYTES, FrameAuthenticationError, Opener, Sealer
 from lockgate.runtime.engine.handshake import (
     HANDSHAKE_DEADLINE_S,
@@ -57,6 +63,8 @@ WAIT_S = 0.05
 HEARTBEAT = _U32.pack(0)
 """A frame of length 0 (data direction) or a grant of 0 credits (credit direction)."""
 ONE_CREDIT = _U32.pack(1)
+OVERTAKING = 1 << 31
+"""Set in a frame's length: the frame is an overtaking barrier (and the partial frame it carries)."""
 # A task's peers open one connection per channel, all at once at start: P tasks on a
 # host with C channels each; what a host holds beyond that is turned away at once.
 MAX_PENDING_HANDSHAKES = 256
@@ -73,7 +81,13 @@ class RemoteInputChannel:
         self.capacity = capacity
         self._wakeup = wakeup
         self._liveness = liveness
-        self._frames: collections.deque[bytes] = collections.deque()
+        # Payloads, each with whether it took a credit; b"" marks where the connection ended.
+        self._frames: collections.deque[tuple[bytes, bool]] = collections.deque()
+        self._credited = 0  # queued frames that took a credit
+        self._overtaking: collections.deque[tuple[Barrier, int]] = collections.deque()
+        self._appended = 0  # frames ever queued: the next one's sequence number
+        self._taken = 0  # frames ever polled
+        self._queue_lock = threading.Lock()
         self._link: Link | None = None
         self._opener: Opener | None = None
         self._ended = False
@@ -97,33 +111,60 @@ class RemoteInputChannel:
         try:
             while (header := self._link.read_exactly(_U32.size)) is not None:
                 (length,) = _U32.unpack(header)
+                overtaking, length = bool(length & OVERTAKING), length & ~OVERTAKING
                 if length > MAX_FRAME_BYTES:
                     raise ChannelClosedError(f"frame of {length} bytes on {self.channel}")
                 if (sealed := self._link.read_exactly(length + MAC_BYTES)) is None:
                     break
                 payload, mac = sealed[:length], sealed[length:]
                 self._opener.check(mac, header, payload)
-                if length == 0:
-                    continue  # a heartbeat
-                if len(self._frames) >= self.capacity:
-                    raise ChannelClosedError(f"{self.channel} sent beyond its credit")
-                self._frames.append(payload)
+                if overtaking:
+                    self._queue_overtaking(payload)
+                elif length:  # else a heartbeat
+                    self._queue(payload)
                 self._wakeup.set()
         except ChannelSilentError as silent:
             self._silence = str(silent)
         except OSError as error:  # FrameAuthenticationError too: nothing after it is read
             self._error = error
         self._link.ended()
-        self._frames.append(b"")  # marks where the connection ended
+        with self._queue_lock:
+            self._frames.append((b"", False))
         self._wakeup.set()
 
-    def poll(self) -> Element | None:
+    def _queue(self, payload: bytes) -> None:
+        with self._queue_lock:
+            if self._credited >= self.capacity:
+                raise ChannelClosedError(f"{self.channel} sent beyond its credit")
+            self._frames.append((payload, True))
+            self._credited += 1
+            self._appended += 1
+
+    def _queue_overtaking(self, payload: bytes) -> None:
+        barrier, carried = pickle.loads(payload)
+        if not isinstance(barrier, Barrier) or not isinstance(carried, (bytes, type(None))):
+            raise ChannelClosedError(f"{self.channel} sent an overtaking frame that holds no barrier")
+        with self._queue_lock:
+            if carried is not None:
+                self._frames.append((carried, False))
+                self._appended += 1
+            self._overtaking.append((barrier, self._appended))
+
+    def poll(self) -> Received | None:
         if self._silence is not None and not self._ended:
             # What is still queued cannot help: the task fails and restarts anyway.
             raise ChannelSilentError(self._silence)
-        if not self._frames:
-            return None
-        payload = self._frames.popleft()
+        with self._queue_lock:
+            if self._overtaking:
+                barrier, position = self._overtaking.popleft()
+                ahead = itertools.islice(self._frames, position - self._taken)
+                return OvertakingBarrier(barrier, tuple(payload for payload, _ in ahead))
+            if not self._frames:
+                return None
+            payload, credited = self._frames.popleft()
+            if payload:
+                self._taken += 1
+                self._credited -= credited
         if not payload:
             if self._ended:
                 return None
@@ -131,9 +172,10 @@ class RemoteInputChannel:
             raise ChannelClosedError(f"{self.channel} closed before the end of its stream{cause}")
         element: Element = pickle.loads(payload)
         assert self._link is not None
-        # The sender may be gone; what it sent is still read to its end.
-        with contextlib.suppress(OSError):
-            self._link.send(ONE_CREDIT)
+        if credited:
+            # The sender may be gone; what it sent is still read to its end.
+            with contextlib.suppress(OSError):
+                self._link.send(ONE_CREDIT)
         if isinstance(element, EndOfStream):
             self._ended = True
         return element
@@ -239,6 +281,15 @@ class RemoteOutputChannel:
                 self._wait_for_credit()
             self._credits -= 1
         self._link.send(_U32.pack(len(payload)) + payload)
+
+    def send_overtaking(self, barrier: Barrier, carried: Element | None) -> None:
+        assert self._link is not None, "connect() first"
+        frame = None if carried is None else pickle.dumps(carried, protocol=pickle.HIGHEST_PROTOCOL)
+        payload = pickle.dumps((barrier, frame), protocol=pickle.HIGHEST_PROTOCOL)
+        with self._condition:
+            if self._failure is not None:
+                raise self._failure
+        self._link.send(_U32.pack(len(payload) | OVERTAKING) + payload)
 
     def _wait_for_credit(self) -> None:
         """Blocked by backpressure: the receiver has every frame it granted room for."""

@@ -330,9 +330,11 @@ class KeyedExchange:
         in_flight_target_s: float | None = DEFAULT_IN_FLIGHT_TARGET_S,
         *,
         keyed_records: bool = True,
+        overtaking: bool = False,
     ) -> None:
         self._key_fn = key_fn
         self._keyed_records = keyed_records
+        self._overtaking = overtaking  # barriers overtake what the channels hold
         self._channels = list(channels)
         self._max_parallelism = max_parallelism
         self._buffers: list[list[Any]] = [[] for _ in self._channels]
@@ -382,9 +384,18 @@ class KeyedExchange:
             self._send(target)
 
     def barrier(self, barrier: Barrier) -> None:
-        self.flush()
-        for channel in self._channels:
-            channel.send(barrier)
+        if not self._overtaking:
+            self.flush()
+            for channel in self._channels:
+                channel.send(barrier)
+            return
+        # Nothing waits for room: each channel's partial frame goes with its barrier,
+        # beyond the credit, and the barrier goes ahead of what the channel holds.
+        for target, channel in enumerate(self._channels):
+            batch, stamps = self._buffers[target], self._stamps[target]
+            self._buffers[target], self._stamps[target] = [], None
+            carried = (batch if stamps is None else TimestampedBatch(batch, stamps)) if batch else None
+            channel.send_overtaking(barrier, carried)
 
     def event_time(self, mark: EventTime) -> None:
         self.flush()  # the records before it go first

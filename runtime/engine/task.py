@@ -8,12 +8,13 @@ channel never waits on itself: bounded channels cannot deadlock.
 from __future__ import annotations
 
 import logging
+import posixpath
 import queue
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lockgate.runtime.api.connectors import Backlog, Committer, JobIdentity, SourceReader, SubtaskContext
@@ -21,8 +22,9 @@ from lockgate.runtime.api.graph import JobGraph, Vertex
 from lockgate.runtime.autoscaling.series import SubtaskLoad
 from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger
 from lockgate.runtime.coordination.restore_point import RestorePoint
-from lockgate.runtime.engine.alignment import InputGate, Mode
+from lockgate.runtime.engine.alignment import ChannelState, InputGate, Mode
 from lockgate.runtime.engine.chain_time import ChainTime
+from lockgate.runtime.engine.channel_state import Groups, KeyGroupOf, group_frames, write_channel_state
 from lockgate.runtime.engine.channels import InputChannel, OutputChannel, TaskCancelledError
 from lockgate.runtime.engine.control import CheckpointControl, TaskProgress
 from lockgate.runtime.engine.events import MAX_WATERMARK, Barrier, Idle, TimestampedBatch, Watermark
@@ -38,7 +40,11 @@ from lockgate.runtime.engine.vertex_state import (
     vertex_state,
 )
 from lockgate.runtime.engine.window_operator import LateRecords
+from lockgate.runtime.key_serializer import serialize_key
+from lockgate.runtime.keygroups import key_group_of_bytes
 from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend
+from lockgate.runtime.snapshot.metadata import SubtaskState
+from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.snapshot.subtask import PendingSubtaskSnapshot
 
 log = logging.getLogger(__name__)
@@ -61,6 +67,14 @@ class TaskConfig:
     batch_size: int = 512  # records per frame of a keyed exchange, at most
     # What a record may wait in a backpressured keyed channel (frame_sizing); None: frames stay full.
     in_flight_target_s: float | None = DEFAULT_IN_FLIGHT_TARGET_S
+    # Exactly-once: how long a keyed vertex aligns a checkpoint's barriers before it takes
+    # the checkpoint unaligned (0: at once); None: always aligned, barriers never overtake.
+    unaligned_after_s: float | None = None
+
+    @property
+    def overtaking(self) -> bool:
+        """Whether barriers overtake what the channels hold (unaligned checkpoints may happen)."""
+        return self.mode == "exactly-once" and self.unaligned_after_s is not None
 
 
 def _monotonic_ms() -> int:
@@ -112,6 +126,9 @@ class Task:
         self.control = control
         self.wiring = wiring
         self._uploads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="snapshot")
+        # Per (vertex, checkpoint) taken unaligned, its channel state once every barrier is in.
+        self._channel_states: dict[tuple[str, int], Future[Groups]] = {}
+        self._channel_states_lock = threading.Lock()
         self.states: dict[str, TaskVertexState] = {
             v.name: vertex_state(v, config.index, config.parallelism, config.state) for v in graph.vertices
         }
@@ -155,6 +172,7 @@ class Task:
                     config.batch_size,
                     config.in_flight_target_s,
                     keyed_records=takes_keyed_records(after.kind),
+                    overtaking=config.overtaking,
                 )
                 outputs.append(exchange)
             else:
@@ -217,19 +235,69 @@ class Task:
             self.committing(vertex).record_committables(n, committer.pre_commit(n))
         records = sink.take_epoch() if (sink := self._sinks.get(vertex)) is not None else 0
         pending = self.states[vertex].snapshot(trigger)
-        self._uploads.submit(self._upload, vertex, trigger, pending, drained, records)
+        with self._channel_states_lock:
+            channel = self._channel_states.get((vertex, trigger.checkpoint_id))
+        self._uploads.submit(self._upload, vertex, trigger, pending, drained, records, channel=channel)
+
+    def expect_channel_state(self, vertex: str, checkpoint_id: int) -> None:
+        """`vertex` takes checkpoint `checkpoint_id` unaligned: its snapshot waits for
+        the channel state (`channel_state_gathered`)."""
+        with self._channel_states_lock:
+            self._channel_states[(vertex, checkpoint_id)] = Future()
+
+    def channel_state_gathered(self, vertex: str, state: ChannelState) -> None:
+        key = (vertex, state.checkpoint_id)
+        with self._channel_states_lock:
+            awaited = self._channel_states.pop(key)
+        try:
+            awaited.set_result(group_frames(state.frames, self._key_group_of(vertex)))
+        except Exception as error:  # noqa: BLE001 - the snapshot fails with it, not the chain
+            awaited.set_exception(error)
+
+    def _abandon_channel_states(self) -> None:
+        """The task ends: snapshots still waiting for their channel state fail, not hang."""
+        with self._channel_states_lock:
+            for awaited in self._channel_states.values():
+                awaited.set_exception(TaskCancelledError("the task ended before its channel state was in"))
+            self._channel_states.clear()
+
+    def _key_group_of(self, vertex: str) -> KeyGroupOf:
+        """How the exchange into keyed `vertex` placed a record it sent."""
+        node = self.graph.vertex(vertex)
+        if takes_keyed_records(node.kind):
+            return lambda record: int(record[2])
+        assert node.input is not None
+        assert node.input.key_fn is not None
+        key_fn, m = node.input.key_fn, self.config.state.max_parallelism
+        return lambda record: key_group_of_bytes(serialize_key(key_fn(record)), m)
 
     def _upload(
-        self, vertex: str, trigger: Trigger, pending: PendingSubtaskSnapshot, drained: bool, records: int
+        self,
+        vertex: str,
+        trigger: Trigger,
+        pending: PendingSubtaskSnapshot,
+        drained: bool,
+        records: int,
+        *,
+        channel: Future[Groups] | None,
     ) -> None:
         try:
             state = pending.complete()
+            if channel is not None:
+                state = self._with_channel_state(vertex, trigger, state, channel.result())
         except Exception as error:
             log.exception("snapshot of %s/%s failed", vertex, self.config.index)
             self.control.decline(vertex, trigger, f"{type(error).__name__}: {error}")
             return
         self.state_bytes[vertex] = state.size_bytes()
         self.control.acknowledge(vertex, trigger, state, drained, records)
+
+    def _with_channel_state(
+        self, vertex: str, trigger: Trigger, state: SubtaskState, groups: Groups
+    ) -> SubtaskState:
+        storage = CheckpointStorage(trigger.target)
+        path = posixpath.join(storage.root, vertex, str(self.config.index), "channel")
+        return replace(state, channel=write_channel_state(storage, path, storage.root, groups))
 
     def backpressured_s(self) -> dict[str, float]:
         """Per vertex feeding a keyed exchange: seconds its sends waited for room downstream."""
@@ -321,6 +389,7 @@ class Task:
             done.set()
             if reporter.is_alive():
                 reporter.join()
+            self._abandon_channel_states()
             for sink in self._sinks.values():
                 try:
                     sink.writer.close()  # an open transaction stays hidden, never committed
@@ -471,8 +540,9 @@ class ChainRunner:
             if trigger is None or ended:
                 continue
             state.record_offsets(reader.offsets())
-            self.task.snapshot(self.head.name, Barrier(trigger), drained=drained)
-            self.output.barrier(Barrier(trigger))
+            barrier = Barrier(trigger, drained)
+            self.task.snapshot(self.head.name, barrier, drained=drained)
+            self.output.barrier(barrier)
             if trigger.stop:
                 self._end_source(reader)
                 ended = True
@@ -501,7 +571,13 @@ class ChainRunner:
         reader.close()
 
     def _run_gate(self) -> None:
-        gate = InputGate(self.task.wiring.inputs[self.head.name], self.task.config.mode)
+        config = self.task.config
+        gate = InputGate(
+            self.task.wiring.inputs[self.head.name],
+            config.mode,
+            unaligned_after_s=config.unaligned_after_s,
+            replay=self.task.states[self.head.name].replay(config.batch_size),
+        )
         wakeup = self.task.wiring.wakeups[self.head.name]
         ended = False
         while not ended or self._uncommitted():
@@ -516,7 +592,11 @@ class ChainRunner:
                 self.output.event_time(item)
             elif isinstance(item, Barrier):
                 self.task.alignment_listener(self.head.name, gate.last_alignment_s)
+                if gate.gathering(item.checkpoint_id):
+                    self.task.expect_channel_state(self.head.name, item.checkpoint_id)
                 self.output.barrier(item)
+            elif isinstance(item, ChannelState):
+                self.task.channel_state_gathered(self.head.name, item)
             elif not ended and gate.finished:
                 self.output.end()
                 ended = True

@@ -14,6 +14,8 @@ from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
 from lockgate.runtime.clock import Clock
 from lockgate.runtime.coordination.records import Trigger
 from lockgate.runtime.coordination.restore_point import RestorePoint
+from lockgate.runtime.engine.channel_state import Groups, read_channel_state, replay
+from lockgate.runtime.engine.events import Element
 from lockgate.runtime.keygroups import key_group_range
 from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend
 from lockgate.runtime.snapshot.storage import CheckpointStorage
@@ -50,6 +52,11 @@ class TaskVertexState:
         self.vertex = vertex
         self.index = index
         self.parallelism = parallelism
+
+    def replay(self, batch_size: int) -> list[Element]:
+        """What the restored checkpoint's channel state holds for this subtask's key
+        groups, to be read before any new input."""
+        return []
 
     def restore(self, point: RestorePoint) -> None:
         storage = point.storage
@@ -89,6 +96,16 @@ class KeyedVertexState(TaskVertexState):
             )
         else:
             self.keyed = HeapKeyedStateBackend(config.max_parallelism, groups, config.clock)
+        self._key_groups = groups
+        self._channel_state: Groups = {}
+
+    def restore(self, point: RestorePoint) -> None:
+        super().restore(point)
+        if (state := point.metadata.vertices.get(self.vertex.name)) is not None:
+            self._channel_state = read_channel_state(point.storage, point.storage.root, state)
+
+    def replay(self, batch_size: int) -> list[Element]:
+        return replay(self._channel_state, self._key_groups, batch_size)
 
 
 class CommittingVertexState(TaskVertexState):

@@ -99,3 +99,22 @@ class OperatorStateHandle:
     @staticmethod
     def from_json(data: dict[str, Any]) -> OperatorStateHandle:
         return OperatorStateHandle(FileRef.from_json(data["file"]))
+
+
+@dataclass(frozen=True)
+class ChannelStateHandle:
+    """The records a subtask's input channels held, not yet read, when it took an
+    unaligned checkpoint (`snapshot/channel_state.py`)."""
+
+    file: FileRef
+    records: int
+
+    def files(self) -> Iterator[FileRef]:
+        yield self.file
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file.to_json(), "records": self.records}
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> ChannelStateHandle:
+        return ChannelStateHandle(FileRef.from_json(data["file"]), int(data["records"]))

@@ -21,7 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lockgate.runtime.failure_class import FailureClass
-from lockgate.runtime.snapshot.handles import KeyedStateHandle, OperatorStateHandle, keyed_handle_from_json
+from lockgate.runtime.snapshot.handles import (
+    ChannelStateHandle,
+    KeyedStateHandle,
+    OperatorStateHandle,
+    keyed_handle_from_json,
+)
 from lockgate.runtime.snapshot.snapshot_key import SnapshotKey
 from lockgate.runtime.snapshot.storage import METADATA, CheckpointStorage, SnapshotCorruptError
 
@@ -37,27 +42,33 @@ class SubtaskState:
     subtask: int
     keyed: KeyedStateHandle | None = None
     operator: OperatorStateHandle | None = None
+    channel: ChannelStateHandle | None = None  # only in a checkpoint taken unaligned
 
     def size_bytes(self) -> int:
         """Bytes of every file this subtask's state references (shared files included)."""
-        handles = (h for h in (self.keyed, self.operator) if h is not None)
+        handles = (h for h in (self.keyed, self.operator, self.channel) if h is not None)
         return sum(ref.size for handle in handles for ref in handle.files())
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "subtask": self.subtask,
             "keyed": None if self.keyed is None else self.keyed.to_json(),
             "operator": None if self.operator is None else self.operator.to_json(),
         }
+        if self.channel is not None:
+            data["channel"] = self.channel.to_json()
+        return data
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> SubtaskState:
         keyed = data.get("keyed")
         operator = data.get("operator")
+        channel = data.get("channel")
         return SubtaskState(
             subtask=int(data["subtask"]),
             keyed=None if keyed is None else keyed_handle_from_json(keyed),
             operator=None if operator is None else OperatorStateHandle.from_json(operator),
+            channel=None if channel is None else ChannelStateHandle.from_json(channel),
         )
 
 

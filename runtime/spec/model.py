@@ -179,6 +179,10 @@ class Checkpointing(_Object):
     """The least time between one checkpoint's end and the next one's start."""
     mode: Literal["exactly-once", "at-least-once"] = "exactly-once"
     """exactly-once aligns barriers; at-least-once does not wait for them."""
+    aligned_timeout_s: Duration | None = Field(None, alias="alignedCheckpointTimeout")
+    """exactly-once: a keyed vertex that has aligned a checkpoint's barriers this long takes it
+    unaligned, keeping the records in flight as channel state (0: always unaligned; unset: always
+    aligned). Savepoints are always aligned."""
     max_concurrent: int = Field(1, ge=1, le=INT32)
     """Checkpoints in flight at once."""
     tolerable_failures: int = Field(0, ge=0, le=INT32)
@@ -189,6 +193,15 @@ class Checkpointing(_Object):
     """RocksDB checkpoints upload only new SST files; false takes full snapshots."""
     storage: StorageUrl | None = None
     """Checkpoint storage URL (s3://, gs://, file:// on a shared volume)."""
+
+    @model_validator(mode="after")
+    def _unaligned_only_when_exactly_once(self) -> Checkpointing:
+        if self.aligned_timeout_s is not None and self.mode != "exactly-once":
+            raise ValueError(
+                "alignedCheckpointTimeout applies to exactly-once checkpoints; at-least-once never "
+                "aligns: unset it, or set mode: exactly-once"
+            )
+        return self
 
 
 class Savepoints(_Object):

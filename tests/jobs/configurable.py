@@ -5,7 +5,7 @@ from __future__ import annotations
 from lockgate.runtime import FileSink, GeneratorSource, LogSource, StreamEnvironment
 
 from tests.jobs import counting
-from tests.jobs.functions import CountWords
+from tests.jobs.functions import CountWords, SlowRunningSum
 
 
 def word_count(env: StreamEnvironment) -> None:
@@ -62,4 +62,20 @@ def sums_and_words(env: StreamEnvironment) -> None:
         .key_by(lambda word: word)
         .process(CountWords(), name="count")
         .sink(FileSink(f"{env.args['output']}/words"), name="words-out")
+    )
+
+
+def slow_running_sum(env: StreamEnvironment) -> None:
+    """`running_sum` whose keyed operator takes `slow_ms` per record behind a source
+    that reads as fast as it can: the exchange into it stays full (backpressure)."""
+    source = GeneratorSource(
+        int(env.args["count"]),
+        keys=int(env.args.get("keys", "37")),
+        partitions=int(env.args.get("partitions", "4")),
+    )
+    (
+        env.source(source, name="numbers")
+        .key_by(lambda record: record["key"])
+        .process(SlowRunningSum(float(env.args["slow_ms"]) / 1000), name="sum")
+        .sink(FileSink(env.args["output"]), name="out")
     )

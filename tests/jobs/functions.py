@@ -3,6 +3,7 @@ change without changing what a test checks."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +32,17 @@ class RunningSum(KeyedProcessFunction):
         total = self.total.value() + value["n"]
         self.total.update(total)
         yield {"key": ctx.current_key, "n": value["n"], "sum": total}
+
+
+class SlowRunningSum(RunningSum):
+    """`RunningSum` that takes `seconds` per record: a hot operator that backpressures its input."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def process(self, value: Any, ctx: Context) -> Iterator[dict[str, Any]]:
+        time.sleep(self.seconds)
+        yield from super().process(value, ctx)
 
 
 class FirstSeen(KeyedProcessFunction):

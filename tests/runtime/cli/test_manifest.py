@@ -76,6 +76,14 @@ from tests.runtime.cli.refusals import ARGS, WORD_COUNT, manifest, refusal, sett
             r"spec\.initialSavepointPath and spec\.job\.importUnsignedSavepoint both name a savepoint",
         ),
         ({"initialSavepointPath": 7}, r"spec\.initialSavepointPath must be a string"),
+        (
+            {"checkpointing": {"mode": "at-least-once", "alignedCheckpointTimeout": "1s"}},
+            r"spec\.checkpointing: alignedCheckpointTimeout applies to exactly-once checkpoints",
+        ),
+        (
+            {"checkpointing": {"alignedCheckpointTimeout": "-1s"}},
+            r"spec\.checkpointing\.alignedCheckpointTimeout",
+        ),
     ],
 )
 def test_a_spec_the_operator_would_refuse_is_refused_naming_the_field(

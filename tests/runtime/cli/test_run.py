@@ -123,7 +123,7 @@ def test_a_job_that_does_not_resolve_is_named(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "module 'tests.jobs.configurable' has no 'nothing_here'" in result.stderr
     assert (
-        "it defines: failing_running_sum, offsets_committing_sum, running_sum, sums_and_words, word_count"
+        "it defines: failing_running_sum, offsets_committing_sum, running_sum, slow_running_sum, sums_and_words, word_count"
         in result.stderr
     )
 

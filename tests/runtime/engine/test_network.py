@@ -10,7 +10,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from lockgate.runtime.engine.events import EndOfStream
+from lockgate.runtime.coordination.records import Trigger
+from lockgate.runtime.engine.events import Barrier, EndOfStream, OvertakingBarrier
 from lockgate.runtime.engine.handshake import MAGIC, NONCE_BYTES, AuthenticationError, ChannelId
 from lockgate.runtime.engine.network import ChannelClosedError, ExchangeServer, RemoteOutputChannel
 
@@ -142,3 +143,20 @@ def test_a_closed_server_frees_its_port_and_its_thread() -> None:
     assert accepting() == before
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(address, timeout=5).close()
+
+
+def test_an_overtaking_barrier_takes_no_credit_and_arrives_ahead_of_what_the_receiver_holds(server) -> None:
+    inbound, outbound, wakeup = _connected(server, 2)
+    outbound.send(["r1"])
+    outbound.send(["r2"])  # every credit taken: a plain send would now block
+    barrier = Barrier(Trigger(7, 1, "checkpoint", "file:///chk-7", 0, False))
+    outbound.send_overtaking(barrier, ["partial"])
+    first = _poll_until(inbound, wakeup)
+    assert isinstance(first, OvertakingBarrier)
+    assert first.barrier == barrier
+    assert [pickle.loads(frame) for frame in first.overtaken] == [["r1"], ["r2"], ["partial"]]
+    assert [_poll_until(inbound, wakeup) for _ in range(3)] == [["r1"], ["r2"], ["partial"]]
+    # Two credits came back (the carried frame took none): two sends go through, a third would wait.
+    outbound.send(["r3"])
+    outbound.send(["r4"])
+    assert [_poll_until(inbound, wakeup) for _ in range(2)] == [["r3"], ["r4"]]

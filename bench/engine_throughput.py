@@ -47,6 +47,7 @@ def measure(
     label: str,
     rate: float | None = None,
     metrics: bool = False,
+    unaligned_after_s: float | None = None,
 ) -> tuple[float, float, float]:
     """Runs the job once; returns its records/s and latency p50 and p99 in ms."""
     samples = work / label / "samples"
@@ -68,6 +69,7 @@ def measure(
         bounded=True,
         channel_capacity=args.channel_capacity,
         metrics_ports=METRICS_PORTS if metrics else None,
+        unaligned_after_s=unaligned_after_s,
     )
     storage = CheckpointStorage(f"file://{work}/{label}/checkpoints")
     config = CheckpointConfig(interval_s=interval, timeout_s=600)
@@ -132,7 +134,7 @@ def scrape_every_second(done: threading.Event) -> None:
                 continue
 
 
-ROWS = ("checkpoints-5s", "checkpoints-5s-metrics", "final-only", "rate-50k-5s")
+ROWS = ("checkpoints-5s", "checkpoints-5s-metrics", "final-only", "rate-50k-5s", "checkpoints-5s-unaligned")
 
 
 def main() -> None:
@@ -163,6 +165,10 @@ def main() -> None:
                 "final-only": lambda w: measure(spark, etcd, w, args, None, "final-only"),
                 # Below saturation, latency is the pipeline's own, not time spent queued.
                 "rate-50k-5s": lambda w: measure(spark, etcd, w, args, 5.0, "rate-50k-5s", rate=50_000),
+                # Every checkpoint unaligned: barriers overtake, records in flight are copied.
+                "checkpoints-5s-unaligned": lambda w: measure(
+                    spark, etcd, w, args, 5.0, "checkpoints-5s-unaligned", unaligned_after_s=0.0
+                ),
             }
             if args.curve:
                 latency_curve(spark, etcd, work / "curve", args)

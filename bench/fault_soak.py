@@ -63,6 +63,12 @@ def main() -> int:
     )
     parser.add_argument("--partition-bound", type=float, default=30.0, help="seconds to notice a partition")
     parser.add_argument("--keep-going", action="store_true", help="do not stop at the first failing round")
+    parser.add_argument(
+        "--aligned-checkpoint-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="run the job with unaligned exactly-once checkpoints after this much alignment (0: always)",
+    )
     parser.add_argument("--work", type=Path, help="the soak's directory (default: a new temporary one)")
     arguments = parser.parse_args()
 
@@ -91,7 +97,8 @@ def main() -> int:
     print(
         f"soak in {work}; a round is bounded by {options.round_bound_s(schedule.window_s):.0f} s", flush=True
     )
-    report = Soak(work, schedule, options, JobOptions(), say=lambda line: print(line, flush=True)).run()
+    job = JobOptions(aligned_checkpoint_timeout_s=arguments.aligned_checkpoint_timeout)
+    report = Soak(work, schedule, options, job, say=lambda line: print(line, flush=True)).run()
     print(report.summary())
     return 0 if report.passed else 1
 

@@ -141,7 +141,10 @@ class RemoteInputChannel:
             self._appended += 1
 
     def _queue_overtaking(self, payload: bytes) -> None:
-        barrier, carried = pickle.loads(payload)
+        try:
+            barrier, carried = pickle.loads(payload)
+        except Exception:  # noqa: BLE001 - whatever it holds, it is no barrier: the channel fails
+            barrier = carried = None
         if not isinstance(barrier, Barrier) or not isinstance(carried, (bytes, type(None))):
             raise ChannelClosedError(f"{self.channel} sent an overtaking frame that holds no barrier")
         with self._queue_lock:

@@ -51,6 +51,8 @@ class JobOptions:
     restart_delay_s: float = 1.0
     master: str = "local-cluster[2,1,1024]"
     kafka: bool = False  # also a KafkaSink of the sums, into a broker of the soak's own
+    # Exactly-once checkpoints go unaligned after this much alignment (0: always); None: aligned.
+    aligned_checkpoint_timeout_s: float | None = None
 
 
 @dataclass
@@ -136,6 +138,8 @@ class SoakCluster:
         command += ["--namespace", JOB.namespace, "--job-id", JOB.job, "-p", str(o.parallelism)]
         command += ["--checkpoint-interval", str(o.checkpoint_interval_s)]
         command += ["--checkpoint-timeout", str(o.checkpoint_timeout_s)]
+        if o.aligned_checkpoint_timeout_s is not None:
+            command += ["--aligned-checkpoint-timeout", f"{o.aligned_checkpoint_timeout_s}s"]
         command += [
             "--checkpoint-dir",
             self.checkpoint_url,

@@ -28,10 +28,13 @@ from tests.polling import eventually
 from tests.runtime.engine.test_in_process import _spec
 
 KEYS = 23
-# 2 ms a record at the keyed operator, behind a source that reads as fast as it can:
-# each subtask's input holds 2 channels x 4 frames x 128 records, about 2 s of its work.
-SLOW_MS = "2"
-FRAME = 128
+# 4 ms a record at the keyed operator, behind a source that reads as fast as it can:
+# each subtask's input holds 2 channels x 8 frames x 64 records, about 4 s of its work
+# (an aligned checkpoint waits for it), and a frame is a quarter of a second of it (what
+# an unaligned one waits for: a source's send for room, a subtask's frame under way).
+SLOW_MS = "4"
+FRAME = 64
+CAPACITY = 8
 
 
 class Outcomes:
@@ -55,11 +58,19 @@ class Outcomes:
         return [c for c in self.completions if not c.final]
 
 
-def _slow_job(tmp_path: Path, store: InMemoryStore, count: int, unaligned_after_s: float | None) -> JobSpec:
-    args = {"count": str(count), "keys": str(KEYS), "slow_ms": SLOW_MS, "output": f"file://{tmp_path}/out"}
+def _slow_job(
+    tmp_path: Path, store: InMemoryStore, count: int, unaligned_after_s: float | None, slow_ms: str = SLOW_MS
+) -> JobSpec:
+    args = {"count": str(count), "keys": str(KEYS), "slow_ms": slow_ms, "output": f"file://{tmp_path}/out"}
     spec = _spec(tmp_path, "tests.jobs.configurable:slow_running_sum", store, args)
     # Full frames whatever the wait (no frame sizing): the most there can be in flight.
-    return replace(spec, unaligned_after_s=unaligned_after_s, in_flight_target_s=None, batch_size=FRAME)
+    return replace(
+        spec,
+        unaligned_after_s=unaligned_after_s,
+        in_flight_target_s=None,
+        batch_size=FRAME,
+        channel_capacity=CAPACITY,
+    )
 
 
 def _metadata(completed: CompletedCheckpoint) -> CheckpointMetadata:
@@ -87,19 +98,20 @@ async def _run(
 async def test_under_backpressure_aligned_checkpoints_time_out_and_unaligned_ones_complete(
     tmp_path: Path,
 ) -> None:
-    count = 4_000
-    aligned, _ = await _run(tmp_path / "aligned", count, None, timeout_s=1.0)
+    # Enough for the first checkpoints to be taken before the sources read all their input.
+    aligned, _ = await _run(tmp_path / "aligned", 2_600, None, timeout_s=2.0)
     assert aligned.aborts, "an aligned checkpoint waits for everything in flight: longer than its timeout"
     assert not aligned.before_the_end, [c.duration_ms for c in aligned.before_the_end]
 
-    unaligned, _ = await _run(tmp_path / "unaligned", count, 0.0, timeout_s=1.0)
-    assert len(unaligned.before_the_end) >= 3, unaligned.aborts
+    count = 3_200
+    unaligned, _ = await _run(tmp_path / "unaligned", count, 0.0, timeout_s=2.0)
+    assert len(unaligned.before_the_end) >= 2, unaligned.aborts
     with_channel_state = [c for c in unaligned.before_the_end if _channel_records(c)]
     assert with_channel_state, "nothing was in flight"
     with pytest.raises(StateAccessError, match=r"was taken unaligned: \d+ records were in flight"):
         SavepointWriter.from_snapshot(open_snapshot(with_channel_state[0].path, unsigned=True))
-    for out in ("aligned", "unaligned"):
-        assert_running_sums_exact(read_committed(f"file://{tmp_path}/{out}/out"), count, KEYS)
+    assert_running_sums_exact(read_committed(f"file://{tmp_path}/aligned/out"), 2_600, KEYS)
+    assert_running_sums_exact(read_committed(f"file://{tmp_path}/unaligned/out"), count, KEYS)
 
 
 def _channel_records_of(tmp_path: Path, checkpoint_id: int) -> int:
@@ -111,9 +123,9 @@ def _channel_records_of(tmp_path: Path, checkpoint_id: int) -> int:
 async def test_rescaled_up_and_down_from_checkpoints_with_channel_state_the_output_is_exact(
     tmp_path: Path,
 ) -> None:
-    count = 12_000  # the sources still read at the second stop
+    count = 9_000  # the sources still read at the second stop
     store = InMemoryStore()
-    spec = _slow_job(tmp_path, store, count, 0.0)
+    spec = _slow_job(tmp_path, store, count, 0.0, slow_ms="1")
     config = CheckpointConfig(interval_s=0.2, timeout_s=30, retained=100)
     storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
     master = JobMaster(spec, ThreadStage(), storage, config)

@@ -14,6 +14,7 @@ import pytest
 
 from tests.faults.schedule import Fault, Schedule, plan
 from tests.faults.soak import Soak, SoakOptions, SoakReport
+from tests.faults.soak_cluster import JobOptions
 
 # What the short schedule draws from: what today's main survives every time, faults
 # that fail a launch from a task's side. Left out: a killed driver (a new JVM and the
@@ -23,17 +24,19 @@ from tests.faults.soak import Soak, SoakOptions, SoakReport
 # relaunch then races the old launch's tasks, which sometimes commit what the
 # relaunch replays (issue 14, item 3; seen with etcd-kill, driver-pause and
 # storage-eio-rename; the deterministic case is the xfail test below). The long soak
-# runs every kind. Two rounds of these, then one late Kafka writer of an earlier launch
-# (issue 34, item 1), which brings a Kafka sink, checked exactly too, into every round.
-# Not drawn here: an in-place rescale (`rescale-in-place`, in the long soak), for the
-# suite's time.
-SHORT_CLASSES = ("worker", "executor")
-SHORT_KINDS = ("worker-kill", "worker-pause", "executor-kill", "executor-pause")
+# runs every kind. Two rounds of these and of in-place rescales, then one late Kafka
+# writer of an earlier launch (issue 34, item 1), which brings a Kafka sink, checked
+# exactly too, into every round. The job runs with unaligned checkpoints: a kill -9
+# restores, and a rescale stops at, checkpoints that hold records in flight.
+SHORT_CLASSES = ("worker", "executor", "rescale")
+SHORT_KINDS = ("worker-kill", "worker-pause", "executor-kill", "executor-pause", "rescale-in-place")
 LATE_WRITER = "kafka-late-writer"
 
 
-def _soak(tmp_path: Path, schedule: Schedule, options: SoakOptions) -> SoakReport:
-    report = Soak(tmp_path, schedule, options, say=lambda _: None).run()
+def _soak(
+    tmp_path: Path, schedule: Schedule, options: SoakOptions, job: JobOptions | None = None
+) -> SoakReport:
+    report = Soak(tmp_path, schedule, options, job, say=lambda _: None).run()
     assert report.passed, f"{report.summary()}\nlogs: {tmp_path / 'failures'}"
     return report
 
@@ -43,11 +46,14 @@ def test_a_seeded_short_soak_keeps_output_and_state_exact(tmp_path: Path) -> Non
     kills = plan(14, rounds=2, faults_per_round=2, window_s=6.0, classes=SHORT_CLASSES, kinds=SHORT_KINDS)
     late = plan(14, rounds=1, faults_per_round=1, window_s=6.0, classes=("kafka",))
     schedule = Schedule(kills.seed, kills.window_s, kills.rounds + late.rounds)
-    report = _soak(tmp_path, schedule, SoakOptions(rate=200.0, recovery_bound_s=180.0))
+    unaligned = JobOptions(aligned_checkpoint_timeout_s=0.0)
+    report = _soak(tmp_path, schedule, SoakOptions(rate=200.0, recovery_bound_s=180.0), unaligned)
     injected = report.injected()
     assert sum(injected.values()) >= 4, f"the faults found their targets: {injected}"
     assert injected[LATE_WRITER] == 1, report.summary()
-    assert {i.fault.kind for r in report.rounds for i in r.injections} == {*SHORT_KINDS, LATE_WRITER}
+    # Seed 14 draws a worker paused, an in-place rescale, a worker killed, an executor paused.
+    drawn = {i.fault.kind for r in report.rounds for i in r.injections}
+    assert drawn == {"worker-pause", "rescale-in-place", "worker-kill", "executor-pause", LATE_WRITER}
     # Issue 34, item 1, on Spark: two drivers sharing etcd; a subtask of the first driver's
     # relaunch is held before its Kafka writer starts while that driver stalls and a
     # replacement restores the same checkpoint and commits more; released, the writer

@@ -374,6 +374,11 @@ def _check_together(arguments: argparse.Namespace, sources: dict[str, str]) -> N
             f"{sources['restart_delay']} {delay:g} s exceeds {sources['restart_max_delay']} {cap:g} s: "
             "the first delay of exponential-backoff must not exceed its cap"
         )
+    if arguments.aligned_checkpoint_timeout is not None and arguments.mode != "exactly-once":
+        raise OptionError(
+            f"{sources['aligned_checkpoint_timeout']} applies to exactly-once checkpoints, but "
+            f"{sources['mode']} is {arguments.mode} (which never aligns): drop one of them"
+        )
     chosen = [flag for flag in ("fresh", "resume") if getattr(arguments, flag, False)]
     if arguments.from_savepoint is not None and sources["from_savepoint"].startswith("--"):
         chosen.append("from_savepoint")

@@ -123,6 +123,17 @@ def test_flags_that_break_the_manifests_limits_are_named_with_both_sources(tmp_p
     assert "parallelism 200 (--parallelism) exceeds max parallelism 128 (spec.maxParallelism)" in message
 
 
+def test_an_aligned_checkpoint_timeout_with_at_least_once_is_refused_naming_both_sources(
+    tmp_path: Path,
+) -> None:
+    path = manifest(tmp_path, {"checkpointing": {"mode": "at-least-once"}})
+    message = refusal(tmp_path, path, "--aligned-checkpoint-timeout", "1s")
+    assert (
+        "--aligned-checkpoint-timeout applies to exactly-once checkpoints, but spec.checkpointing.mode is "
+        "at-least-once (which never aligns): drop one of them"
+    ) in message
+
+
 def test_what_the_manifest_sets_is_what_runs_and_flags_override_it(tmp_path: Path) -> None:
     path = manifest(
         tmp_path,

@@ -81,8 +81,9 @@ def _monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
-AlignmentListener = Callable[[str, float], None]
-"""Told (vertex, seconds) each time a keyed vertex aligned a checkpoint's barriers."""
+AlignmentListener = Callable[[str, float, bool], None]
+"""Told (vertex, seconds, unaligned) each time a keyed vertex passed a checkpoint's
+barrier on: how long it aligned, and whether it then took the checkpoint unaligned."""
 
 
 @dataclass
@@ -143,7 +144,7 @@ class Task:
         self.records_in: dict[str, Counted] = {}
         self.records_out: dict[str, Counted] = {}
         self.state_bytes: dict[str, int] = {}
-        self.alignment_listener: AlignmentListener = lambda vertex, seconds: None
+        self.alignment_listener: AlignmentListener = lambda vertex, seconds, unaligned: None
         # Per window vertex, the records it dropped as late.
         self.late_records_dropped: dict[str, LateRecords] = {}
         self._chain_context = ChainContext(
@@ -591,8 +592,9 @@ class ChainRunner:
             elif isinstance(item, (Watermark, Idle)):
                 self.output.event_time(item)
             elif isinstance(item, Barrier):
-                self.task.alignment_listener(self.head.name, gate.last_alignment_s)
-                if gate.gathering(item.checkpoint_id):
+                unaligned = gate.gathering(item.checkpoint_id)
+                self.task.alignment_listener(self.head.name, gate.last_alignment_s, unaligned)
+                if unaligned:
                     self.task.expect_channel_state(self.head.name, item.checkpoint_id)
                 self.output.barrier(item)
             elif isinstance(item, ChannelState):

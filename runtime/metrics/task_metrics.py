@@ -17,7 +17,7 @@ from typing import Protocol
 from lockgate.runtime.api.connectors import Backlog
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.metrics.rates import RATE_WINDOW_S, WindowedRates
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -55,7 +55,7 @@ class ObservedTask(Protocol):
     """What the metrics read of a task (the engine's `Task`): a view, so the
     engine, which serves its tasks' metrics, is the one that imports the other."""
 
-    alignment_listener: Callable[[str, float], None]
+    alignment_listener: Callable[[str, float, bool], None]
 
     @property
     def config(self) -> _Config: ...
@@ -206,10 +206,19 @@ def task_registry(task: ObservedTask, keys: JobKeys) -> CollectorRegistry:
         registry=registry,
         buckets=ALIGNMENT_BUCKETS,
     )
+    unaligned_checkpoints = Counter(
+        "lockgate_checkpoints_unaligned",
+        "Checkpoints a keyed subtask took unaligned, keeping the records in flight as channel state.",
+        LABELS,
+        registry=registry,
+    )
     subtask = str(task.config.index)
 
-    def aligned(vertex: str, seconds: float) -> None:
+    def aligned(vertex: str, seconds: float, unaligned: bool) -> None:
         alignment.labels(keys.namespace, keys.job, vertex, subtask).observe(seconds)
+        counter = unaligned_checkpoints.labels(keys.namespace, keys.job, vertex, subtask)
+        if unaligned:
+            counter.inc()
 
     task.alignment_listener = aligned
     return registry

@@ -52,7 +52,7 @@ async def start_task(etcd_config: EtcdConfig, keys: JobKeys, tmp_path: Path) -> 
     async with Etcd(etcd_config) as etcd:
         coordinators: list[tuple[CheckpointCoordinator, asyncio.Task[None]]] = []
 
-        async def start(**args: str) -> RunningTask:
+        async def start(unaligned_after_s: float | None = None, **args: str) -> RunningTask:
             graph = build_graph(
                 "tests.jobs.costly:costly_pass", keys.job, {**args, "output": f"file://{tmp_path}/out"}
             )
@@ -65,7 +65,8 @@ async def start_task(etcd_config: EtcdConfig, keys: JobKeys, tmp_path: Path) -> 
             cancelled = threading.Event()
             wiring = local_wiring(graph, 1, 4, cancelled)[0]
             state = StateConfig("heap", tmp_path / "local", 16)
-            task = Task(graph, TaskConfig(0, 1, state), control, wiring=wiring, cancelled=cancelled)
+            config = TaskConfig(0, 1, state, unaligned_after_s=unaligned_after_s)
+            task = Task(graph, config, control, wiring=wiring, cancelled=cancelled)
             registry = task_registry(task, keys)
             control.start(coordinator.trigger_revision)
             thread = threading.Thread(target=task.run, name="task-0", daemon=True)
@@ -132,3 +133,15 @@ async def test_waiting_for_credit_downstream_is_not_busy(start_task) -> None:
     assert blocked > source_busy_s, f"blocked {blocked} s, busy {source_busy_s} s"
     assert job.scrape("lockgate_source_lag_known", "numbers") == 0
     assert job.scrape("lockgate_source_lag_records", "numbers") is None, "no lag series when unknown"
+
+
+async def test_a_checkpoint_taken_unaligned_is_counted_by_the_keyed_vertex(start_task) -> None:
+    """Under backpressure (an unthrottled source, 2 ms a record) records are queued
+    ahead of every barrier, so each checkpoint is taken unaligned. (Where nothing is
+    ahead of the barriers, the alignment is complete at once and counts as aligned.)"""
+    job: RunningTask = await start_task(unaligned_after_s=0.0, cost_ms="2")
+
+    def unaligned() -> float:
+        return job.scrape("lockgate_checkpoints_unaligned_total", "costly") or 0
+
+    await eventually(lambda: unaligned() >= 2, "two checkpoints taken unaligned", 60)

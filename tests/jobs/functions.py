@@ -99,3 +99,15 @@ class SessionsByTimers(KeyedProcessFunction):
             if last + self.gap == timestamp:
                 yield {"user": ctx.current_key, "start": start, "end": timestamp, "count": count}
         self.sessions.update(tuple(s for s in sessions if s[1] + self.gap != timestamp))
+
+
+class SlowIdentity:
+    """A map that takes `seconds` per record and passes it on unchanged: a slow
+    stateless operator right after a key_by (it backpressures its input)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __call__(self, record: Any) -> Any:
+        time.sleep(self.seconds)
+        return record

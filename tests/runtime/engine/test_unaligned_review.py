@@ -77,3 +77,41 @@ async def test_review_a_stateless_vertex_after_a_key_by_loses_its_channel_state_
     result = await asyncio.wait_for(run, 120)
     assert result.restarts == 0
     _assert_each_once(read_committed(out), count)
+
+
+class _Aborts:
+    """The ids of the checkpoints that aborted, as the job master's listener hears of them."""
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+
+    def completed(self, checkpoint: Any) -> None:
+        pass
+
+    def aborted(self, trigger: Any, reason: str) -> None:
+        self.ids.append(trigger.checkpoint_id)
+
+    def restarted(self) -> None:
+        pass
+
+
+async def test_review_an_aborted_checkpoint_leaves_no_files_behind_in_checkpoint_storage(
+    tmp_path: Path,
+) -> None:
+    """A checkpoint that times out while a subtask still gathers its channel state:
+    the coordinator deletes its directory, then the subtask's upload (which waited
+    for the channel state) writes its state and channel files there anyway."""
+    store = InMemoryStore()
+    out = f"file://{tmp_path}/out"
+    args = {"count": "2600", "keys": str(KEYS), "slow_ms": "4", "output": out}
+    spec = _spec(tmp_path, "tests.jobs.configurable:slow_running_sum", store, args)
+    spec = replace(spec, unaligned_after_s=0.0, in_flight_target_s=None, batch_size=64, channel_capacity=8)
+    listener = _Aborts()
+    config = CheckpointConfig(interval_s=0.1, timeout_s=0.3, tolerable_failures=1000, retained=100)
+    storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
+    master = JobMaster(spec, ThreadStage(), storage, config, listener=listener)
+    await asyncio.wait_for(master.run(restart_strategy("none")), 120)
+    assert listener.ids, "no checkpoint aborted: nothing shown"
+    root = tmp_path / "checkpoints" / "in-process"
+    left = sorted(n for n in listener.ids if (root / f"chk-{n}").exists())
+    assert not left, f"aborted checkpoints whose files were written after the abort: {left}"

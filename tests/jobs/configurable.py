@@ -5,7 +5,7 @@ from __future__ import annotations
 from lockgate.runtime import FileSink, GeneratorSource, LogSource, StreamEnvironment
 
 from tests.jobs import counting
-from tests.jobs.functions import CountWords, SlowIdentity, SlowRunningSum
+from tests.jobs.functions import CountThrough, CountWords, SlowIdentity, SlowRunningSum
 
 
 def word_count(env: StreamEnvironment) -> None:
@@ -108,3 +108,25 @@ def slow_keyed_sink(env: StreamEnvironment) -> None:
     )
     sink = counting.SlowSink(env.args["output"], env.args["tracker"], float(env.args["slow_ms"]) / 1000)
     env.source(source, name="numbers").key_by(lambda record: record["key"]).sink(sink, name="out")
+
+
+def failing_two_exchanges(env: StreamEnvironment) -> None:
+    """source -> map (fails once, as `failing_running_sum`) -> key_by -> a slow running sum
+    -> key_by (another key) -> a counting pass-through -> sink: two keyed exchanges in a row."""
+    output = env.args["output"]
+    fail = counting.FailOnce(
+        int(env.args["fail_at"]),
+        env.args["flag"],
+        committed_dir=output.removeprefix("file://"),
+        checkpoints=int(env.args.get("checkpoints", "1")),
+    )
+    source = GeneratorSource(int(env.args["count"]), keys=int(env.args["keys"]), partitions=4)
+    (
+        env.source(source, name="numbers")
+        .map(fail, name="chaos")
+        .key_by(lambda record: record["key"])
+        .process(SlowRunningSum(float(env.args["slow_ms"]) / 1000), name="sum")
+        .key_by(lambda record: record["n"] % 7)
+        .process(CountThrough(), name="through")
+        .sink(FileSink(output), name="out")
+    )

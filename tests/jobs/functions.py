@@ -111,3 +111,16 @@ class SlowIdentity:
     def __call__(self, record: Any) -> Any:
         time.sleep(self.seconds)
         return record
+
+
+class CountThrough(KeyedProcessFunction):
+    """Passes each record on with `through`: how many records its key has passed so far
+    (keyed state, to show a second keyed operator's state exact too)."""
+
+    def open(self, ctx: RuntimeContext) -> None:
+        self.count = ctx.state(ValueStateDescriptor("count", default=0))
+
+    def process(self, value: Any, ctx: Context) -> Iterator[dict[str, Any]]:
+        n = self.count.value() + 1
+        self.count.update(n)
+        yield {**value, "through_key": ctx.current_key, "through": n}

@@ -21,6 +21,7 @@ from lockgate.runtime.engine.restart import restart_strategy
 from lockgate.runtime.snapshot.metadata import read_metadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
+from tests.exactness import assert_running_sums_exact
 from tests.jobs.counting import InFlight
 from tests.polling import eventually
 from tests.runtime.engine.test_in_process import _spec
@@ -115,3 +116,40 @@ async def test_review_an_aborted_checkpoint_leaves_no_files_behind_in_checkpoint
     root = tmp_path / "checkpoints" / "in-process"
     left = sorted(n for n in listener.ids if (root / f"chk-{n}").exists())
     assert not left, f"aborted checkpoints whose files were written after the abort: {left}"
+
+
+@pytest.mark.parametrize("aligned_timeout_s", [0.0, 0.15])
+async def test_review_two_keyed_exchanges_several_checkpoints_in_flight_a_failure_output_exact(
+    tmp_path: Path, aligned_timeout_s: float
+) -> None:
+    """source -> key_by -> slow sum -> key_by -> counting pass-through -> sink, up to
+    three checkpoints in flight (with a timeout: some taken aligned, some unaligned),
+    one failure mid-stream and a restore with channel state at both keyed operators."""
+    count = 4_000
+    store = InMemoryStore()
+    out = f"file://{tmp_path}/out"
+    args = {
+        "count": str(count),
+        "keys": str(KEYS),
+        "slow_ms": "1",
+        "output": out,
+        "fail_at": str(count // 2),
+        "flag": str(tmp_path / "failed-once"),
+        "checkpoints": "2",
+    }
+    spec = _spec(tmp_path, "tests.jobs.configurable:failing_two_exchanges", store, args)
+    spec = replace(
+        spec, unaligned_after_s=aligned_timeout_s, in_flight_target_s=None, batch_size=32, channel_capacity=8
+    )
+    config = CheckpointConfig(interval_s=0.1, timeout_s=30, max_concurrent=3, retained=100)
+    storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
+    master = JobMaster(spec, ThreadStage(), storage, config)
+    result = await asyncio.wait_for(master.run(restart_strategy("fixed-delay", attempts=2, delay_s=0)), 180)
+    assert result.restarts == 1
+    output = read_committed(out)
+    _assert_each_once(output, count)
+    assert_running_sums_exact(output, count, KEYS)
+    through: dict[int, int] = {}
+    for record in output:
+        through[record["through_key"]] = max(through.get(record["through_key"], 0), record["through"])
+    assert through == Counter(n % 7 for n in range(count)), "the second keyed operator's counts"

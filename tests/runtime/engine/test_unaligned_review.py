@@ -153,3 +153,76 @@ async def test_review_two_keyed_exchanges_several_checkpoints_in_flight_a_failur
     for record in output:
         through[record["through_key"]] = max(through.get(record["through_key"], 0), record["through"])
     assert through == Counter(n % 7 for n in range(count)), "the second keyed operator's counts"
+
+
+def test_review_an_overtaking_frame_injected_on_the_path_fails_the_channel_unread(tmp_path: Path) -> None:
+    """A frame with the OVERTAKING bit set by an on-path attacker without the MAC key:
+    refused before its payload (a barrier and a carried frame, pickled) is unpickled."""
+    import os
+    import pickle
+    import struct
+    import threading
+
+    from lockgate.runtime.engine.channels import ChannelClosedError
+    from lockgate.runtime.engine.frame_seal import MAC_BYTES
+    from lockgate.runtime.engine.network import OVERTAKING, ExchangeServer
+
+    from tests.runtime.engine.test_exchange_security import CHANNEL, QUIET, _poll, _through_a_proxy
+    from tests.runtime.engine.test_network import Exploit
+
+    server = ExchangeServer(b"s" * 32, liveness=QUIET, handshake_deadline_s=1.0)
+    try:
+        wakeup = threading.Event()
+        inbound = server.expect(CHANNEL, 4, wakeup)
+        with _through_a_proxy(server) as (proxy, outbound):
+            outbound.send([("k", 1)])
+            assert _poll(inbound, wakeup) == [("k", 1)]
+            marker = tmp_path / "deserialized"
+            payload = pickle.dumps((Exploit(str(marker)), pickle.dumps([Exploit(str(marker))])))
+            forged = struct.pack(">I", len(payload) | OVERTAKING) + payload + os.urandom(MAC_BYTES)
+            assert proxy.inject("to_target", forged) == 1
+            with pytest.raises(ChannelClosedError, match="does not carry the sender's MAC"):
+                _poll(inbound, wakeup)
+        assert not marker.exists(), "the injected pickle was deserialized"
+    finally:
+        server.close()
+
+
+def test_review_credit_does_not_drift_after_many_overtaking_barriers_with_carried_frames() -> None:
+    """Over TCP: a hundred overtaking barriers, each carrying a partial frame beyond the
+    credit, between full windows of credited frames: the receiver never finds the
+    sender beyond its credit, and the sender ends with exactly its capacity again."""
+    import threading
+
+    from lockgate.runtime.coordination.records import Trigger
+    from lockgate.runtime.engine.events import Barrier, OvertakingBarrier
+    from lockgate.runtime.engine.network import ExchangeServer
+
+    from tests.runtime.engine.test_network import _connected, _poll_until
+
+    server = ExchangeServer(b"s" * 32)
+    try:
+        inbound, outbound, wakeup = _connected(server, 3)
+        for n in range(1, 101):
+            for i in range(3):
+                outbound.send([n, i])  # every credit taken
+            outbound.send_overtaking(Barrier(Trigger(n, 1, "checkpoint", f"file:///chk-{n}", 0, False)), [n, "p"])
+            received = [_poll_until(inbound, wakeup) for _ in range(5)]
+            assert sum(isinstance(r, OvertakingBarrier) for r in received) == 1
+            assert [r for r in received if not isinstance(r, OvertakingBarrier)] == [
+                [n, 0],
+                [n, 1],
+                [n, 2],
+                [n, "p"],
+            ]
+        for i in range(3):
+            outbound.send(["last", i])
+        fourth = threading.Event()
+        sender = threading.Thread(target=lambda: (outbound.send(["last", 3]), fourth.set()))
+        sender.start()
+        assert not fourth.wait(0.3), "the sender had more credit than the receiver's capacity"
+        assert _poll_until(inbound, wakeup) == ["last", 0]
+        assert fourth.wait(10)
+        sender.join()
+    finally:
+        server.close()

@@ -5,6 +5,10 @@ engine (real Task code, real TCP channels)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import pickle
+import struct
+import threading
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -15,8 +19,13 @@ from lockgate.runtime import read_committed
 from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.in_memory_store import InMemoryStore
 from lockgate.runtime.coordination.job_requests import await_rescale, request_rescale
+from lockgate.runtime.coordination.records import Trigger
+from lockgate.runtime.engine.channels import ChannelClosedError
+from lockgate.runtime.engine.events import Barrier, OvertakingBarrier
+from lockgate.runtime.engine.frame_seal import MAC_BYTES
 from lockgate.runtime.engine.in_process import ThreadStage
 from lockgate.runtime.engine.job_master import JobMaster
+from lockgate.runtime.engine.network import OVERTAKING, ExchangeServer
 from lockgate.runtime.engine.restart import restart_strategy
 from lockgate.runtime.snapshot.metadata import read_metadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage
@@ -24,7 +33,9 @@ from lockgate.runtime.snapshot.storage import CheckpointStorage
 from tests.exactness import assert_running_sums_exact
 from tests.jobs.counting import InFlight
 from tests.polling import eventually
+from tests.runtime.engine.test_exchange_security import CHANNEL, QUIET, _poll, _through_a_proxy
 from tests.runtime.engine.test_in_process import _spec
+from tests.runtime.engine.test_network import Exploit, _connected, _poll_until
 
 KEYS = 23
 
@@ -158,17 +169,6 @@ async def test_review_two_keyed_exchanges_several_checkpoints_in_flight_a_failur
 def test_review_an_overtaking_frame_injected_on_the_path_fails_the_channel_unread(tmp_path: Path) -> None:
     """A frame with the OVERTAKING bit set by an on-path attacker without the MAC key:
     refused before its payload (a barrier and a carried frame, pickled) is unpickled."""
-    import os
-    import pickle
-    import struct
-    import threading
-
-    from lockgate.runtime.engine.channels import ChannelClosedError
-    from lockgate.runtime.engine.frame_seal import MAC_BYTES
-    from lockgate.runtime.engine.network import OVERTAKING, ExchangeServer
-
-    from tests.runtime.engine.test_exchange_security import CHANNEL, QUIET, _poll, _through_a_proxy
-    from tests.runtime.engine.test_network import Exploit
 
     server = ExchangeServer(b"s" * 32, liveness=QUIET, handshake_deadline_s=1.0)
     try:
@@ -192,13 +192,6 @@ def test_review_credit_does_not_drift_after_many_overtaking_barriers_with_carrie
     """Over TCP: a hundred overtaking barriers, each carrying a partial frame beyond the
     credit, between full windows of credited frames: the receiver never finds the
     sender beyond its credit, and the sender ends with exactly its capacity again."""
-    import threading
-
-    from lockgate.runtime.coordination.records import Trigger
-    from lockgate.runtime.engine.events import Barrier, OvertakingBarrier
-    from lockgate.runtime.engine.network import ExchangeServer
-
-    from tests.runtime.engine.test_network import _connected, _poll_until
 
     server = ExchangeServer(b"s" * 32)
     try:
@@ -206,7 +199,9 @@ def test_review_credit_does_not_drift_after_many_overtaking_barriers_with_carrie
         for n in range(1, 101):
             for i in range(3):
                 outbound.send([n, i])  # every credit taken
-            outbound.send_overtaking(Barrier(Trigger(n, 1, "checkpoint", f"file:///chk-{n}", 0, False)), [n, "p"])
+            outbound.send_overtaking(
+                Barrier(Trigger(n, 1, "checkpoint", f"file:///chk-{n}", 0, False)), [n, "p"]
+            )
             received = [_poll_until(inbound, wakeup) for _ in range(5)]
             assert sum(isinstance(r, OvertakingBarrier) for r in received) == 1
             assert [r for r in received if not isinstance(r, OvertakingBarrier)] == [

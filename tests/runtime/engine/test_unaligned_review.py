@@ -70,7 +70,7 @@ async def test_review_a_stateless_vertex_after_a_key_by_loses_its_channel_state_
     tracker = f"review-{entrypoint}-{tmp_path.name}"
     InFlight(tracker)
     args = {"count": str(count), "keys": str(KEYS), "slow_ms": "2", "output": out, "tracker": tracker}
-    spec = _spec(tmp_path, f"tests.jobs.configurable:{entrypoint}", store, args)
+    spec = _spec(tmp_path, f"tests.jobs.unaligned_review:{entrypoint}", store, args)
     spec = replace(spec, unaligned_after_s=0.0, in_flight_target_s=None, batch_size=32, channel_capacity=8)
     config = CheckpointConfig(interval_s=0.2, timeout_s=30, retained=100)
     master = JobMaster(spec, ThreadStage(), CheckpointStorage(f"file://{tmp_path}/checkpoints"), config)
@@ -148,7 +148,7 @@ async def test_review_two_keyed_exchanges_several_checkpoints_in_flight_a_failur
         "flag": str(tmp_path / "failed-once"),
         "checkpoints": "2",
     }
-    spec = _spec(tmp_path, "tests.jobs.configurable:failing_two_exchanges", store, args)
+    spec = _spec(tmp_path, "tests.jobs.unaligned_review:failing_two_exchanges", store, args)
     spec = replace(
         spec, unaligned_after_s=aligned_timeout_s, in_flight_target_s=None, batch_size=32, channel_capacity=8
     )

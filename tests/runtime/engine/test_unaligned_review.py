@@ -33,6 +33,7 @@ from lockgate.runtime.snapshot.storage import CheckpointStorage
 from tests.exactness import assert_running_sums_exact
 from tests.jobs.counting import InFlight
 from tests.polling import eventually
+from tests.runtime.cli.refusals import ARGS, WORD_COUNT, refusal
 from tests.runtime.engine.test_exchange_security import CHANNEL, QUIET, _poll, _through_a_proxy
 from tests.runtime.engine.test_in_process import _spec
 from tests.runtime.engine.test_network import Exploit, _connected, _poll_until
@@ -221,3 +222,32 @@ def test_review_credit_does_not_drift_after_many_overtaking_barriers_with_carrie
         sender.join()
     finally:
         server.close()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--aligned-checkpoint-timeout", "5m", "--checkpoint-timeout", "10s"],
+        ["--aligned-checkpoint-timeout", "10s", "--checkpoint-timeout", "10s"],
+    ],
+)
+def test_review_an_aligned_checkpoint_timeout_no_checkpoint_lives_to_reach_is_refused(
+    tmp_path: Path, argv: list[str]
+) -> None:
+    """Every checkpoint is aborted by its timeout before its alignment could last the
+    aligned-checkpoint timeout: under backpressure none ever goes unaligned, and the
+    option the user set to keep checkpoints completing silently does nothing."""
+    message = refusal(tmp_path, WORD_COUNT, *ARGS, *argv)
+    assert "alignedCheckpointTimeout" in message or "--aligned-checkpoint-timeout" in message, message
+    assert "timeout" in message.replace("alignedCheckpointTimeout", ""), message
+
+
+def test_review_an_aligned_checkpoint_timeout_with_at_least_once_flags_is_refused(tmp_path: Path) -> None:
+    """The manifest refuses mode: at-least-once with alignedCheckpointTimeout (and the
+    docs say setting both is refused); the same two as flags were accepted, the
+    timeout then silently ignored."""
+    message = refusal(
+        tmp_path, WORD_COUNT, *ARGS, "--mode", "at-least-once", "--aligned-checkpoint-timeout", "1s"
+    )
+    assert "--aligned-checkpoint-timeout" in message, message
+    assert "exactly-once" in message, message

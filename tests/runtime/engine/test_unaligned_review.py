@@ -20,6 +20,7 @@ from lockgate.runtime.coordination.coordinator import CheckpointConfig
 from lockgate.runtime.coordination.in_memory_store import InMemoryStore
 from lockgate.runtime.coordination.job_requests import await_rescale, request_rescale
 from lockgate.runtime.coordination.records import Trigger
+from lockgate.runtime.coordination.restore_point import RestorePoint
 from lockgate.runtime.engine.channels import ChannelClosedError
 from lockgate.runtime.engine.events import Barrier, OvertakingBarrier
 from lockgate.runtime.engine.frame_seal import MAC_BYTES
@@ -27,6 +28,7 @@ from lockgate.runtime.engine.in_process import ThreadStage
 from lockgate.runtime.engine.job_master import JobMaster
 from lockgate.runtime.engine.network import OVERTAKING, ExchangeServer
 from lockgate.runtime.engine.restart import restart_strategy
+from lockgate.runtime.engine.vertex_state import vertex_state
 from lockgate.runtime.snapshot.metadata import read_metadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
@@ -251,3 +253,59 @@ def test_review_an_aligned_checkpoint_timeout_with_at_least_once_flags_is_refuse
     )
     assert "--aligned-checkpoint-timeout" in message, message
     assert "exactly-once" in message, message
+
+
+class _Completions:
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+
+    def completed(self, checkpoint: Any) -> None:
+        if not checkpoint.final:
+            self.paths.append(checkpoint.path)
+
+    def aborted(self, trigger: Any, reason: str) -> None:
+        pass
+
+    def restarted(self) -> None:
+        pass
+
+
+async def test_review_a_restored_subtask_keeps_no_channel_state_once_it_has_replayed_it(
+    tmp_path: Path,
+) -> None:
+    """Each new subtask reads every old subtask's channel-state file and keeps all of it
+    (every key group, its own or not) in `KeyedVertexState` for the launch's life,
+    after its gate has replayed its share. The shares themselves are right: together
+    they are the checkpoint's channel state, each record once."""
+    store = InMemoryStore()
+    args = {"count": "3200", "keys": str(KEYS), "slow_ms": "4", "output": f"file://{tmp_path}/out"}
+    spec = _spec(tmp_path, "tests.jobs.configurable:slow_running_sum", store, args)
+    spec = replace(spec, unaligned_after_s=0.0, in_flight_target_s=None, batch_size=64, channel_capacity=8)
+    listener = _Completions()
+    config = CheckpointConfig(interval_s=0.2, timeout_s=5, tolerable_failures=1000, retained=100)
+    storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
+    master = JobMaster(spec, ThreadStage(), storage, config, listener=listener)
+    await asyncio.wait_for(master.run(restart_strategy("none")), 120)
+    in_flight = [(p, n) for p in listener.paths if (n := _records_in(p))]
+    assert in_flight, "no checkpoint with channel state"
+    path, records = in_flight[0]
+    metadata = read_metadata(CheckpointStorage(path), CheckpointStorage(path).root)
+    point = RestorePoint(path, metadata)
+    vertex = spec.graph().vertex("sum")
+    replayed: Counter[tuple[Any, ...]] = Counter()
+    for index in range(3):
+        state = vertex_state(vertex, index, 3, replace(spec.state, local_dir=tmp_path / f"restore-{index}"))
+        state.restore(point)
+        for batch in state.replay(64):
+            assert isinstance(batch, list)
+            replayed.update((r[0], r[3]["n"]) for r in batch)
+        again = sum(len(b) for b in state.replay(64))  # type: ignore[arg-type]
+        state.close()
+        assert again == 0, f"subtask {index} still holds {again} channel-state records after replaying them"
+    assert sum(replayed.values()) == records
+    assert max(replayed.values()) == 1
+
+
+def _records_in(path: str) -> int:
+    state = read_metadata(CheckpointStorage(path), CheckpointStorage(path).root).vertices["sum"]
+    return sum(s.channel.records for s in state.subtasks if s.channel is not None)

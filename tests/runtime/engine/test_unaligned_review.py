@@ -29,8 +29,9 @@ from lockgate.runtime.engine.job_master import JobMaster
 from lockgate.runtime.engine.network import OVERTAKING, ExchangeServer
 from lockgate.runtime.engine.restart import restart_strategy
 from lockgate.runtime.engine.vertex_state import vertex_state
-from lockgate.runtime.snapshot.metadata import read_metadata
-from lockgate.runtime.snapshot.storage import CheckpointStorage
+from lockgate.runtime.snapshot.handles import ChannelStateHandle
+from lockgate.runtime.snapshot.metadata import CheckpointMetadata, SubtaskState, VertexState, read_metadata
+from lockgate.runtime.snapshot.storage import CheckpointStorage, FileRef
 
 from tests.exactness import assert_running_sums_exact
 from tests.jobs.counting import InFlight
@@ -309,3 +310,21 @@ async def test_review_a_restored_subtask_keeps_no_channel_state_once_it_has_repl
 def _records_in(path: str) -> int:
     state = read_metadata(CheckpointStorage(path), CheckpointStorage(path).root).vertices["sum"]
     return sum(s.channel.records for s in state.subtasks if s.channel is not None)
+
+
+def test_review_a_checkpoint_with_channel_state_is_refused_by_a_lockgate_that_cannot_replay_it() -> None:
+    """Every earlier Lockgate reads `_metadata` format version 1 and ignores the
+    `channel` field it does not know: restoring a checkpoint taken unaligned (an
+    image rolled back, an upgrade whose savepoint failed restoring the latest
+    checkpoint) it would drop the records in flight without a word. A checkpoint
+    with channel state must carry a format version those releases refuse; one
+    without stays readable by them."""
+    channel = ChannelStateHandle(FileRef("sum/0/channel", 10, 0, "0" * 64), 3)
+    subtasks = (SubtaskState(0, channel=channel),)
+    unaligned = CheckpointMetadata("job", 7, "checkpoint", 0, {"sum": VertexState(2, 128, subtasks)})
+    aligned = replace(unaligned, vertices={"sum": VertexState(2, 128, (SubtaskState(0),))})
+    assert aligned.to_json()["format_version"] == 1
+    assert unaligned.to_json()["format_version"] != 1, (
+        "an earlier Lockgate would restore it without its channel state"
+    )
+    assert CheckpointMetadata.from_json(unaligned.to_json()) == unaligned

@@ -3,7 +3,19 @@ their args as `tests.jobs.configurable`'s are."""
 
 from __future__ import annotations
 
-from lockgate.runtime import FileSink, GeneratorSource, StreamEnvironment
+import time
+from datetime import timedelta
+from typing import Any
+
+from lockgate.runtime import (
+    AggregateFunction,
+    FileSink,
+    GeneratorSource,
+    LogSource,
+    StreamEnvironment,
+    TumblingEventTimeWindows,
+    WatermarkStrategy,
+)
 
 from tests.jobs import counting
 from tests.jobs.functions import CountThrough, SlowIdentity, SlowRunningSum
@@ -57,4 +69,38 @@ def failing_two_exchanges(env: StreamEnvironment) -> None:
         .key_by(lambda record: record["n"] % 7)
         .process(CountThrough(), name="through")
         .sink(FileSink(output), name="out")
+    )
+
+
+class SlowCount(AggregateFunction[Any, int, int]):
+    """Counts, taking `seconds` per record: a slow window operator (its input stays full)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def create_accumulator(self) -> int:
+        return 0
+
+    def add(self, value: Any, accumulator: int) -> int:
+        time.sleep(self.seconds)
+        return accumulator + 1
+
+    def get_result(self, accumulator: int) -> int:
+        return accumulator
+
+
+def slow_window_counts(env: StreamEnvironment) -> None:
+    """Records per user per minute of event time, from a log whose partitions are each
+    in time order, counted by a slow tumbling-window aggregate."""
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda r: r["ts"])
+    (
+        env.source(LogSource(env.args["input"]), name="events", watermarks=strategy)
+        .key_by(lambda r: r["user"])
+        .window(TumblingEventTimeWindows.of(timedelta(minutes=1)))
+        .aggregate(
+            SlowCount(float(env.args["slow_ms"]) / 1000),
+            window_function=lambda user, window, n: {"user": user, "start": window.start, "n": n},
+            name="per-minute",
+        )
+        .sink(FileSink(env.args["output"]), name="out")
     )

@@ -5,6 +5,7 @@ engine (real Task code, real TCP channels)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import pickle
 import struct
@@ -328,3 +329,46 @@ def test_review_a_checkpoint_with_channel_state_is_refused_by_a_lockgate_that_ca
         "an earlier Lockgate would restore it without its channel state"
     )
     assert CheckpointMetadata.from_json(unaligned.to_json()) == unaligned
+
+
+async def test_review_event_time_windows_rescaled_from_an_unaligned_stop_checkpoint_are_exact(
+    tmp_path: Path,
+) -> None:
+    """A slow tumbling-window count behind a fast log source with watermarks: an in-place
+    rescale 2 -> 3 stops at a checkpoint taken unaligned, whose channel state (records
+    with event time) the new launch replays before new input and new watermarks. Every
+    window's count is exact and emitted once."""
+    events_dir = tmp_path / "events"
+    events_dir.mkdir()
+    events = [{"user": n % 7, "ts": n * 997 % 600_000} for n in range(3_000)]
+    for p in range(3):
+        mine = sorted((e for i, e in enumerate(events) if i % 3 == p), key=lambda e: e["ts"])
+        (events_dir / f"part-{p}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in mine))
+    store = InMemoryStore()
+    out = f"file://{tmp_path}/out"
+    args = {"input": f"file://{events_dir}", "output": out, "slow_ms": "2"}
+    spec = _spec(tmp_path, "tests.jobs.unaligned_review:slow_window_counts", store, args)
+    spec = replace(spec, unaligned_after_s=0.0, in_flight_target_s=None, batch_size=32, channel_capacity=8)
+    config = CheckpointConfig(interval_s=0.2, timeout_s=30, retained=100)
+    master = JobMaster(spec, ThreadStage(), CheckpointStorage(f"file://{tmp_path}/checkpoints"), config)
+    run = asyncio.create_task(master.run(restart_strategy("none")))
+
+    def committed() -> int:
+        try:
+            return len(read_committed(out))
+        except FileNotFoundError:
+            return 0
+
+    await eventually(lambda: committed() > 0, "a window committed", timeout_s=60)
+    request = await request_rescale(store, spec.keys, 3, expires_in_s=60)
+    answer = await await_rescale(store, spec.keys, request, 60)
+    assert (answer.status, answer.parallelism) == ("rescaled", 3), answer
+    assert answer.checkpoint_id is not None
+    in_flight = _channel_records(tmp_path, answer.checkpoint_id, "per-minute")
+    result = await asyncio.wait_for(run, 120)
+    assert result.restarts == 0
+    got = [(r["user"], r["start"], r["n"]) for r in read_committed(out)]
+    assert len(got) == len({(u, s) for u, s, _ in got}), "a window emitted twice"
+    expected = Counter((e["user"], e["ts"] // 60_000 * 60_000) for e in events)
+    assert {(u, s): n for u, s, n in got} == dict(expected)
+    assert in_flight, "the stop checkpoint held no records in flight: nothing shown"

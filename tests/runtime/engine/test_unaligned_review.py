@@ -246,17 +246,6 @@ def test_review_an_aligned_checkpoint_timeout_no_checkpoint_lives_to_reach_is_re
     assert "timeout" in message.replace("alignedCheckpointTimeout", ""), message
 
 
-def test_review_an_aligned_checkpoint_timeout_with_at_least_once_flags_is_refused(tmp_path: Path) -> None:
-    """The manifest refuses mode: at-least-once with alignedCheckpointTimeout (and the
-    docs say setting both is refused); the same two as flags were accepted, the
-    timeout then silently ignored."""
-    message = refusal(
-        tmp_path, WORD_COUNT, *ARGS, "--mode", "at-least-once", "--aligned-checkpoint-timeout", "1s"
-    )
-    assert "--aligned-checkpoint-timeout" in message, message
-    assert "exactly-once" in message, message
-
-
 class _Completions:
     def __init__(self) -> None:
         self.paths: list[str] = []

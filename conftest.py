@@ -20,6 +20,7 @@ SLOW = (
     "tests/runtime/engine/test_damaged_checkpoints.py",
     "tests/runtime/engine/test_lease_lapse.py",
     "tests/runtime/engine/test_recovery.py",
+    "tests/runtime/engine/test_unaligned_review.py",
     "tests/state/test_lockgate_run.py",
     "tests/state/test_spark.py",
     "tests/test_examples.py",

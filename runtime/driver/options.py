@@ -391,6 +391,7 @@ def _check_together(arguments: argparse.Namespace, sources: dict[str, str]) -> N
         raise OptionError(
             "--import-unsigned-savepoint goes with --from-savepoint: it vouches for that savepoint"
         )
+    _check_aligned_timeout(arguments, sources)
     for name in ("checkpoint_dir", "savepoint_dir"):
         url = getattr(arguments, name)
         if url is not None and sources[name].startswith("spec."):
@@ -398,6 +399,17 @@ def _check_together(arguments: argparse.Namespace, sources: dict[str, str]) -> N
                 check_storage_url(url)
             except ValueError as error:
                 raise OptionError(f"{sources[name]} {error}") from None
+
+
+def _check_aligned_timeout(arguments: argparse.Namespace, sources: dict[str, str]) -> None:
+    """An aligned-checkpoint timeout needs checkpoints that live long enough to reach it."""
+    after, timeout = arguments.aligned_checkpoint_timeout, arguments.checkpoint_timeout
+    if after is not None and timeout is not None and after >= timeout:
+        raise OptionError(
+            f"{sources['aligned_checkpoint_timeout']} {after:g} s is not below the checkpoint timeout "
+            f"{timeout:g} s ({sources['checkpoint_timeout']}): every checkpoint would be aborted before "
+            "it went unaligned; give a shorter aligned-checkpoint timeout (0s: always unaligned)"
+        )
 
 
 def _scaling_policy(

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lockgate.runtime.api.connectors import Backlog, Committer, JobIdentity, SourceReader, SubtaskContext
-from lockgate.runtime.api.graph import JobGraph, Vertex
+from lockgate.runtime.api.graph import KEYED_KINDS, JobGraph, Vertex
 from lockgate.runtime.autoscaling.series import SubtaskLoad
 from lockgate.runtime.coordination.records import CompletedCheckpoint, Trigger
 from lockgate.runtime.coordination.restore_point import RestorePoint
@@ -573,10 +573,13 @@ class ChainRunner:
 
     def _run_gate(self) -> None:
         config = self.task.config
+        # Only a keyed operator's snapshot carries channel state and only its restore
+        # replays it: a map, filter or sink right after a key_by always aligns.
+        keyed = self.head.kind in KEYED_KINDS
         gate = InputGate(
             self.task.wiring.inputs[self.head.name],
             config.mode,
-            unaligned_after_s=config.unaligned_after_s,
+            unaligned_after_s=config.unaligned_after_s if keyed else None,
             replay=self.task.states[self.head.name].replay(config.batch_size),
         )
         wakeup = self.task.wiring.wakeups[self.head.name]

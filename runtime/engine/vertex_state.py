@@ -102,10 +102,13 @@ class KeyedVertexState(TaskVertexState):
     def restore(self, point: RestorePoint) -> None:
         super().restore(point)
         if (state := point.metadata.vertices.get(self.vertex.name)) is not None:
-            self._channel_state = read_channel_state(point.storage, point.storage.root, state)
+            groups = read_channel_state(point.storage, point.storage.root, state)
+            self._channel_state = {g: pairs for g, pairs in groups.items() if g in self._key_groups}
 
     def replay(self, batch_size: int) -> list[Element]:
-        return replay(self._channel_state, self._key_groups, batch_size)
+        # Handed over once: the gate holds the records until it has read them, nothing after.
+        groups, self._channel_state = self._channel_state, {}
+        return replay(groups, self._key_groups, batch_size)
 
 
 class CommittingVertexState(TaskVertexState):

@@ -34,6 +34,11 @@ SIGNATURE = b"hmac-sha256:"
 IMPORT_OPTION = "--import-unsigned-savepoint"
 
 FORMAT_VERSION = 1
+CHANNEL_STATE_FORMAT_VERSION = 2
+"""Of a snapshot with channel state (taken unaligned): a Lockgate that reads only version 1
+would ignore the channel state and restore it without the records in flight, so it must
+refuse it. A snapshot without channel state stays version 1, readable by every release."""
+READABLE_VERSIONS = (FORMAT_VERSION, CHANNEL_STATE_FORMAT_VERSION)
 SnapshotKind = Literal["checkpoint", "savepoint"]
 
 
@@ -104,8 +109,9 @@ class CheckpointMetadata:
     namespace: str | None = None  # None: written before the namespace was signed
 
     def to_json(self) -> dict[str, Any]:
+        in_flight = any(s.channel is not None for v in self.vertices.values() for s in v.subtasks)
         return {
-            "format_version": FORMAT_VERSION,
+            "format_version": CHANNEL_STATE_FORMAT_VERSION if in_flight else FORMAT_VERSION,
             "job_id": self.job_id,
             "namespace": self.namespace,
             "checkpoint_id": self.checkpoint_id,
@@ -117,10 +123,10 @@ class CheckpointMetadata:
     @staticmethod
     def from_json(data: dict[str, Any]) -> CheckpointMetadata:
         version = data.get("format_version")
-        if version != FORMAT_VERSION:
+        if version not in READABLE_VERSIONS:
             raise ValueError(
                 f"snapshot format version {version!r} is not supported "
-                f"(this Lockgate reads version {FORMAT_VERSION})"
+                f"(this Lockgate reads versions {', '.join(map(str, READABLE_VERSIONS))})"
             )
         kind = data["kind"]
         if kind not in ("checkpoint", "savepoint"):

@@ -201,6 +201,12 @@ class Checkpointing(_Object):
                 "alignedCheckpointTimeout applies to exactly-once checkpoints; at-least-once never "
                 "aligns: unset it, or set mode: exactly-once"
             )
+        if self.aligned_timeout_s is not None and self.aligned_timeout_s >= self.timeout_s:
+            raise ValueError(
+                f"alignedCheckpointTimeout {self.aligned_timeout_s:g} s is not below timeout "
+                f"{self.timeout_s:g} s: every checkpoint would be aborted before it went unaligned; "
+                "give a shorter alignedCheckpointTimeout (0s: always unaligned)"
+            )
         return self
 
 

@@ -99,3 +99,28 @@ class SessionsByTimers(KeyedProcessFunction):
             if last + self.gap == timestamp:
                 yield {"user": ctx.current_key, "start": start, "end": timestamp, "count": count}
         self.sessions.update(tuple(s for s in sessions if s[1] + self.gap != timestamp))
+
+
+class SlowIdentity:
+    """A map that takes `seconds` per record and passes it on unchanged: a slow
+    stateless operator right after a key_by (it backpressures its input)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __call__(self, record: Any) -> Any:
+        time.sleep(self.seconds)
+        return record
+
+
+class CountThrough(KeyedProcessFunction):
+    """Passes each record on with `through`: how many records its key has passed so far
+    (keyed state, to show a second keyed operator's state exact too)."""
+
+    def open(self, ctx: RuntimeContext) -> None:
+        self.count = ctx.state(ValueStateDescriptor("count", default=0))
+
+    def process(self, value: Any, ctx: Context) -> Iterator[dict[str, Any]]:
+        n = self.count.value() + 1
+        self.count.update(n)
+        yield {**value, "through_key": ctx.current_key, "through": n}

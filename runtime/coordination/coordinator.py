@@ -16,7 +16,7 @@ from typing import Final, Literal, Protocol
 
 from lockgate.runtime.clock import Clock, SystemClock
 from lockgate.runtime.coordination.ack_seal import AckNotSealedError, unseal
-from lockgate.runtime.coordination.cancellation import cancel_and_wait
+from lockgate.runtime.coordination.cancellation import cancel_and_wait, within
 from lockgate.runtime.coordination.completed_store import CompletedCheckpointStore
 from lockgate.runtime.coordination.errors import (
     CheckpointAbortedError,
@@ -50,6 +50,8 @@ from lockgate.runtime.spec.model import Checkpointing
 
 log = logging.getLogger(__name__)
 _SPEC_DEFAULTS = Checkpointing()
+# How long deleting once more what late uploads wrote for an aborted checkpoint may take.
+DELETE_AGAIN_BOUND_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,9 @@ class CheckpointCoordinator:
         # Every subtask of the launch acknowledged a checkpoint: all of its tasks run.
         self.a_checkpoint_completed = asyncio.Event()
         self.pending: dict[int, PendingCheckpoint] = {}
+        # Aborted after publishing: each one's directory, and the subtasks whose upload may
+        # still write into it (a task uploads before it acknowledges, and learns of no abort).
+        self._aborted: dict[int, tuple[str, set[tuple[str, int]]]] = {}
         self._next_id = 1
         self._last_allocated = 0
         self._latest_completed = 0
@@ -307,6 +312,7 @@ class CheckpointCoordinator:
         driver whose clean-up hangs would go on holding the lease and beating
         `running`, so neither the operator nor a successor could act."""
         await cancel_and_wait(self._tasks, "closing the checkpoint coordinator")
+        await self._delete_aborted_again(list(self._aborted))
         if release:
             await self.leadership.release()
         else:
@@ -385,6 +391,10 @@ class CheckpointCoordinator:
             if event.deleted:
                 continue
             n, vertex, subtask = JobKeys.parse_ack(event.key, self.keys.acks)
+            if n in self._aborted:
+                await self._guarded([Delete(event.key)])
+                await self._late_upload(n, (vertex, subtask))
+                continue
             if n not in self.pending:
                 # Late, of a checkpoint this launch never triggered (ids are never reused):
                 # an earlier launch's task, sealed with that launch's key, not a forgery.
@@ -535,6 +545,25 @@ class CheckpointCoordinator:
             if older < n and pending.trigger.kind == "checkpoint" and pending.status == "pending":
                 await self._abort(older, f"subsumed by checkpoint {n}", failure=False)
 
+    async def _late_upload(self, n: int, subtask: tuple[str, int]) -> None:
+        """A subtask acknowledged (or declined) aborted checkpoint `n`: its upload wrote
+        into the directory the abort deleted, so it is deleted again."""
+        _, waiting = self._aborted[n]
+        waiting.discard(subtask)
+        await self._delete_aborted_again([n])
+        if not waiting:
+            del self._aborted[n]
+
+    async def _delete_aborted_again(self, ids: list[int]) -> None:
+        for n in ids:
+            target = CheckpointStorage(self._aborted[n][0])
+            try:
+                await within(asyncio.to_thread(target.delete, target.root, True), DELETE_AGAIN_BOUND_S)
+            except Exception as error:  # noqa: BLE001 - files left behind are named, the job goes on
+                log.warning(
+                    "could not delete what late uploads wrote for aborted checkpoint %s: %s", n, error
+                )
+
     async def _abort(self, n: int, reason: str, *, failure: bool = True) -> None:
         pending = self.pending.get(n)
         if pending is None or pending.status == "finished":
@@ -549,6 +578,9 @@ class CheckpointCoordinator:
             await self._guarded([DeletePrefix(self.keys.acks_of(n))])
             target = CheckpointStorage(trigger.target)
             await asyncio.to_thread(target.delete, target.root, True)
+            waiting = self._plan.subtasks - set(pending.acks)
+            if waiting:
+                self._aborted[n] = (trigger.target, set(waiting))
         pending.done.set_exception(CheckpointAbortedError(n, reason))
         if self._listener is not None:
             self._listener.aborted(trigger, reason)

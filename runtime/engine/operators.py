@@ -396,6 +396,10 @@ class KeyedExchange:
             self._buffers[target], self._stamps[target] = [], None
             carried = (batch if stamps is None else TimestampedBatch(batch, stamps)) if batch else None
             channel.send_overtaking(barrier, carried)
+            if batch:
+                sizer = self._sizers[target]
+                sizer.sent(len(batch))  # a frame went: the next is timed from now, not overdue
+                self._frame_sizes[target] = sizer.size
 
     def event_time(self, mark: EventTime) -> None:
         self.flush()  # the records before it go first

@@ -40,8 +40,6 @@ from lockgate.runtime.engine.vertex_state import (
     vertex_state,
 )
 from lockgate.runtime.engine.window_operator import LateRecords
-from lockgate.runtime.key_serializer import serialize_key
-from lockgate.runtime.keygroups import key_group_of_bytes
 from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend
 from lockgate.runtime.snapshot.metadata import SubtaskState
 from lockgate.runtime.snapshot.storage import CheckpointStorage
@@ -263,14 +261,10 @@ class Task:
             self._channel_states.clear()
 
     def _key_group_of(self, vertex: str) -> KeyGroupOf:
-        """How the exchange into keyed `vertex` placed a record it sent."""
-        node = self.graph.vertex(vertex)
-        if takes_keyed_records(node.kind):
-            return lambda record: int(record[2])
-        assert node.input is not None
-        assert node.input.key_fn is not None
-        key_fn, m = node.input.key_fn, self.config.state.max_parallelism
-        return lambda record: key_group_of_bytes(serialize_key(key_fn(record)), m)
+        """How the exchange into keyed operator `vertex` placed a record it sent: only
+        a keyed operator takes checkpoints unaligned, and its input is `KeyedRecord`s."""
+        assert takes_keyed_records(self.graph.vertex(vertex).kind), f"{vertex} takes no keyed records"
+        return lambda record: int(record[2])
 
     def _upload(
         self,

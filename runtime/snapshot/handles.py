@@ -104,7 +104,7 @@ class OperatorStateHandle:
 @dataclass(frozen=True)
 class ChannelStateHandle:
     """The records a subtask's input channels held, not yet read, when it took an
-    unaligned checkpoint (`snapshot/channel_state.py`)."""
+    unaligned checkpoint (`engine/channel_state.py`)."""
 
     file: FileRef
     records: int

@@ -104,9 +104,12 @@ def test_every_channel_between_subtasks_is_a_keyed_exchange_so_every_record_in_f
     None
 ):
     """What a non-keyed channel's channel state would do at another parallelism does
-    not arise: a forward edge (map, filter, flat_map, a sink after anything) is
-    chained into its upstream's thread and has no channel; only a keyed vertex heads
-    a chain fed by channels (Wiring.empty makes channels for keyed vertices alone)."""
+    not arise: a forward edge (a map, filter, flat_map or sink after anything but a
+    key_by) is chained into its upstream's thread and has no channel; only a vertex
+    right after a key_by heads a chain fed by channels (Wiring.empty makes channels
+    for those alone). Of those, only a keyed operator (process, window) takes a
+    checkpoint unaligned; a map, filter or sink right after a key_by always aligns
+    (test_unaligned_review.py shows such a job stays exact)."""
     env = StreamEnvironment("forward-and-keyed")
     (
         env.source(GeneratorSource(10, keys=3), name="numbers")

@@ -4,13 +4,17 @@ One key group is one contiguous key range (see `database`): a canonical
 snapshot reads it with one seek, and a restore at another parallelism drops
 foreign key groups with one range delete per column family. The WAL is off:
 durability comes from checkpoints, and a failed subtask restores from one,
-never from local files. The backend owns its checkpoint strategy (native
+never from local files — except local recovery (`local_recovery.py`), which
+takes a checkpoint's SST files from this machine's disk where they provably
+hold the checkpoint's bytes. The backend owns its checkpoint strategy (native
 incremental or canonical) and restores native snapshots itself.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -26,6 +30,7 @@ from lockgate.runtime.backends.rocksdb.database import (
     rows_between,
     write_options,
 )
+from lockgate.runtime.backends.rocksdb.local_recovery import LocalCopies, discard_left_before, leave
 from lockgate.runtime.backends.rocksdb.native_restore import NativeRestore, restore_native
 from lockgate.runtime.backends.rocksdb.native_snapshot import NativeSnapshotStrategy
 from lockgate.runtime.backends.rocksdb.timer_queue import RocksDBTimerQueue
@@ -42,6 +47,8 @@ from lockgate.runtime.state.descriptors import StateDescriptor
 from lockgate.runtime.state.tables import MISSING, CurrentKey, FrozenTable
 
 _WRITE_BATCH_ROWS = 10_000
+
+log = logging.getLogger(__name__)
 
 
 class RocksDBMapTable:
@@ -124,7 +131,10 @@ class _FrozenColumnFamily:
 
 class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
     """`incremental`: checkpoints are native RocksDB checkpoints that upload only
-    the SST files no completed checkpoint uploaded before; otherwise canonical."""
+    the SST files no completed checkpoint uploaded before; otherwise canonical.
+    `local_recovery`: the job's local-recovery directory on this machine, where a
+    closing backend leaves its latest checkpoint's files and a restore looks for
+    them (`local_recovery.py`); None: every restore downloads."""
 
     kind = "rocksdb"
 
@@ -136,8 +146,12 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         clock: Clock | None = None,
         *,
         incremental: bool = False,
+        local_recovery: Path | None = None,
     ) -> None:
         super().__init__(max_parallelism, key_groups, clock)
+        self._local_recovery = local_recovery
+        self._created_ns = time.time_ns()
+        self._left_discarded = False
         # Names this instance's SST files in shared checkpoint storage: file
         # numbers are unique only within one RocksDB instance.
         self.instance_id = uuid.uuid4().hex
@@ -161,10 +175,21 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
     def _restore_native(
         self, storage: CheckpointStorage, snapshot_dir: str, handles: list[NativeKeyedHandle]
     ) -> None:
-        restored = self.native_restore = restore_native(storage, snapshot_dir, handles, self)
+        local = LocalCopies(self._local_recovery)
+        restored = self.native_restore = restore_native(storage, snapshot_dir, handles, self, local)
         if restored is not None and self._native is not None:
             # Its SST files are in storage already: the next checkpoint reuses them.
-            self._native.seed(restored.base, snapshot_dir)
+            self._native.seed(restored.base, snapshot_dir, restored.identities)
+        if restored is not None:
+            fetched = ", ".join(f"{n} {how}" for how, n in sorted(restored.fetched.items()))
+            log.info("key groups %s restored natively; SST files: %s", self.key_groups, fetched or "none")
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        super().notify_checkpoint_complete(checkpoint_id)
+        if self._local_recovery is not None and not self._left_discarded:
+            # Every subtask of this launch has restored: what earlier ones left is done with.
+            self._left_discarded = True
+            discard_left_before(self._local_recovery, self._created_ns)
 
     def _open(self) -> None:
         names = list_column_families(self.path) if (self.path / "CURRENT").exists() else []
@@ -275,3 +300,13 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         self._release()
         self._states.clear()
         shutil.rmtree(self.path, ignore_errors=True)
+        kept = None if self._native is None else self._native.take_kept()
+        if kept is None:
+            return
+        if self._local_recovery is not None:
+            try:
+                leave(kept, self._local_recovery, f"{self.instance_id}-chk-{kept.checkpoint_id}")
+                return
+            except OSError:
+                log.warning("checkpoint %s not left for local recovery", kept.checkpoint_id, exc_info=True)
+        shutil.rmtree(kept.directory, ignore_errors=True)

@@ -129,7 +129,9 @@ class NativeSnapshotStrategy(KeyedSnapshotStrategy):
         # The SST files of the latest completed checkpoint, which the next ones reuse.
         self._confirmed: Mapping[str, SharedFile] = MappingProxyType({})
         self._in_flight: dict[int, NativeUpload] = {}
-        # The local checkpoint of the latest upload, kept for local recovery.
+        # The local checkpoint of the latest upload, kept for local recovery. Its own
+        # lock: an upload hands it over without waiting for the strategy's.
+        self._kept_lock = threading.Lock()
         self._kept: KeptCheckpoint | None = None
 
     def snapshot(self, checkpoint_id: int, snapshot_dir: str, subtask_path: str) -> NativeUpload:
@@ -174,7 +176,7 @@ class NativeSnapshotStrategy(KeyedSnapshotStrategy):
 
     def keep_local(self, checkpoint_id: int, directory: Path, files: Mapping[str, SharedFile]) -> None:
         """An upload finished: its local checkpoint is kept if it is the latest."""
-        with self._lock:
+        with self._kept_lock:
             kept = self._kept
             if kept is None or kept.checkpoint_id < checkpoint_id:
                 self._kept, drop = KeptCheckpoint(checkpoint_id, directory, files), kept
@@ -185,7 +187,7 @@ class NativeSnapshotStrategy(KeyedSnapshotStrategy):
 
     def take_kept(self) -> KeptCheckpoint | None:
         """The kept local checkpoint, now the caller's (to leave for local recovery or delete)."""
-        with self._lock:
+        with self._kept_lock:
             kept, self._kept = self._kept, None
         return kept
 

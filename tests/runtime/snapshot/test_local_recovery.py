@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -62,7 +62,7 @@ def recovery(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def stopped(storage: CheckpointStorage, tmp_path: Path, recovery: Path) -> Iterator[str]:
+def stopped(storage: CheckpointStorage, tmp_path: Path, recovery: Path) -> str:
     """Checkpoint 1 of the model state at parallelism 2, its subtasks closed: what an
     in-place rescale's stop checkpoint leaves on this machine."""
     old = _build(2, tmp_path / "old", recovery)
@@ -73,7 +73,7 @@ def stopped(storage: CheckpointStorage, tmp_path: Path, recovery: Path) -> Itera
     finally:
         model.close(old)
     assert _left_files(recovery), "the closed subtasks left their checkpoint's SST files"
-    yield snapshot_dir
+    return snapshot_dir
 
 
 def _shared_files(storage: CheckpointStorage) -> list[str]:

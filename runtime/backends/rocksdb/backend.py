@@ -269,6 +269,40 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         if isinstance(queue, RocksDBTimerQueue):
             queue.invalidate()  # its rows changed underneath it
 
+    def ingest_rows(
+        self, state: str, meta: StateMeta, key_groups: range, rows: Iterable[tuple[bytes, bytes]]
+    ) -> int:
+        """Write whole rows of `state` (key group prefix included), all in `key_groups`,
+        which this subtask must own; how many. A straddling native restore copies a
+        range of another database this way: through an SST file ingested into the
+        column family, so no memtable, no flush, and RocksDB puts the file in the
+        lowest level its keys allow — for key groups no other file of this database
+        holds, the bottom one, where no compaction rewrites them afterwards."""
+        for group in (key_groups.start, key_groups.stop - 1):  # a range: its ends decide
+            self._accept_restored(state, meta, group)
+        self._forget_cached_reads([state])
+        cf = self.column_family(state)
+        path = self.path.parent / f"ingest-{uuid.uuid4().hex}.sst"
+        written = 0
+        try:
+            writer = rocksdict.SstFileWriter(options=column_family_options())
+            for row, data in rows:
+                if not written:
+                    writer.open(str(path))
+                writer[row] = data
+                written += 1
+            if written:
+                writer.finish()
+                options = rocksdict.IngestExternalFileOptions()
+                options.set_move_files(True)
+                cf.ingest_external_file([str(path)], options)
+        finally:
+            path.unlink(missing_ok=True)
+        queue = self._timer_queues.get(state)
+        if isinstance(queue, RocksDBTimerQueue):
+            queue.invalidate()
+        return written
+
     def drop_foreign_key_groups(self) -> None:
         """Delete every row outside this subtask's key groups (after a native restore)."""
         low = key_group_prefix(self.key_groups.start)

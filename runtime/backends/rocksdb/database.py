@@ -32,8 +32,12 @@ def rows_between(cf: Any, start: bytes, end: bytes, *, drop: int = 0) -> Iterato
     (a straddling restore copies hundreds of thousands of rows this way)."""
     bounded = rocksdict.ReadOptions()
     bounded.set_iterate_upper_bound(end)
-    for row, data in cf.items(from_key=start, read_opt=bounded):
-        yield row[drop:], data
+    rows: Iterator[tuple[bytes, bytes]] = cf.items(from_key=start, read_opt=bounded)
+    if drop:
+        for row, data in rows:
+            yield row[drop:], data
+    else:
+        yield from rows
 
 
 def list_column_families(path: Path) -> list[str]:

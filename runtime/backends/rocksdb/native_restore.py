@@ -7,7 +7,6 @@ A handle's SST files come from local recovery where it may be used
 
 from __future__ import annotations
 
-import itertools
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -98,13 +97,9 @@ def _copy_key_groups(source: Path, handle: NativeKeyedHandle, backend: RocksDBKe
     db = open_database(source, names)
     try:
         for name in names:
-            meta = handle.states[name]
             cf = db.get_column_family(name)
             rows = rows_between(cf, key_group_prefix(own.start), key_group_prefix(own.stop))
-            for group, grouped in itertools.groupby(rows, key=lambda kv: int.from_bytes(kv[0][:2], "big")):
-                entries = [(row[2:], data) for row, data in grouped]
-                backend.load(name, meta, group, entries)
-                copied += len(entries)
+            copied += backend.ingest_rows(name, handle.states[name], own, rows)
             del cf
     finally:
         db.close()

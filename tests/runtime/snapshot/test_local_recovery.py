@@ -52,6 +52,17 @@ def _fetched(subtasks: list[LocalSubtask]) -> dict[str, int]:
     return total
 
 
+def _rocksdb(subtask: LocalSubtask) -> RocksDBKeyedStateBackend:
+    assert isinstance(subtask.keyed, RocksDBKeyedStateBackend)
+    return subtask.keyed
+
+
+def _base_files(subtask: LocalSubtask) -> dict[str, object]:
+    restored = _rocksdb(subtask).native_restore
+    assert restored is not None
+    return dict(restored.base.shared)
+
+
 def _left_files(recovery: Path) -> list[Path]:
     return sorted(p for p in recovery.glob("*/*.sst"))
 
@@ -92,7 +103,12 @@ def test_a_rescale_on_this_machine_links_every_sst_file_and_reads_none_from_stor
         restore_vertex(storage, stopped, "v", new)
         fetched = _fetched(new)
         assert set(fetched) == {"linked"}, fetched
-        shutil.rmtree(recovery)  # links are independent of what was left
+        # Links are independent: of what was left, and of each other's — subtasks 1 and 2
+        # both opened old subtask 1's files; 1 compacts them away, 2 still reads them.
+        shutil.rmtree(recovery)
+        assert _base_files(new[1]) == _base_files(new[2])
+        for name in _rocksdb(new[1]).metas:
+            _rocksdb(new[1]).column_family(name).compact_range(None, None)
         model.verify(new, KINDS, KEYS)
         shutil.move(str(moved), shared)
 

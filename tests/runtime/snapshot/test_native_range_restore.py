@@ -93,3 +93,21 @@ def test_a_straddling_range_copies_only_the_rows_of_the_other_subtasks_overlap(
         model.verify(new, KINDS, KEYS)
     finally:
         model.close(new)
+
+
+def test_the_rows_a_straddling_range_copies_lie_in_the_bottom_level_where_no_compaction_rewrites_them(
+    storage: CheckpointStorage, checkpoint: str, tmp_path: Path
+) -> None:
+    new = _restored(storage, checkpoint, 3, tmp_path / "new")
+    try:
+        straddling = _rocksdb(new[1])
+        restored = straddling.native_restore
+        assert restored is not None
+        files = straddling.db.live_files()
+        bottom = max(f["level"] for f in files)
+        copied = [f for f in files if f["level"] == bottom and f["start_key"][:2] < (8).to_bytes(2, "big")]
+        assert bottom > 0
+        assert sum(f["num_entries"] for f in copied) == restored.rows_copied, files
+        model.verify(new, KINDS, KEYS)
+    finally:
+        model.close(new)

@@ -30,6 +30,7 @@ from lockgate.runtime.backends.rocksdb.database import (
     rows_between,
     write_options,
 )
+from lockgate.runtime.backends.rocksdb.dropped_ranges import DroppedRangeCompaction
 from lockgate.runtime.backends.rocksdb.local_recovery import LocalCopies, discard_left_before, leave
 from lockgate.runtime.backends.rocksdb.native_restore import NativeRestore, restore_native
 from lockgate.runtime.backends.rocksdb.native_snapshot import NativeSnapshotStrategy
@@ -164,6 +165,8 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         self._value_tables: dict[str, RocksDBValueTable] = {}
         self.native_restore: NativeRestore | None = None
         """What restoring a native snapshot did (None: none restored)."""
+        self.dropped_range_compaction: DroppedRangeCompaction | None = None
+        """Of the key groups a native restore range-deleted (None: none deleted)."""
         self._open()
         self._native = NativeSnapshotStrategy(self) if incremental else None
         self._checkpoints = self._native or CanonicalSnapshotStrategy(self)
@@ -186,6 +189,9 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         super().notify_checkpoint_complete(checkpoint_id)
+        compaction = self.dropped_range_compaction
+        if compaction is not None and not compaction.started:
+            compaction.start([self.db.get_column_family(name) for name in self._cfs])
         if self._local_recovery is not None and not self._left_discarded:
             # Every subtask of this launch has restored: what earlier ones left is done with.
             self._left_discarded = True
@@ -312,6 +318,7 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
             cf.delete_range(b"", low)
             # Key groups are below 2**15, so every row sorts before b"\xff".
             cf.delete_range(high, b"\xff")
+        self.dropped_range_compaction = DroppedRangeCompaction([(None, low), (high, None)])
 
     def replace_files(self, directory: Path) -> None:
         """Reopen on the RocksDB files in `directory` (a downloaded native snapshot)."""
@@ -327,7 +334,14 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         self._value_tables.clear()
         self._cfs.clear()
         if self.db is not None:
-            self.db.close()
+            compaction = self.dropped_range_compaction
+            cancelled = compaction is not None and compaction.cancel(self.db)
+            try:
+                self.db.close()
+            except Exception:
+                if not cancelled:
+                    raise
+                # Shutting down after the cancel: its files are deleted next.
             self.db = None
 
     def close(self) -> None:

@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 from lockgate.runtime import key_group, key_group_range
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
+from lockgate.runtime.backends.rocksdb.database import key_group_prefix
+from lockgate.runtime.snapshot.handles import NativeKeyedHandle
+from lockgate.runtime.snapshot.metadata import CheckpointMetadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 from tests.runtime.snapshot import rescale_model as model
@@ -111,3 +114,42 @@ def test_the_rows_a_straddling_range_copies_lie_in_the_bottom_level_where_no_com
         model.verify(new, KINDS, KEYS)
     finally:
         model.close(new)
+
+
+def _foreign_files(backend: RocksDBKeyedStateBackend) -> list[dict[str, object]]:
+    """The backend's SST files holding a row or tombstone outside its key groups."""
+    low, high = key_group_prefix(backend.key_groups.start), key_group_prefix(backend.key_groups.stop)
+    return [f for f in backend.db.live_files() if f["start_key"] < low or f["end_key"] >= high]
+
+
+def test_after_the_first_checkpoint_the_range_deleted_key_groups_are_compacted_away(
+    storage: CheckpointStorage, checkpoint: str, tmp_path: Path
+) -> None:
+    new = model.build("rocksdb", M, 3, tmp_path / "new", native=True)
+    restore_vertex(storage, checkpoint, "v", new)
+    try:
+        backends = [_rocksdb(s) for s in new]
+        assert all(_foreign_files(b) for b in backends), "the opened files hold the deleted key groups"
+        assert not any(b.dropped_range_compaction.started for b in backends if b.dropped_range_compaction)
+        second = snapshot_vertex(
+            storage, storage.checkpoint_dir("job", 2), ("job", 2, "checkpoint"), "v", new
+        )
+        for backend in backends:
+            compaction = backend.dropped_range_compaction
+            assert compaction is not None
+            assert compaction.finished.wait(30), "the compaction of the deleted key groups ended"
+            assert not _foreign_files(backend), backend.key_groups
+        third = snapshot_vertex(storage, storage.checkpoint_dir("job", 3), ("job", 3, "checkpoint"), "v", new)
+        assert _referenced_bytes(third) < _referenced_bytes(second)
+        model.verify(new, KINDS, KEYS)
+    finally:
+        model.close(new)
+
+
+def _referenced_bytes(metadata: CheckpointMetadata) -> int:
+    return sum(
+        ref.size
+        for subtask in metadata.vertices["v"].subtasks
+        if isinstance(subtask.keyed, NativeKeyedHandle)
+        for ref in subtask.keyed.shared.values()
+    )

@@ -30,7 +30,7 @@ from lockgate.runtime.backends.rocksdb.database import (
     rows_between,
     write_options,
 )
-from lockgate.runtime.backends.rocksdb.dropped_ranges import DroppedRangeCompaction
+from lockgate.runtime.backends.rocksdb.dropped_ranges import DELAY_S, DroppedRangeCompaction
 from lockgate.runtime.backends.rocksdb.local_recovery import LocalCopies, discard_left_before, leave
 from lockgate.runtime.backends.rocksdb.native_restore import NativeRestore, restore_native
 from lockgate.runtime.backends.rocksdb.native_snapshot import NativeSnapshotStrategy
@@ -190,7 +190,11 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         super().notify_checkpoint_complete(checkpoint_id)
         compaction = self.dropped_range_compaction
-        if compaction is not None and not compaction.started:
+        if (
+            compaction is not None
+            and not compaction.started
+            and self.clock.monotonic_ms() >= compaction.due_ms
+        ):
             compaction.start([self.db.get_column_family(name) for name in self._cfs])
         if self._local_recovery is not None and not self._left_discarded:
             # Every subtask of this launch has restored: what earlier ones left is done with.
@@ -318,7 +322,8 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
             cf.delete_range(b"", low)
             # Key groups are below 2**15, so every row sorts before b"\xff".
             cf.delete_range(high, b"\xff")
-        self.dropped_range_compaction = DroppedRangeCompaction([(None, low), (high, None)])
+        due_ms = self.clock.monotonic_ms() + int(DELAY_S * 1000)
+        self.dropped_range_compaction = DroppedRangeCompaction([(None, low), (high, None)], due_ms)
 
     def replace_files(self, directory: Path) -> None:
         """Reopen on the RocksDB files in `directory` (a downloaded native snapshot)."""

@@ -7,8 +7,11 @@ random bytes in RocksDB; the source makes `--rate` records per second) in a
 directory of its own; once every key is in state and a checkpoint holds it,
 asks the running driver `--rounds` times for 2 -> 3 and back 3 -> 2 (the
 request `lockgate rescale` writes, awaited in-process), each once the previous
-one's new tasks wrote records and a checkpoint completed after it. Then stops
-the job with a savepoint and checks its committed output exactly.
+one's new tasks wrote records and a checkpoint completed after it. Then
+rescales 2 -> 3 once more (not measured) and lets the job run `--settle`
+seconds, showing each checkpoint's size (the key groups those restores
+range-deleted are compacted away 30 s after them), stops it with a savepoint
+and checks its committed output exactly.
 
 The sink is `ArrivalFileSink` (`arrival_sink.py`): FileSink, and each subtask
 notes the monotonic time of every batch it writes. Per rescale:
@@ -189,7 +192,20 @@ def check_output(out: Path, keys: int, must_commit: set[int]) -> str:
     return f"{total:,} records exact over launches {sorted(by_launch)}"
 
 
-async def run(work: Path, keys: int, value_bytes: int, rounds: int, records_per_s: int) -> None:
+async def sizes_after(etcd: Etcd, since: float, seconds: float) -> list[tuple[float, int, int]]:
+    """The checkpoints completed from `since` (monotonic) until `seconds` after it:
+    (seconds after `since`, id, bytes)."""
+    found = []
+    after = await latest(etcd)
+    while time.monotonic() - since < seconds:
+        after = await next_checkpoint(etcd, after)
+        found.append((time.monotonic() - since, after.checkpoint_id, after.bytes))
+    return found
+
+
+async def run(
+    work: Path, keys: int, value_bytes: int, rounds: int, records_per_s: int, settle_s: float
+) -> None:
     directory, log = work / "arrivals", work / "driver.log"
     directory.mkdir()
     job_args = {"arrivals": str(directory), "rate": str(records_per_s)}
@@ -206,12 +222,19 @@ async def run(work: Path, keys: int, value_bytes: int, rounds: int, records_per_
         for _ in range(rounds):
             done.append(await rescale(etcd, directory, 2, 3))
             done.append(await rescale(etcd, directory, 3, 2))
+        # One more 2 -> 3, not measured: its restores range-delete key groups (a 3 -> 2
+        # restore deletes none), which the settle's checkpoints show compacted away.
+        last = await rescale(etcd, directory, 2, 3)
+        for seconds, checkpoint_id, size in await sizes_after(etcd, last.answered, settle_s):
+            print(
+                f"{seconds:5.1f} s after the last rescale: checkpoint {checkpoint_id}, {size / 1e6:,.0f} MB"
+            )
         request_id = await request_savepoint(etcd, KEYS, stop=True, expires_in_s=REQUEST_TIMEOUT_S)
         await await_savepoint(etcd, KEYS, request_id, REQUEST_TIMEOUT_S)
     job.process.wait()
     found = arrivals(directory)
     results = [(r, measure(r, found, directory, log, job.process.pid)) for r in done]
-    must_commit = {r.new_launch for r in done} | {max(launches(directory))}
+    must_commit = {r.new_launch for r in done} | {last.new_launch, max(launches(directory))}
     print(f"output: {check_output(work / 'out', keys, must_commit)}", flush=True)
     failures = [line for line in log.read_text(errors="replace").splitlines() if "job failed" in line]
     print(f"restarts during the run: {len(failures)}", *failures, sep="\n  ", flush=True)
@@ -248,6 +271,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rescales 2 -> 3 -> 2 per state size")
     parser.add_argument("--rate", type=int, default=50_000, help="the source's records per second")
     parser.add_argument(
+        "--settle",
+        type=float,
+        default=60.0,
+        help="seconds the job runs on after the last rescale, its checkpoints' sizes shown "
+        "(the key groups a restore range-deleted are compacted 30 s after it)",
+    )
+    parser.add_argument(
         "--keep", action="store_true", help="keep each run's directory (its log and arrivals)"
     )
     arguments = parser.parse_args()
@@ -257,7 +287,9 @@ def main() -> None:
         work = Path(tempfile.mkdtemp(prefix="lockgate-rescale-bench-"))
         print(f"{keys:,} keys x {arguments.value_bytes} bytes in {work}", flush=True)
         try:
-            asyncio.run(run(work, keys, arguments.value_bytes, arguments.rounds, arguments.rate))
+            asyncio.run(
+                run(work, keys, arguments.value_bytes, arguments.rounds, arguments.rate, arguments.settle)
+            )
         finally:
             if not arguments.keep:
                 shutil.rmtree(work, ignore_errors=True)

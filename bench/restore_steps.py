@@ -9,7 +9,11 @@ times); nothing else changes.
     .venv/bin/python bench/restore_steps.py CHECKPOINT_STORAGE_URL CHECKPOINT_DIR VERTEX -p 3
 
 e.g. a run of `rescale_downtime.py --keep`: file://<its dir>/.lockgate/checkpoints,
-<its dir>/.lockgate/checkpoints/state/chk-N, blob.
+<its dir>/.lockgate/checkpoints/state/chk-N, blob. With `--local-recovery DIR`
+(that run's `<its dir>/.lockgate/state/state/blob/local-recovery`, what its
+subtasks left when they closed) the SST files come from there where they may
+(`local_recovery.py`: linked, or linked and checked), as in an in-place rescale;
+"download" is then that step.
 """
 
 from __future__ import annotations
@@ -32,7 +36,6 @@ from lockgate.runtime.snapshot.subtask import restore_subtask
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tests.conftest import make_backend  # noqa: E402
 from tests.vertex_snapshots import LocalSubtask  # noqa: E402
 
 steps: dict[str, float] = {}
@@ -55,6 +58,7 @@ def main() -> None:
     parser.add_argument("checkpoint", help="the checkpoint's directory in it")
     parser.add_argument("vertex")
     parser.add_argument("-p", "--parallelism", type=int, required=True, help="the new parallelism")
+    parser.add_argument("--local-recovery", type=Path, help="the local-recovery directory to restore from")
     arguments = parser.parse_args()
     native_restore._download = timed("download", native_restore._download)
     native_restore._copy_key_groups = timed("copy rows", native_restore._copy_key_groups)
@@ -72,10 +76,13 @@ def main() -> None:
         for index in range(p):
             steps.clear()
             groups = key_group_range(vertex.max_parallelism, p, index)
-            backend = make_backend(
-                "rocksdb", vertex.max_parallelism, groups, local / str(index), incremental=True
+            backend = RocksDBKeyedStateBackend(
+                vertex.max_parallelism,
+                groups,
+                local / str(index),
+                incremental=True,
+                local_recovery=arguments.local_recovery,
             )
-            assert isinstance(backend, RocksDBKeyedStateBackend)
             subtask = LocalSubtask(backend)
             started = time.monotonic()
             restore_subtask(
@@ -89,9 +96,14 @@ def main() -> None:
                 operator=subtask.operator,
             )
             took = time.monotonic() - started
-            copied = None if backend.native_restore is None else backend.native_restore.rows_copied
+            restored = backend.native_restore
+            copied = None if restored is None else restored.rows_copied
+            fetched = None if restored is None else dict(restored.fetched)
             parts = ", ".join(f"{step} {seconds:.2f} s" for step, seconds in steps.items())
-            print(f"subtask {index}: {took:.2f} s ({parts}); rows copied: {copied}", flush=True)
+            print(
+                f"subtask {index}: {took:.2f} s ({parts}); rows copied: {copied}; SST files: {fetched}",
+                flush=True,
+            )
             backend.close()
     finally:
         shutil.rmtree(local, ignore_errors=True)

@@ -90,9 +90,14 @@ class KeyedVertexState(TaskVertexState):
         super().__init__(vertex, index, parallelism)
         groups = key_group_range(config.max_parallelism, parallelism, index)
         if config.backend == "rocksdb":
-            directory = config.local_dir / vertex.name / str(index)
+            directory = config.local_dir / vertex.name
             self.keyed = RocksDBKeyedStateBackend(
-                config.max_parallelism, groups, directory, incremental=config.incremental, clock=config.clock
+                config.max_parallelism,
+                groups,
+                directory / str(index),
+                incremental=config.incremental,
+                clock=config.clock,
+                local_recovery=directory / "local-recovery",
             )
         else:
             self.keyed = HeapKeyedStateBackend(config.max_parallelism, groups, config.clock)

@@ -4,13 +4,17 @@ One key group is one contiguous key range (see `database`): a canonical
 snapshot reads it with one seek, and a restore at another parallelism drops
 foreign key groups with one range delete per column family. The WAL is off:
 durability comes from checkpoints, and a failed subtask restores from one,
-never from local files. The backend owns its checkpoint strategy (native
+never from local files — except local recovery (`local_recovery.py`), which
+takes a checkpoint's SST files from this machine's disk where they provably
+hold the checkpoint's bytes. The backend owns its checkpoint strategy (native
 incremental or canonical) and restores native snapshots itself.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -26,6 +30,8 @@ from lockgate.runtime.backends.rocksdb.database import (
     rows_between,
     write_options,
 )
+from lockgate.runtime.backends.rocksdb.dropped_ranges import DELAY_S, DroppedRangeCompaction
+from lockgate.runtime.backends.rocksdb.local_recovery import LocalCopies, discard_left_before, leave
 from lockgate.runtime.backends.rocksdb.native_restore import NativeRestore, restore_native
 from lockgate.runtime.backends.rocksdb.native_snapshot import NativeSnapshotStrategy
 from lockgate.runtime.backends.rocksdb.timer_queue import RocksDBTimerQueue
@@ -42,6 +48,8 @@ from lockgate.runtime.state.descriptors import StateDescriptor
 from lockgate.runtime.state.tables import MISSING, CurrentKey, FrozenTable
 
 _WRITE_BATCH_ROWS = 10_000
+
+log = logging.getLogger(__name__)
 
 
 class RocksDBMapTable:
@@ -124,7 +132,10 @@ class _FrozenColumnFamily:
 
 class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
     """`incremental`: checkpoints are native RocksDB checkpoints that upload only
-    the SST files no completed checkpoint uploaded before; otherwise canonical."""
+    the SST files no completed checkpoint uploaded before; otherwise canonical.
+    `local_recovery`: the job's local-recovery directory on this machine, where a
+    closing backend leaves its latest checkpoint's files and a restore looks for
+    them (`local_recovery.py`); None: every restore downloads."""
 
     kind = "rocksdb"
 
@@ -136,8 +147,12 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         clock: Clock | None = None,
         *,
         incremental: bool = False,
+        local_recovery: Path | None = None,
     ) -> None:
         super().__init__(max_parallelism, key_groups, clock)
+        self._local_recovery = local_recovery
+        self._created_ns = time.time_ns()
+        self._left_discarded = False
         # Names this instance's SST files in shared checkpoint storage: file
         # numbers are unique only within one RocksDB instance.
         self.instance_id = uuid.uuid4().hex
@@ -150,6 +165,8 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         self._value_tables: dict[str, RocksDBValueTable] = {}
         self.native_restore: NativeRestore | None = None
         """What restoring a native snapshot did (None: none restored)."""
+        self.dropped_range_compaction: DroppedRangeCompaction | None = None
+        """Of the key groups a native restore range-deleted (None: none deleted)."""
         self._open()
         self._native = NativeSnapshotStrategy(self) if incremental else None
         self._checkpoints = self._native or CanonicalSnapshotStrategy(self)
@@ -161,10 +178,28 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
     def _restore_native(
         self, storage: CheckpointStorage, snapshot_dir: str, handles: list[NativeKeyedHandle]
     ) -> None:
-        restored = self.native_restore = restore_native(storage, snapshot_dir, handles, self)
+        local = LocalCopies(self._local_recovery)
+        restored = self.native_restore = restore_native(storage, snapshot_dir, handles, self, local)
         if restored is not None and self._native is not None:
             # Its SST files are in storage already: the next checkpoint reuses them.
-            self._native.seed(restored.base, snapshot_dir)
+            self._native.seed(restored.base, snapshot_dir, restored.identities)
+        if restored is not None:
+            fetched = ", ".join(f"{n} {how}" for how, n in sorted(restored.fetched.items()))
+            log.info("key groups %s restored natively; SST files: %s", self.key_groups, fetched or "none")
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        super().notify_checkpoint_complete(checkpoint_id)
+        compaction = self.dropped_range_compaction
+        if (
+            compaction is not None
+            and not compaction.started
+            and self.clock.monotonic_ms() >= compaction.due_ms
+        ):
+            compaction.start([self.db.get_column_family(name) for name in self._cfs])
+        if self._local_recovery is not None and not self._left_discarded:
+            # Every subtask of this launch has restored: what earlier ones left is done with.
+            self._left_discarded = True
+            discard_left_before(self._local_recovery, self._created_ns)
 
     def _open(self) -> None:
         names = list_column_families(self.path) if (self.path / "CURRENT").exists() else []
@@ -244,6 +279,40 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         if isinstance(queue, RocksDBTimerQueue):
             queue.invalidate()  # its rows changed underneath it
 
+    def ingest_rows(
+        self, state: str, meta: StateMeta, key_groups: range, rows: Iterable[tuple[bytes, bytes]]
+    ) -> int:
+        """Write whole rows of `state` (key group prefix included), all in `key_groups`,
+        which this subtask must own; how many. A straddling native restore copies a
+        range of another database this way: through an SST file ingested into the
+        column family, so no memtable, no flush, and RocksDB puts the file in the
+        lowest level its keys allow — for key groups no other file of this database
+        holds, the bottom one, where no compaction rewrites them afterwards."""
+        for group in (key_groups.start, key_groups.stop - 1):  # a range: its ends decide
+            self._accept_restored(state, meta, group)
+        self._forget_cached_reads([state])
+        cf = self.column_family(state)
+        path = self.path.parent / f"ingest-{uuid.uuid4().hex}.sst"
+        written = 0
+        try:
+            writer = rocksdict.SstFileWriter(options=column_family_options())
+            for row, data in rows:
+                if not written:
+                    writer.open(str(path))
+                writer[row] = data
+                written += 1
+            if written:
+                writer.finish()
+                options = rocksdict.IngestExternalFileOptions()
+                options.set_move_files(True)
+                cf.ingest_external_file([str(path)], options)
+        finally:
+            path.unlink(missing_ok=True)
+        queue = self._timer_queues.get(state)
+        if isinstance(queue, RocksDBTimerQueue):
+            queue.invalidate()
+        return written
+
     def drop_foreign_key_groups(self) -> None:
         """Delete every row outside this subtask's key groups (after a native restore)."""
         low = key_group_prefix(self.key_groups.start)
@@ -253,6 +322,8 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
             cf.delete_range(b"", low)
             # Key groups are below 2**15, so every row sorts before b"\xff".
             cf.delete_range(high, b"\xff")
+        due_ms = self.clock.monotonic_ms() + int(DELAY_S * 1000)
+        self.dropped_range_compaction = DroppedRangeCompaction([(None, low), (high, None)], due_ms)
 
     def replace_files(self, directory: Path) -> None:
         """Reopen on the RocksDB files in `directory` (a downloaded native snapshot)."""
@@ -268,10 +339,27 @@ class RocksDBKeyedStateBackend(CheckpointableKeyedStateBackend):
         self._value_tables.clear()
         self._cfs.clear()
         if self.db is not None:
-            self.db.close()
+            compaction = self.dropped_range_compaction
+            cancelled = compaction is not None and compaction.cancel(self.db)
+            try:
+                self.db.close()
+            except Exception:
+                if not cancelled:
+                    raise
+                # Shutting down after the cancel: its files are deleted next.
             self.db = None
 
     def close(self) -> None:
         self._release()
         self._states.clear()
         shutil.rmtree(self.path, ignore_errors=True)
+        kept = None if self._native is None else self._native.take_kept()
+        if kept is None:
+            return
+        if self._local_recovery is not None:
+            try:
+                leave(kept, self._local_recovery, f"{self.instance_id}-chk-{kept.checkpoint_id}")
+                return
+            except OSError:
+                log.warning("checkpoint %s not left for local recovery", kept.checkpoint_id, exc_info=True)
+        shutil.rmtree(kept.directory, ignore_errors=True)

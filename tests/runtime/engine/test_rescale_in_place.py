@@ -5,6 +5,8 @@ targets leave the job running as it was."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from lockgate.runtime.engine.in_process import ThreadStage
 from lockgate.runtime.engine.job_master import JobMaster, RunResult
 from lockgate.runtime.engine.job_spec import JobSpec
 from lockgate.runtime.engine.restart import restart_strategy
+from lockgate.runtime.engine.vertex_state import StateConfig
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 from tests.exactness import assert_running_sums_exact
@@ -74,6 +77,37 @@ async def test_rescaled_2_to_3_to_1_mid_stream_the_output_is_exact_and_nothing_r
     result = await asyncio.wait_for(run, 120)
     assert result.restarts == 0, "a rescale is not a restart"
     assert master.spec.parallelism == 1
+    assert_running_sums_exact(read_committed(out), COUNT, KEYS)
+
+
+async def test_rocksdb_state_is_restored_from_the_old_subtasks_local_files_and_the_output_is_exact(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Local recovery on the in-process engine: each rescale's new subtasks link the
+    SST files the old ones left on this machine, and download none."""
+    caplog.set_level(logging.INFO, logger="lockgate.runtime.backends.rocksdb.backend")
+    out = f"file://{tmp_path}/out"
+    store = InMemoryStore()
+    args = {"count": str(COUNT), "keys": str(KEYS), "rate": "3000", "output": out}
+    spec = _spec(tmp_path, "tests.jobs.configurable:running_sum", store, args)
+    spec = dataclasses.replace(spec, state=StateConfig("rocksdb", tmp_path / "local", 32))
+    storage = CheckpointStorage(f"file://{tmp_path}/checkpoints")
+    master = JobMaster(spec, ThreadStage(), storage, CheckpointConfig(interval_s=0.1, timeout_s=30))
+    run: asyncio.Task[RunResult] = asyncio.create_task(master.run(restart_strategy("none")))
+
+    for target in (3, 1):
+        await eventually(lambda: _committed(out) > 0, "committed output", timeout_s=30)
+        caplog.clear()
+        result = await _rescale(store, master, target)
+        assert (result.status, result.parallelism) == ("rescaled", target), result
+        before = _committed(out)
+        await eventually(lambda b=before: _committed(out) > b, f"output at {target}", timeout_s=30)
+        restores = [r.getMessage() for r in caplog.records if "restored natively" in r.getMessage()]
+        assert len(restores) == target, restores
+        assert all("linked" in r and "downloaded" not in r for r in restores), restores
+
+    result = await asyncio.wait_for(run, 120)
+    assert result.restarts == 0
     assert_running_sums_exact(read_committed(out), COUNT, KEYS)
 
 

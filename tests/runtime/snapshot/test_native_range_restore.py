@@ -11,6 +11,10 @@ from pathlib import Path
 import pytest
 from lockgate.runtime import key_group, key_group_range
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
+from lockgate.runtime.backends.rocksdb.database import key_group_prefix
+from lockgate.runtime.clock import ManualClock
+from lockgate.runtime.snapshot.handles import NativeKeyedHandle
+from lockgate.runtime.snapshot.metadata import CheckpointMetadata
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 from tests.runtime.snapshot import rescale_model as model
@@ -93,3 +97,72 @@ def test_a_straddling_range_copies_only_the_rows_of_the_other_subtasks_overlap(
         model.verify(new, KINDS, KEYS)
     finally:
         model.close(new)
+
+
+def test_the_rows_a_straddling_range_copies_lie_in_the_bottom_level_where_no_compaction_rewrites_them(
+    storage: CheckpointStorage, checkpoint: str, tmp_path: Path
+) -> None:
+    new = _restored(storage, checkpoint, 3, tmp_path / "new")
+    try:
+        straddling = _rocksdb(new[1])
+        restored = straddling.native_restore
+        assert restored is not None
+        files = straddling.db.live_files()
+        bottom = max(f["level"] for f in files)
+        copied = [f for f in files if f["level"] == bottom and f["start_key"][:2] < (8).to_bytes(2, "big")]
+        assert bottom > 0
+        assert sum(f["num_entries"] for f in copied) == restored.rows_copied, files
+        model.verify(new, KINDS, KEYS)
+    finally:
+        model.close(new)
+
+
+def _foreign_files(backend: RocksDBKeyedStateBackend) -> list[dict[str, object]]:
+    """The backend's SST files holding a row or tombstone outside its key groups."""
+    low, high = key_group_prefix(backend.key_groups.start), key_group_prefix(backend.key_groups.stop)
+    return [f for f in backend.db.live_files() if f["start_key"] < low or f["end_key"] >= high]
+
+
+def test_range_deleted_key_groups_are_compacted_away_at_a_checkpoint_30_s_after_the_restore(
+    storage: CheckpointStorage, checkpoint: str, tmp_path: Path
+) -> None:
+    clock = ManualClock(start_ms=1_000_000)
+    new = [
+        LocalSubtask(
+            RocksDBKeyedStateBackend(
+                M, key_group_range(M, 3, index), tmp_path / "new" / str(index), clock, incremental=True
+            )
+        )
+        for index in range(3)
+    ]
+    try:
+        restore_vertex(storage, checkpoint, "v", new)
+        backends = [_rocksdb(s) for s in new]
+        assert all(_foreign_files(b) for b in backends), "the opened files hold the deleted key groups"
+        compactions = [b.dropped_range_compaction for b in backends]
+        snapshot_vertex(storage, storage.checkpoint_dir("job", 2), ("job", 2, "checkpoint"), "v", new)
+        clock.advance(29_000)
+        second = snapshot_vertex(
+            storage, storage.checkpoint_dir("job", 3), ("job", 3, "checkpoint"), "v", new
+        )
+        assert not any(c is None or c.started for c in compactions), "not yet: a rescale may follow soon"
+        clock.advance(1_000)
+        snapshot_vertex(storage, storage.checkpoint_dir("job", 4), ("job", 4, "checkpoint"), "v", new)
+        for backend, compaction in zip(backends, compactions, strict=True):
+            assert compaction is not None
+            assert compaction.finished.wait(30), "the compaction of the deleted key groups ended"
+            assert not _foreign_files(backend), backend.key_groups
+        after = snapshot_vertex(storage, storage.checkpoint_dir("job", 5), ("job", 5, "checkpoint"), "v", new)
+        assert _referenced_bytes(after) < _referenced_bytes(second)
+        model.verify(new, KINDS, KEYS)
+    finally:
+        model.close(new)
+
+
+def _referenced_bytes(metadata: CheckpointMetadata) -> int:
+    return sum(
+        ref.size
+        for subtask in metadata.vertices["v"].subtasks
+        if isinstance(subtask.keyed, NativeKeyedHandle)
+        for ref in subtask.keyed.shared.values()
+    )

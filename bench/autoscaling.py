@@ -267,11 +267,12 @@ async def run_once(broker: KafkaBroker, work: Path) -> Measured:
 
 def drained_after_step(rows: list[Row]) -> float | None:
     """Seconds from the step until the backlog is at most a second of the offered input
-    again, after it was more (the first sample from which it stays so for 3 s)."""
+    again, after it was more (the first sample from which it stays so for 3 s); 0.0
+    when it never was more; None when it never came back."""
     after = [r for r in rows if r.t >= LOW_S]
     behind = next((i for i, r in enumerate(after) if r.backlog is not None and r.backlog > r.offered), None)
     if behind is None:
-        return None
+        return 0.0
     for i in range(behind, len(after)):
         stays = after[i : i + 3]
         if len(stays) == 3 and all(r.backlog is not None and r.backlog <= r.offered for r in stays):

@@ -14,7 +14,12 @@ at most a quarter more subtasks (at least one more).
 
 Timing: samples from the stabilization interval after a rescale (or the start)
 are not used — restoring and catching up the pause skew them — and a decision
-needs a full window of samples after it. A scale-up acts at once. A scale-down
+needs a full window of samples after it. A scale-up acts at once, unless the
+input is still rising: while the window's second half takes in a quarter more
+than the whole window (a load step the window has not filled yet), it waits —
+a window at most — so that it sizes for the new load in one step instead of a
+step per window. A scale-up is sized by the second half's input rate where that
+is higher (a scale-down never is: it is noisier). A scale-down
 is considered only while the running parallelism is used less than
 `scale_down_utilization` (0.4: between it and the target the job holds, as
 Flink's utilization boundary does), and waits until every recommendation for
@@ -40,6 +45,10 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from lockgate.runtime.autoscaling.series import IncompleteMetricsError, LoadSample, WindowLoad, measure
+
+RISING = 1.25
+"""Input over the window's second half at least this many times the whole
+window's: the load is still rising, and a scale-up waits for the window to hold it."""
 
 NEAR_FRACTION = 0.25
 """How far above the needed parallelism an even split may lie: a quarter more
@@ -130,6 +139,8 @@ class ScalingState:
     since_s: float
     lower_since_s: float | None = None
     recent: tuple[tuple[float, int], ...] = ()
+    rising_since_s: float | None = None
+    """Since when a scale-up has waited for a rising input to fill the window."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +157,8 @@ class Sizing:
     the target rate would take."""
     busy_time_alone: bool
     """The backlog was unknown: sized by busy time and the read rate only."""
+    recent: bool = False
+    """Sized by the input rate of the window's second half: a load still rising."""
 
 
 @dataclass(frozen=True)
@@ -181,6 +194,20 @@ def decide(
     except IncompleteMetricsError as missing:
         return _not_taken(now_s, state, f"metrics incomplete: {missing}")
     recommended = recommend(sizing, policy, running)
+    rising_since = _rising_since(now_s, state, load)
+    if recommended > running and rising_since is not None and now_s - rising_since < policy.window_s:
+        reason = (
+            f"hold at {running}: {recommended} would do, but the input is still rising "
+            f"({load.recent_input_rate:.4g}/s over the window's second half, {load.input_rate:.4g}/s "
+            f"over the whole), waited {_s(now_s - rising_since)} s of at most {policy.window_s:g} s; "
+            f"{_why(sizing)}"
+        )
+        held = replace(state, lower_since_s=None, recent=(), rising_since_s=rising_since)
+        return Decision(now_s, "hold", running, reason, held, recommended, sizing)
+    if recommended > running and (load.recent_input_rate or 0.0) > load.input_rate:
+        sizing = size(load, policy, running, recent=True)
+        recommended = max(recommended, recommend(sizing, policy, running))
+    state = replace(state, rising_since_s=None)
     if recommended > running:
         return Decision(
             now_s,
@@ -206,6 +233,15 @@ def decide(
             now_s, "hold", running, f"hold at {running}: {_why(sizing)}", held, recommended, sizing
         )
     return _lower(now_s, policy, state, recommended, sizing)
+
+
+def _rising_since(now_s: float, state: ScalingState, load: WindowLoad) -> float | None:
+    """Since when the input has been rising (the window's second half taking in
+    RISING times the whole's), or None when it is not."""
+    recent = load.recent_input_rate
+    if recent is None or recent < RISING * load.input_rate:
+        return None
+    return state.rising_since_s if state.rising_since_s is not None else now_s
 
 
 def _lower(
@@ -249,10 +285,12 @@ def _not_taken(
     return Decision(now_s, "not-taken", state.parallelism, reason, reset, recommended, sizing)
 
 
-def size(load: WindowLoad, policy: ScalingPolicy, running: int) -> Sizing:
-    """Per chain, the parallelism its share of the target rate needs."""
+def size(load: WindowLoad, policy: ScalingPolicy, running: int, *, recent: bool = False) -> Sizing:
+    """Per chain, the parallelism its share of the target rate needs; `recent`: for
+    the input rate of the window's second half (a load still rising)."""
     backlog = load.backlog or 0
-    target = load.input_rate + (backlog + load.input_rate * policy.restart_s) / policy.catch_up_s
+    arriving = _input_rate(load, recent)
+    target = arriving + (backlog + arriving * policy.restart_s) / policy.catch_up_s
     if load.read_rate <= 0 and backlog > 0:
         raise IncompleteMetricsError(
             f"the sources read nothing while {backlog} records wait: no processing rate to size by"
@@ -267,7 +305,7 @@ def size(load: WindowLoad, policy: ScalingPolicy, running: int) -> Sizing:
         subtasks = target * share / chain.true_rate  # at full utilization
         needed.append((chain.vertex, max(1, math.ceil(subtasks / policy.target_utilization - 1e-9))))
         utilization = max(utilization, subtasks / running)
-    return Sizing(load, target, tuple(needed), utilization, bool(load.unknown_backlog))
+    return Sizing(load, target, tuple(needed), utilization, bool(load.unknown_backlog), recent)
 
 
 def recommend(sizing: Sizing, policy: ScalingPolicy, running: int) -> int:
@@ -303,11 +341,19 @@ def _s(seconds: float) -> str:
     return f"{round(seconds, 1):g}"
 
 
+def _input_rate(load: WindowLoad, recent: bool) -> float:
+    """What arrives per second: the window's rate, or (`recent`, for a scale-up) its
+    second half's when that is higher."""
+    return max(load.input_rate, load.recent_input_rate or 0.0) if recent else load.input_rate
+
+
 def _why(sizing: Sizing) -> str:
     load = sizing.load
     backlog = "unknown backlog (busy time alone)" if sizing.busy_time_alone else f"backlog {load.backlog}"
     bottleneck, needed = max(sizing.needed, key=lambda pair: pair[1], default=("-", 0))
+    arriving = _input_rate(load, sizing.recent)
+    where = " over the window's second half" if arriving != load.input_rate else ""
     return (
-        f"input {load.input_rate:.4g}/s, {backlog}, target {sizing.target_rate:.4g}/s; "
+        f"input {arriving:.4g}/s{where}, {backlog}, target {sizing.target_rate:.4g}/s; "
         f"{bottleneck} needs {needed}"
     )

@@ -12,7 +12,7 @@ naming what is missing, so that no decision is taken on it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 class IncompleteMetricsError(Exception):
@@ -79,6 +79,9 @@ class WindowLoad:
     """Backlog growth per second over the window (records arriving faster than read)."""
     unknown_backlog: tuple[str, ...]
     """The source subtasks (`vertex/subtask`) that cannot tell their backlog."""
+    recent_input_rate: float | None = None
+    """The input rate over the window's second half (from the newest sample at or
+    before its middle); None when the backlog is unknown or no sample lies there."""
 
     @property
     def input_rate(self) -> float:
@@ -120,7 +123,46 @@ def measure(
         (vertex, subtask) = key = sorted(set(before) ^ set(after))[0]
         missing_at = last.at_s if key in before else first.at_s
         raise IncompleteMetricsError(f"no metrics of {vertex}/{subtask} at {missing_at:g} s")
-    return _rates(first, last, before, after)
+    inside = [s for s in eligible if first.at_s <= s.at_s <= last.at_s]
+    load = _rates(first, last, before, after)
+    _check_backlog_fresh(inside, last)
+    middle = [s for s in inside if first.at_s < s.at_s <= last.at_s - window_s / 2]
+    if load.backlog is None or not middle:
+        return load
+    try:
+        at_middle = _complete(middle[-1], parallelism)
+        if set(at_middle) != set(after):
+            return load
+        half = _rates(middle[-1], last, at_middle, after)
+    except IncompleteMetricsError:  # the middle sample lacks a subtask: no second half to tell
+        return load
+    return replace(load, recent_input_rate=half.input_rate)
+
+
+def _check_backlog_fresh(window: Sequence[LoadSample], last: LoadSample) -> None:
+    """Raises unless each source subtask's end of input at the window's last sample
+    — records it read plus its backlog — is at least what it was at every earlier
+    sample of the window. The end only grows; a backlog that says less is older
+    than the records read beside it (a Kafka source's is the high watermark of its
+    last fetch response, and a fetch waits while the consumer's prefetch queue is
+    full), and sizing by it would take the input for less than it is."""
+    ends: dict[tuple[str, int], tuple[int, float]] = {}
+    for sample in window[:-1]:
+        for s in sample.subtasks:
+            if s.source and s.backlog is not None:
+                end = s.records_in + s.backlog
+                if end > ends.get((s.vertex, s.subtask), (-1, 0.0))[0]:
+                    ends[(s.vertex, s.subtask)] = (end, sample.at_s)
+    for s in last.subtasks:
+        if not s.source or s.backlog is None or (s.vertex, s.subtask) not in ends:
+            continue
+        (peak, at_s), end = ends[(s.vertex, s.subtask)], s.records_in + s.backlog
+        if end < peak:
+            raise IncompleteMetricsError(
+                f"the backlog of {s.vertex}/{s.subtask} at the window's end is stale: records read plus "
+                f"backlog ({end}) fell below the {peak} of {last.at_s - at_s:.3g} s before (the source's end "
+                "of input lags what it read)"
+            )
 
 
 def _complete(sample: LoadSample, parallelism: int) -> dict[tuple[str, int], SubtaskLoad]:

@@ -144,6 +144,31 @@ def test_a_load_drop_scales_down_exactly_once_after_the_delay() -> None:
     assert run.backlog[-1] == 0.0
 
 
+def test_a_load_drop_scales_down_in_one_step_when_subtasks_share_cores() -> None:
+    """Subtasks that share cores each do less as more run: here 1000 records per busy
+    second at P = 1 and 1000 / (1 + 0.1 (P - 1)) at P (588 at 8), as tansu's
+    scenario measured (19 at P = 1, 12-13 at P = 6). Sized by the rate measured at
+    P = 8, 500 records/s would need 2; the job ran at 1 before the step, and what
+    a subtask did there says 1 is enough: one step down, not 8 -> 2 -> 1."""
+
+    def sharing(parallelism: int) -> float:
+        return KEYED_RATE / (1 + 0.1 * (parallelism - 1))
+
+    drop_at = 1800
+    run = simulate(
+        lambda t: 3000.0 if 600 <= t < drop_at else 500.0,
+        Autoscaler(POLICY, 1),
+        parallelism=1,
+        until_s=4200,
+        keyed_rate=sharing,
+    )
+    downs = [d for d in run.rescales if d.action == "scale-down"]
+    assert [d.parallelism for d in downs] == [1], [d.reason for d in run.rescales]
+    assert "at the rate a subtask did at 1" in downs[0].reason
+    assert downs[0].at_s <= drop_at + POLICY.window_s + 2 * POLICY.scale_down_delay_s
+    assert run.backlog[-1] == 0.0
+
+
 WALL_CLOCK_S = 1_795_800_000.0
 """Where the driver's clock (wall time, seconds since the epoch) stands."""
 

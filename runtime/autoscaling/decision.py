@@ -49,7 +49,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from lockgate.runtime.autoscaling.series import IncompleteMetricsError, LoadSample, WindowLoad, measure
+from lockgate.runtime.autoscaling.series import (
+    ChainRates,
+    IncompleteMetricsError,
+    LoadSample,
+    WindowLoad,
+    measure,
+)
 
 RISING = 1.25
 """Input over the window's second half at least this many times the whole
@@ -356,11 +362,22 @@ def size(
         if true_rate is None or load.read_rate <= 0:
             needed.append((chain.vertex, policy.min_parallelism))
             continue
-        share = chain.records_per_s / load.read_rate
-        subtasks = target * share / true_rate  # at full utilization
+        subtasks = target * _share(chain, load) / true_rate  # at full utilization
         needed.append((chain.vertex, max(1, math.ceil(subtasks / policy.target_utilization - 1e-9))))
         utilization = max(utilization, subtasks / running)
     return Sizing(load, target, tuple(needed), utilization, bool(load.unknown_backlog), recent, rates_of)
+
+
+def _share(chain: ChainRates, load: WindowLoad) -> float:
+    """The chain's records in per record the sources read: over the window, or since
+    the launch started where that is more. While the buffers between a source and
+    the chain fill — a load step — the sources read ahead of what the chain takes
+    in, and the window's ratio undersells what will reach it (on tansu 0.67 in the
+    window a step ended, where every record read reaches the chain)."""
+    window = chain.records_per_s / load.read_rate
+    if load.read_since_start <= 0:
+        return window
+    return max(window, chain.records_since_start / load.read_since_start)
 
 
 def recommend(sizing: Sizing, policy: ScalingPolicy, running: int) -> int:

@@ -62,6 +62,8 @@ class ChainRates:
     """The busiest subtask's busy fraction."""
     idle: float
     """Mean fraction of time its subtasks waited for input."""
+    records_since_start: int = 0
+    """Records into the chain since its subtasks started (the launch)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,8 @@ class WindowLoad:
     """Backlog growth per second over the window (records arriving faster than read)."""
     unknown_backlog: tuple[str, ...]
     """The source subtasks (`vertex/subtask`) that cannot tell their backlog."""
+    read_since_start: int = 0
+    """Records all sources read since the launch started."""
     recent_input_rate: float | None = None
     """The input rate over the window's second half (from the newest sample at or
     before its middle); None when the backlog is unknown or no sample lies there."""
@@ -201,7 +205,10 @@ def _rates(
         backlog = sum(end.backlog or 0 for _, end in sources)
         growth = (backlog - sum(start.backlog or 0 for start, _ in sources)) / seconds
     read = sum(c.records_per_s for c in chains if c.source)
-    return WindowLoad(first.at_s, last.at_s, chains, read, backlog, growth, unknown)
+    read_since_start = sum(c.records_since_start for c in chains if c.source)
+    return WindowLoad(
+        first.at_s, last.at_s, chains, read, backlog, growth, unknown, read_since_start=read_since_start
+    )
 
 
 def _chain(vertex: str, pairs: list[tuple[SubtaskLoad, SubtaskLoad]], seconds: float) -> ChainRates:
@@ -211,6 +218,14 @@ def _chain(vertex: str, pairs: list[tuple[SubtaskLoad, SubtaskLoad]], seconds: f
     busy_s = sum(busy) * seconds
     true_rate = records / busy_s if busy_s > 0 and records > 0 else None
     idle = sum(max(0.0, 1.0 - b - p) for b, p in zip(busy, blocked, strict=True)) / len(pairs)
+    since_start = sum(end.records_in for _, end in pairs)
     return ChainRates(
-        vertex, pairs[0][1].source, records / seconds, true_rate, sum(busy) / len(pairs), max(busy), idle
+        vertex,
+        pairs[0][1].source,
+        records / seconds,
+        true_rate,
+        sum(busy) / len(pairs),
+        max(busy),
+        idle,
+        since_start,
     )

@@ -119,6 +119,24 @@ def test_a_window_ending_on_a_stale_backlog_takes_no_decision() -> None:
     assert fresh.parallelism >= 5, fresh.reason
 
 
+def test_records_in_flight_to_a_chain_do_not_shrink_its_share_of_the_target() -> None:
+    """30 s at 10 records/s, then a step to 60 (the benchmark's profile): in the 3 s
+    after it the source read 60 records, the sum took in 40 — 20 fill the buffers
+    between them — though every record read reaches it. Sized by the window's
+    ratio (0.67) the sum needs 4; by the launch's (340 of 360), 5."""
+
+    def sample(at_s: float, read: int, backlog: int, summed: int, summed_busy: float) -> LoadSample:
+        source = SubtaskLoad("numbers", 0, read, read / 500, at_s - read / 500, True, backlog, 4)
+        return LoadSample(at_s, 1, (source, SubtaskLoad("sum", 0, summed, summed_busy)))
+
+    series = [sample(30.0, 300, 0, 300, 15.0), sample(33.0, 360, 120, 340, 17.0)]
+    up = decide(series, SCENARIO, ScalingState(1, 0.0), 33.0)
+    assert up.action == "scale-up", up.reason
+    assert up.sizing is not None
+    assert up.sizing.load.input_rate == pytest.approx(60.0)
+    assert up.parallelism >= 5, up.reason
+
+
 def test_the_backlog_drains_within_the_catch_up_duration() -> None:
     run = simulate(lambda t: 3000.0, Autoscaler(POLICY, 1), parallelism=1, until_s=1200)
     up = run.rescales[0]

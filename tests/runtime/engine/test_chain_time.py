@@ -63,8 +63,7 @@ class _Slow:
 
 def test_records_in_are_counted_once_processed_not_while_their_busy_time_runs() -> None:
     """A batch of 40 at 50 ms a record is 2 s of work: counted on arrival, a window
-    ending within it reads up to 40 records more than its busy time processed (on
-    tansu a subtask read 29 records per busy second where its cost allows 20)."""
+    ending within it reads up to 40 records more than its busy time processed."""
     operator = _Slow()
     counted = operator.counted = Counted(operator)
     counted.push(list(range(40)))

@@ -234,7 +234,9 @@ async def run_once(broker: KafkaBroker, work: Path) -> Measured:
     try:
 
         def over() -> bool:
-            downs = [h for h in autoscaler.history if h.action == "scale-down"]
+            # A scale-down before the drop (the machine slowed the low load's subtask) is no end.
+            drop_ms = (started + LOW_S + HIGH_S) * 1000
+            downs = [h for h in autoscaler.history if h.action == "scale-down" and h.at_ms >= drop_ms]
             now = time.time() - started
             after_down = bool(downs) and now >= downs[-1].at_ms / 1000 - started + AFTER_S
             return run.done() or after_down or now >= LOW_S + HIGH_S + LOW_AT_MOST_S

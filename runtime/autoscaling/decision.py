@@ -176,6 +176,11 @@ class Sizing:
     rates_of: int | None = None
     """Sized by the true rates measured at this lower parallelism (None: the window's)."""
 
+    @property
+    def input_rate(self) -> float:
+        """The input rate the target rate was sized for."""
+        return _input_rate(self.load, self.recent)
+
 
 @dataclass(frozen=True)
 class Decision:

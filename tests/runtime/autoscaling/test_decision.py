@@ -17,6 +17,7 @@ from lockgate.runtime.autoscaling.decision import (
     even_split,
 )
 from lockgate.runtime.autoscaling.series import LoadSample, SubtaskLoad
+from lockgate.runtime.autoscaling.status import AutoscalerStatus
 
 from tests.runtime.autoscaling.load_model import KEYED_RATE, simulate
 
@@ -65,6 +66,10 @@ def test_a_load_step_scales_up_once_for_the_new_load_not_a_step_per_window() -> 
     waited = [d.reason for d in run.decisions if "the input is still rising" in d.reason]
     assert waited, "the first window after the step would have sized for less"
     assert run.backlog[-1] == 0.0
+    inputs = AutoscalerStatus.of(up, POLICY, 1, 0, ()).to_json()["inputs"]
+    assert up.sizing is not None
+    assert inputs["inputRate"] == round(up.sizing.input_rate, 3), "the status shows the rate it sized for"
+    assert inputs["ratesOf"] is None
 
 
 SCENARIO = ScalingPolicy(  # test_autoscaling_on_kafka.py's
@@ -183,6 +188,7 @@ def test_a_load_drop_scales_down_in_one_step_when_subtasks_share_cores() -> None
     downs = [d for d in run.rescales if d.action == "scale-down"]
     assert [d.parallelism for d in downs] == [1], [d.reason for d in run.rescales]
     assert "at the rate a subtask did at 1" in downs[0].reason
+    assert AutoscalerStatus.of(downs[0], POLICY, 8, 0, ()).to_json()["inputs"]["ratesOf"] == 1
     assert downs[0].at_s <= drop_at + POLICY.window_s + 2 * POLICY.scale_down_delay_s
     assert run.backlog[-1] == 0.0
 

@@ -234,7 +234,9 @@ async def run_once(broker: KafkaBroker, work: Path) -> Measured:
     try:
 
         def over() -> bool:
-            downs = [h for h in autoscaler.history if h.action == "scale-down"]
+            # A scale-down before the drop (the machine slowed the low load's subtask) is no end.
+            drop_ms = (started + LOW_S + HIGH_S) * 1000
+            downs = [h for h in autoscaler.history if h.action == "scale-down" and h.at_ms >= drop_ms]
             now = time.time() - started
             after_down = bool(downs) and now >= downs[-1].at_ms / 1000 - started + AFTER_S
             return run.done() or after_down or now >= LOW_S + HIGH_S + LOW_AT_MOST_S
@@ -267,11 +269,12 @@ async def run_once(broker: KafkaBroker, work: Path) -> Measured:
 
 def drained_after_step(rows: list[Row]) -> float | None:
     """Seconds from the step until the backlog is at most a second of the offered input
-    again, after it was more (the first sample from which it stays so for 3 s)."""
+    again, after it was more (the first sample from which it stays so for 3 s); 0.0
+    when it never was more; None when it never came back."""
     after = [r for r in rows if r.t >= LOW_S]
     behind = next((i for i, r in enumerate(after) if r.backlog is not None and r.backlog > r.offered), None)
     if behind is None:
-        return None
+        return 0.0
     for i in range(behind, len(after)):
         stays = after[i : i + 3]
         if len(stays) == 3 and all(r.backlog is not None and r.backlog <= r.offered for r in stays):

@@ -14,7 +14,12 @@ at most a quarter more subtasks (at least one more).
 
 Timing: samples from the stabilization interval after a rescale (or the start)
 are not used — restoring and catching up the pause skew them — and a decision
-needs a full window of samples after it. A scale-up acts at once. A scale-down
+needs a full window of samples after it. A scale-up acts at once, unless the
+input is still rising: while the window's second half takes in a quarter more
+than the whole window (a load step the window has not filled yet), it waits —
+a window at most — so that it sizes for the new load in one step instead of a
+step per window. A scale-up is sized by the second half's input rate where that
+is higher (a scale-down never is: it is noisier). A scale-down
 is considered only while the running parallelism is used less than
 `scale_down_utilization` (0.4: between it and the target the job holds, as
 Flink's utilization boundary does), and waits until every recommendation for
@@ -27,6 +32,11 @@ was missing. A source that cannot tell its backlog is sized by its read rate and
 busy time alone: enough to scale up (a lower bound of the need), not to scale
 down unless the sources idle (then they read all that arrives).
 
+A recommendation no higher than the running parallelism is also sized by the
+true rates measured at each lower parallelism the job ran at (`ScalingState.rates`,
+kept across launches): subtasks that share cores each do less as more run, so the
+running parallelism's rates undersell what fewer would do (`_sized_by_fewer`).
+
 `decide` is pure: it takes the series, the policy and the state the previous
 decision returned, and returns the next decision with its reason, the window's
 measurements it used and the next state.
@@ -35,11 +45,21 @@ measurements it used and the next state.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from lockgate.runtime.autoscaling.series import IncompleteMetricsError, LoadSample, WindowLoad, measure
+from lockgate.runtime.autoscaling.series import (
+    ChainRates,
+    IncompleteMetricsError,
+    LoadSample,
+    WindowLoad,
+    measure,
+)
+
+RISING = 1.25
+"""Input over the window's second half at least this many times the whole
+window's: the load is still rising, and a scale-up waits for the window to hold it."""
 
 NEAR_FRACTION = 0.25
 """How far above the needed parallelism an even split may lie: a quarter more
@@ -130,6 +150,11 @@ class ScalingState:
     since_s: float
     lower_since_s: float | None = None
     recent: tuple[tuple[float, int], ...] = ()
+    rising_since_s: float | None = None
+    """Since when a scale-up has waited for a rising input to fill the window."""
+    rates: tuple[tuple[int, tuple[tuple[str, float], ...]], ...] = ()
+    """Per parallelism the job ran at, each chain's true rate as the last window
+    measured there (ascending by parallelism): what a scale-down is sized by."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +171,15 @@ class Sizing:
     the target rate would take."""
     busy_time_alone: bool
     """The backlog was unknown: sized by busy time and the read rate only."""
+    recent: bool = False
+    """Sized by the input rate of the window's second half: a load still rising."""
+    rates_of: int | None = None
+    """Sized by the true rates measured at this lower parallelism (None: the window's)."""
+
+    @property
+    def input_rate(self) -> float:
+        """The input rate the target rate was sized for."""
+        return _input_rate(self.load, self.recent)
 
 
 @dataclass(frozen=True)
@@ -180,17 +214,34 @@ def decide(
         sizing = size(load, policy, running)
     except IncompleteMetricsError as missing:
         return _not_taken(now_s, state, f"metrics incomplete: {missing}")
+    state = _remember_rates(state, running, load)
     recommended = recommend(sizing, policy, running)
+    rising_since = _rising_since(now_s, state, load)
+    if recommended > running and rising_since is not None and now_s - rising_since < policy.window_s:
+        reason = (
+            f"hold at {running}: {recommended} would do, but the input is still rising "
+            f"({load.recent_input_rate:.4g}/s over the window's second half, {load.input_rate:.4g}/s "
+            f"over the whole), waited {_s(now_s - rising_since)} s of at most {policy.window_s:g} s; "
+            f"{_why(sizing)}"
+        )
+        held = replace(state, lower_since_s=None, recent=(), rising_since_s=rising_since)
+        return Decision(now_s, "hold", running, reason, held, recommended, sizing)
+    if recommended > running and (load.recent_input_rate or 0.0) > load.input_rate:
+        sizing = size(load, policy, running, recent=True)
+        recommended = max(recommended, recommend(sizing, policy, running))
+    state = replace(state, rising_since_s=None)
     if recommended > running:
         return Decision(
             now_s,
             "scale-up",
             recommended,
             f"scale up {running} -> {recommended}: {_why(sizing)}",
-            ScalingState(recommended, now_s),
+            ScalingState(recommended, now_s, rates=state.rates),
             recommended,
             sizing,
         )
+    if recommended <= running:
+        sizing, recommended = _sized_by_fewer(policy, state, running, sizing, recommended)
     if recommended < running and sizing.busy_time_alone and load.sources_idle < SOURCES_IDLE:
         return _not_taken(
             now_s,
@@ -206,6 +257,46 @@ def decide(
             now_s, "hold", running, f"hold at {running}: {_why(sizing)}", held, recommended, sizing
         )
     return _lower(now_s, policy, state, recommended, sizing)
+
+
+def _remember_rates(state: ScalingState, running: int, load: WindowLoad) -> ScalingState:
+    """The state with each chain's true rate of this window as the one at `running`."""
+    measured = tuple((c.vertex, c.true_rate) for c in load.chains if c.true_rate is not None)
+    if not measured:
+        return state
+    others = [(p, rates) for p, rates in state.rates if p != running]
+    return replace(state, rates=tuple(sorted([*others, (running, measured)])))
+
+
+def _sized_by_fewer(
+    policy: ScalingPolicy, state: ScalingState, running: int, sizing: Sizing, recommended: int
+) -> tuple[Sizing, int]:
+    """The sizing by a lower parallelism's measured rates, where that asks for no more
+    subtasks than it ran: the subtasks share cores (threads of one process, or
+    executors on shared nodes), and what one does per busy second falls as more run
+    — DS2's true rate assumes independent processors. A rate measured at q is what
+    a subtask does at q, and at least that at fewer; sized by it, p <= q subtasks
+    are enough. The lowest such p, when lower than the running parallelism's rates
+    give."""
+    best = (sizing, recommended)
+    for fewer, rates in state.rates:
+        if fewer >= running:
+            break
+        by_fewer = size(sizing.load, policy, running, rates=dict(rates), rates_of=fewer)
+        wanted = recommend(by_fewer, policy, running)
+        if wanted <= fewer and wanted < best[1]:
+            # Whether the running parallelism is used little enough to go down is its own measure.
+            best = (replace(by_fewer, utilization=sizing.utilization), wanted)
+    return best
+
+
+def _rising_since(now_s: float, state: ScalingState, load: WindowLoad) -> float | None:
+    """Since when the input has been rising (the window's second half taking in
+    RISING times the whole's), or None when it is not."""
+    recent = load.recent_input_rate
+    if recent is None or recent < RISING * load.input_rate:
+        return None
+    return state.rising_since_s if state.rising_since_s is not None else now_s
 
 
 def _lower(
@@ -227,7 +318,8 @@ def _lower(
             f"scale down {state.parallelism} -> {peak}: every recommendation for the last {_s(waited)} s was "
             f"lower, none above {peak} in the last {policy.scale_down_delay_s:g} s; {_why(sizing)}"
         )
-        return Decision(now_s, "scale-down", peak, reason, ScalingState(peak, now_s), recommended, sizing)
+        following = ScalingState(peak, now_s, rates=state.rates)
+        return Decision(now_s, "scale-down", peak, reason, following, recommended, sizing)
     due = since + policy.scale_down_delay_s
     reason = (
         f"hold at {state.parallelism}: {peak} would do for {_s(waited)} s, scale-down in "
@@ -249,10 +341,21 @@ def _not_taken(
     return Decision(now_s, "not-taken", state.parallelism, reason, reset, recommended, sizing)
 
 
-def size(load: WindowLoad, policy: ScalingPolicy, running: int) -> Sizing:
-    """Per chain, the parallelism its share of the target rate needs."""
+def size(
+    load: WindowLoad,
+    policy: ScalingPolicy,
+    running: int,
+    *,
+    recent: bool = False,
+    rates: Mapping[str, float] | None = None,
+    rates_of: int | None = None,
+) -> Sizing:
+    """Per chain, the parallelism its share of the target rate needs; `recent`: for
+    the input rate of the window's second half (a load still rising); `rates`: each
+    chain's true rate as measured at parallelism `rates_of`, not in this window."""
     backlog = load.backlog or 0
-    target = load.input_rate + (backlog + load.input_rate * policy.restart_s) / policy.catch_up_s
+    arriving = _input_rate(load, recent)
+    target = arriving + (backlog + arriving * policy.restart_s) / policy.catch_up_s
     if load.read_rate <= 0 and backlog > 0:
         raise IncompleteMetricsError(
             f"the sources read nothing while {backlog} records wait: no processing rate to size by"
@@ -260,14 +363,26 @@ def size(load: WindowLoad, policy: ScalingPolicy, running: int) -> Sizing:
     needed: list[tuple[str, int]] = []
     utilization = 0.0
     for chain in load.chains:
-        if chain.true_rate is None or load.read_rate <= 0:
+        true_rate = chain.true_rate if rates is None else rates.get(chain.vertex, chain.true_rate)
+        if true_rate is None or load.read_rate <= 0:
             needed.append((chain.vertex, policy.min_parallelism))
             continue
-        share = chain.records_per_s / load.read_rate
-        subtasks = target * share / chain.true_rate  # at full utilization
+        subtasks = target * _share(chain, load) / true_rate  # at full utilization
         needed.append((chain.vertex, max(1, math.ceil(subtasks / policy.target_utilization - 1e-9))))
         utilization = max(utilization, subtasks / running)
-    return Sizing(load, target, tuple(needed), utilization, bool(load.unknown_backlog))
+    return Sizing(load, target, tuple(needed), utilization, bool(load.unknown_backlog), recent, rates_of)
+
+
+def _share(chain: ChainRates, load: WindowLoad) -> float:
+    """The chain's records in per record the sources read: over the window, or since
+    the launch started where that is more. While the buffers between a source and
+    the chain fill — a load step — the sources read ahead of what the chain takes
+    in, and the window's ratio undersells what will reach it (on tansu 0.67 in the
+    window a step ended, where every record read reaches the chain)."""
+    window = chain.records_per_s / load.read_rate
+    if load.read_since_start <= 0:
+        return window
+    return max(window, chain.records_since_start / load.read_since_start)
 
 
 def recommend(sizing: Sizing, policy: ScalingPolicy, running: int) -> int:
@@ -303,11 +418,20 @@ def _s(seconds: float) -> str:
     return f"{round(seconds, 1):g}"
 
 
+def _input_rate(load: WindowLoad, recent: bool) -> float:
+    """What arrives per second: the window's rate, or (`recent`, for a scale-up) its
+    second half's when that is higher."""
+    return max(load.input_rate, load.recent_input_rate or 0.0) if recent else load.input_rate
+
+
 def _why(sizing: Sizing) -> str:
     load = sizing.load
     backlog = "unknown backlog (busy time alone)" if sizing.busy_time_alone else f"backlog {load.backlog}"
     bottleneck, needed = max(sizing.needed, key=lambda pair: pair[1], default=("-", 0))
+    arriving = _input_rate(load, sizing.recent)
+    where = " over the window's second half" if arriving != load.input_rate else ""
+    rates = "" if sizing.rates_of is None else f" at the rate a subtask did at {sizing.rates_of}"
     return (
-        f"input {load.input_rate:.4g}/s, {backlog}, target {sizing.target_rate:.4g}/s; "
-        f"{bottleneck} needs {needed}"
+        f"input {arriving:.4g}/s{where}, {backlog}, target {sizing.target_rate:.4g}/s; "
+        f"{bottleneck} needs {needed}{rates}"
     )

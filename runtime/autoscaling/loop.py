@@ -9,8 +9,9 @@ the recommendation, the inputs it used and the last decisions under the job's
 `autoscaler` key (`status.py`).
 
 A new launch (a rescale, a restart) starts the series and the decision's state
-afresh: its counters start from 0, and its first samples fall in the
-stabilization interval, which `decide` leaves out.
+afresh — its counters start from 0, and its first samples fall in the
+stabilization interval, which `decide` leaves out — but for the true rates
+measured at each parallelism, which a scale-down is sized by.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ class Autoscaler:
             await self._recall_history()
         if launch != self._launch or self._state is None:
             self._launch, self._series = launch, []
-            self._state = ScalingState(parallelism, now_s)
+            self._state = ScalingState(parallelism, now_s, rates=self._rates())
         records = [value for _, value in await self._store.get_prefix(self._keys.progress_of_launch(launch))]
         sample = load_sample(records, parallelism)
         if sample is not None and (not self._series or sample.at_s > self._series[-1].at_s):
@@ -119,6 +120,10 @@ class Autoscaler:
         elif decision.action == "not-taken":
             log.debug("autoscaler: %s", decision.reason)
         return decision
+
+    def _rates(self) -> tuple[tuple[int, tuple[tuple[str, float], ...]], ...]:
+        """The true rates measured at each parallelism so far: they outlive a launch."""
+        return () if self._state is None else self._state.rates
 
     async def _recall_history(self) -> None:
         """An earlier driver's decisions (a driver the operator relaunched) stay in the
@@ -159,7 +164,7 @@ class Autoscaler:
         if outcome != "rescaled":
             log.warning("autoscaler: rescale %s -> %s %s: %s", running, target, outcome, detail)
             # The job runs on at `running`: its metrics must fill a window again first.
-            self._state = ScalingState(running, self._clock.now_ms() / 1000)
+            self._state = ScalingState(running, self._clock.now_ms() / 1000, rates=self._rates())
         self._sequence += 1
         entry = Rescaling(
             self._sequence,

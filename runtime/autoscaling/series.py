@@ -12,7 +12,7 @@ naming what is missing, so that no decision is taken on it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 class IncompleteMetricsError(Exception):
@@ -62,6 +62,8 @@ class ChainRates:
     """The busiest subtask's busy fraction."""
     idle: float
     """Mean fraction of time its subtasks waited for input."""
+    records_since_start: int = 0
+    """Records into the chain since its subtasks started (the launch)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,11 @@ class WindowLoad:
     """Backlog growth per second over the window (records arriving faster than read)."""
     unknown_backlog: tuple[str, ...]
     """The source subtasks (`vertex/subtask`) that cannot tell their backlog."""
+    read_since_start: int = 0
+    """Records all sources read since the launch started."""
+    recent_input_rate: float | None = None
+    """The input rate over the window's second half (from the newest sample at or
+    before its middle); None when the backlog is unknown or no sample lies there."""
 
     @property
     def input_rate(self) -> float:
@@ -120,7 +127,46 @@ def measure(
         (vertex, subtask) = key = sorted(set(before) ^ set(after))[0]
         missing_at = last.at_s if key in before else first.at_s
         raise IncompleteMetricsError(f"no metrics of {vertex}/{subtask} at {missing_at:g} s")
-    return _rates(first, last, before, after)
+    inside = [s for s in eligible if first.at_s <= s.at_s <= last.at_s]
+    load = _rates(first, last, before, after)
+    _check_backlog_fresh(inside, last)
+    middle = [s for s in inside if first.at_s < s.at_s <= last.at_s - window_s / 2]
+    if load.backlog is None or not middle:
+        return load
+    try:
+        at_middle = _complete(middle[-1], parallelism)
+        if set(at_middle) != set(after):
+            return load
+        half = _rates(middle[-1], last, at_middle, after)
+    except IncompleteMetricsError:  # the middle sample lacks a subtask: no second half to tell
+        return load
+    return replace(load, recent_input_rate=half.input_rate)
+
+
+def _check_backlog_fresh(window: Sequence[LoadSample], last: LoadSample) -> None:
+    """Raises unless each source subtask's end of input at the window's last sample
+    — records it read plus its backlog — is at least what it was at every earlier
+    sample of the window. The end only grows; a backlog that says less is older
+    than the records read beside it (a Kafka source's is the high watermark of its
+    last fetch response, and a fetch waits while the consumer's prefetch queue is
+    full), and sizing by it would take the input for less than it is."""
+    ends: dict[tuple[str, int], tuple[int, float]] = {}
+    for sample in window[:-1]:
+        for s in sample.subtasks:
+            if s.source and s.backlog is not None:
+                end = s.records_in + s.backlog
+                if end > ends.get((s.vertex, s.subtask), (-1, 0.0))[0]:
+                    ends[(s.vertex, s.subtask)] = (end, sample.at_s)
+    for s in last.subtasks:
+        if not s.source or s.backlog is None or (s.vertex, s.subtask) not in ends:
+            continue
+        (peak, at_s), end = ends[(s.vertex, s.subtask)], s.records_in + s.backlog
+        if end < peak:
+            raise IncompleteMetricsError(
+                f"the backlog of {s.vertex}/{s.subtask} at the window's end is stale: records read plus "
+                f"backlog ({end}) fell below the {peak} of {last.at_s - at_s:.3g} s before (the source's end "
+                "of input lags what it read)"
+            )
 
 
 def _complete(sample: LoadSample, parallelism: int) -> dict[tuple[str, int], SubtaskLoad]:
@@ -159,7 +205,10 @@ def _rates(
         backlog = sum(end.backlog or 0 for _, end in sources)
         growth = (backlog - sum(start.backlog or 0 for start, _ in sources)) / seconds
     read = sum(c.records_per_s for c in chains if c.source)
-    return WindowLoad(first.at_s, last.at_s, chains, read, backlog, growth, unknown)
+    read_since_start = sum(c.records_since_start for c in chains if c.source)
+    return WindowLoad(
+        first.at_s, last.at_s, chains, read, backlog, growth, unknown, read_since_start=read_since_start
+    )
 
 
 def _chain(vertex: str, pairs: list[tuple[SubtaskLoad, SubtaskLoad]], seconds: float) -> ChainRates:
@@ -169,6 +218,14 @@ def _chain(vertex: str, pairs: list[tuple[SubtaskLoad, SubtaskLoad]], seconds: f
     busy_s = sum(busy) * seconds
     true_rate = records / busy_s if busy_s > 0 and records > 0 else None
     idle = sum(max(0.0, 1.0 - b - p) for b, p in zip(busy, blocked, strict=True)) / len(pairs)
+    since_start = sum(end.records_in for _, end in pairs)
     return ChainRates(
-        vertex, pairs[0][1].source, records / seconds, true_rate, sum(busy) / len(pairs), max(busy), idle
+        vertex,
+        pairs[0][1].source,
+        records / seconds,
+        true_rate,
+        sum(busy) / len(pairs),
+        max(busy),
+        idle,
+        since_start,
     )

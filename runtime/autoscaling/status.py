@@ -128,7 +128,8 @@ def _inputs(decision: Decision) -> dict[str, Any]:
     return {
         "windowStartMs": round(load.start_s * 1000),
         "windowEndMs": round(load.end_s * 1000),
-        "inputRate": round(load.input_rate, 3),
+        "inputRate": round(sizing.input_rate, 3),
+        "ratesOf": sizing.rates_of,
         "readRate": round(load.read_rate, 3),
         "backlog": load.backlog,
         "backlogGrowth": None if load.backlog_growth is None else round(load.backlog_growth, 3),

@@ -93,16 +93,19 @@ class _Forwarding:
 
 
 class Counted(_Forwarding):
-    """Counts the records pushed through it (a vertex's records in or out); read by
-    the metrics on another thread, written by one chain thread only."""
+    """Counts the records pushed through it (a vertex's records in or out) once they
+    went through: records in per busy second (the autoscaler's true rate) must not
+    run ahead of the busy time that processing them takes — a batch from the
+    exchange can be seconds of a costly operator's work. Read by the metrics on
+    another thread, written by one chain thread only."""
 
     def __init__(self, out: Output) -> None:
         self.out = out
         self.count = 0
 
     def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
-        self.count += len(records)
         self.out.push(records, timestamps)
+        self.count += len(records)
 
 
 class _Function(_Forwarding):

@@ -106,10 +106,10 @@ def costly_running_sum(env: StreamEnvironment) -> None:
     """Records `{"key", "n"}` from topic `input` summed per key at `cost_ms` a record
     (`costly.CostlySum`), to files at `output`: a job whose keyed stage sets what
     one subtask processes, for the autoscaler's tests. Its consumer prefetches
-    little and fetches often: the backlog it tells is the high watermark of its last
-    fetch response, and librdkafka does not fetch while its queue is full (by
-    default up to 100,000 messages), which would leave the watermark behind by
-    seconds — longer than these tests' windows."""
+    little and fetches often: librdkafka does not fetch while its queue is full (by
+    default up to 100,000 messages), which would leave the high watermark of the
+    last fetch response behind by seconds — longer than these tests' windows (the
+    backlog looks the end offsets up too)."""
     args = env.args
     prefetch = {"queued.min.messages": 20, "fetch.wait.max.ms": 100}
     source = KafkaSource(

@@ -60,6 +60,15 @@ from lockgate.runtime.connectors.partitions import owner
 DISCOVERY_INTERVAL_S = 10.0
 """How often a reader asks the broker for partitions added to its topics."""
 
+END_LOOKUP_INTERVAL_S = 0.25
+"""How often `backlog` looks the partitions' end offsets up (one ListOffsets request
+for all of them; a task asks for the backlog as often): the fetch responses' end
+offset is as old as the last fetch, and a consumer far behind fetches only when
+its prefetch queue runs low."""
+
+END_LOOKUP_TIMEOUT_S = 0.5
+"""How long a lookup may hold up reading; past it the fetch responses' end stands."""
+
 _SET_ASIDE = object()  # what `_record` returns for a message it routed to the dead letters
 
 
@@ -164,6 +173,8 @@ class KafkaSourceReader(SourceReader):
         self._ends: dict[str, int] = {}  # stop_at="latest": where each partition ends
         self._at_eof: set[str] = set()  # partitions read up to their current end
         self._discover_due = 0.0
+        self._looked_up: dict[str, int] = {}  # per partition: the end offset last looked up
+        self._lookup_due = 0.0
         self._closed = False
         self._discover()
 
@@ -341,17 +352,43 @@ class KafkaSourceReader(SourceReader):
         return dict(self._positions)
 
     def backlog(self) -> Backlog | None:
-        """Records between each partition's position and its end (as last fetched)."""
+        """Records between each partition's position and its end: the later of the
+        end its last fetch response carried and the one last looked up (at most
+        END_LOOKUP_INTERVAL_S before). A consumer far behind fetches seldom — on tansu a
+        fetch takes all there is, and the next waits until the queue runs low — so
+        the fetch's end alone lags by as long as that queue takes to read."""
         if self._closed:
             return None
+        if time.monotonic() >= self._lookup_due:
+            self._look_up_ends()
         total = 0
         for name, (topic, number) in self._topic_partitions.items():
             tp = self._kafka.TopicPartition(topic, number)
-            _, high = self._consumer.get_watermark_offsets(tp, cached=True)
+            _, fetched = self._consumer.get_watermark_offsets(tp, cached=True)
+            high = max(fetched, self._looked_up.get(name, -1))
             if high < 0:
-                return None  # not fetched yet
+                return None  # neither fetched nor looked up yet
             total += max(0, high - self._positions[name])
         return Backlog(records=total)
+
+    def _look_up_ends(self) -> None:
+        """Each partition's end offset from the broker (its latest offset; the last
+        stable one, read_committed). Where the lookup fails, the last one stands."""
+        self._lookup_due = time.monotonic() + END_LOOKUP_INTERVAL_S
+        latest = [
+            self._kafka.TopicPartition(topic, number, self._kafka.OFFSET_END)
+            for topic, number in self._topic_partitions.values()
+        ]
+        if not latest:
+            return
+        try:
+            found = self._consumer.offsets_for_times(latest, timeout=END_LOOKUP_TIMEOUT_S)
+        except self._kafka.KafkaException:
+            return
+        for tp in found:
+            name = partition_name(tp.topic, tp.partition)
+            if tp.error is None and tp.offset >= 0:
+                self._looked_up[name] = max(tp.offset, self._looked_up.get(name, -1))
 
     # -- the group's committed offsets, for monitoring --------------------------------
 

@@ -64,10 +64,13 @@ def simulate(
     backlog_known: bool = True,
     drop: Callable[[float, LoadSample], LoadSample] | None = None,
     kept_s: int = KEPT_S,
+    keyed_rate: Callable[[int], float] = lambda parallelism: KEYED_RATE,
 ) -> Run:
     """Runs the model from 0 to `until_s`; `decide(samples, now)` is asked every
     `decide_every_s` and its rescales applied. `noise`: each second's arrivals
-    vary by up to that fraction. `drop` may take metrics out of a sample."""
+    vary by up to that fraction. `drop` may take metrics out of a sample.
+    `keyed_rate`: what a keyed subtask processes per busy second at a parallelism
+    (subtasks sharing cores do less each as more run)."""
     jitter = random.Random(seed)
     run = Run()
     samples: deque[LoadSample] = deque(maxlen=kept_s)
@@ -77,13 +80,14 @@ def simulate(
     for t in range(1, until_s + 1):
         arrived = offered(t) * (1 + noise * jitter.uniform(-1, 1))
         backlog += arrived
-        processed = 0.0 if t <= paused_until else min(backlog, parallelism * KEYED_RATE)
+        rate = keyed_rate(parallelism)
+        processed = 0.0 if t <= paused_until else min(backlog, parallelism * rate)
         backlog -= processed
         share = processed / parallelism
         for each in counters:
             each.records += share
             each.source_busy += share / SOURCE_RATE
-            each.keyed_busy += share / KEYED_RATE
+            each.keyed_busy += share / rate
             if backlog > 0 and t > paused_until:  # the sources read as fast as the keyed chain takes
                 each.source_blocked += 1.0 - share / SOURCE_RATE
         sample = _sample(t, parallelism, counters, backlog if backlog_known else None)

@@ -11,11 +11,13 @@ suite. A thread woken from its sleep waits for the interpreter lock (up to its
 longer the record's own time, the less that skews what a subtask processes.
 
 The producer batches, as a real one does. The backlog the source reports is each
-partition's high watermark as the fetch responses carry it, less the position:
-tansu 0.6.0 gets the high watermark of a ListOffsets lookup wrong (the last
-batch's base offset + 1) but that of a fetch right (tests/test_kafka_broker.py
-shows both), so this backlog is what a broker that reports end offsets right
-would give."""
+partition's end offset less the position, the end the later of the high
+watermark its last fetch response carried and a latest-offset lookup every
+quarter second: tansu 0.6.0 answers the lookup with the last batch's base offset
++ 1 and a fetch right but as of the last fetch (tests/test_kafka_broker.py
+shows both), so this backlog is short by at most the last batch (a record or
+two at 5 ms of linger) of what a broker that reports end offsets right would
+give."""
 
 from __future__ import annotations
 

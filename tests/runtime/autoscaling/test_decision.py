@@ -17,6 +17,7 @@ from lockgate.runtime.autoscaling.decision import (
     even_split,
 )
 from lockgate.runtime.autoscaling.series import LoadSample, SubtaskLoad
+from lockgate.runtime.autoscaling.status import AutoscalerStatus
 
 from tests.runtime.autoscaling.load_model import KEYED_RATE, simulate
 
@@ -52,6 +53,95 @@ def test_three_times_the_load_of_one_subtask_scales_up_once_to_what_keeps_up() -
     assert "keyed needs 6" in up.reason
 
 
+def test_a_load_step_scales_up_once_for_the_new_load_not_a_step_per_window() -> None:
+    """500 records/s for 10 min, then 3000: the first windows after the step hold
+    part of the new load only. The scale-up waits (a window at most) until the
+    window's second half is no longer rising above the whole, then goes to what
+    keeps up with the new load and its backlog, once."""
+    run = simulate(lambda t: 500.0 if t < 600 else 3000.0, Autoscaler(POLICY, 1), parallelism=1, until_s=1800)
+    assert run.actions() == ["scale-up"], [d.reason for d in run.rescales]
+    (up,) = run.rescales
+    assert up.parallelism * KEYED_RATE * POLICY.target_utilization >= 3000.0, up.reason
+    assert 600 < up.at_s <= 600 + POLICY.window_s + 5, "within a window of the step"
+    waited = [d.reason for d in run.decisions if "the input is still rising" in d.reason]
+    assert waited, "the first window after the step would have sized for less"
+    assert run.backlog[-1] == 0.0
+    inputs = AutoscalerStatus.of(up, POLICY, 1, 0, ()).to_json()["inputs"]
+    assert up.sizing is not None
+    assert inputs["inputRate"] == round(up.sizing.input_rate, 3), "the status shows the rate it sized for"
+    assert inputs["ratesOf"] is None
+
+
+SCENARIO = ScalingPolicy(  # test_autoscaling_on_kafka.py's
+    max_parallelism=8,
+    key_groups=32,
+    window_s=3.0,
+    stabilization_s=1.5,
+    catch_up_s=10.0,
+    scale_down_delay_s=5.0,
+)
+
+RECORDED_ON_TANSU = [
+    # seconds, source: records read, busy s, backpressured s, backlog; sum: records in, busy s
+    (1.005, 49, 0.097, 0.526, 12, 21, 0.941),
+    (2.005, 65, 0.246, 1.378, 6, 43, 1.941),
+    (3.006, 95, 0.246, 2.382, 52, 63, 2.942),
+    (4.006, 103, 0.441, 3.184, 28, 79, 3.943),
+    (5.007, 127, 0.441, 4.387, 124, 103, 4.943),
+]
+"""The suite's Kafka scenario at P = 1 (60 records/s offered, 20 a subtask), as its
+autoscaler sampled it: at 4 s the source's backlog reads 28, its end of input
+(records read plus backlog) 131 where it was 147 a second before: a high
+watermark older than the records read beside it."""
+
+
+def _recorded(until_s: float) -> list[LoadSample]:
+    return [
+        LoadSample(
+            at_s,
+            1,
+            (
+                SubtaskLoad("numbers", 0, read, busy, blocked, True, backlog, 4),
+                SubtaskLoad("sum", 0, summed, summed_busy),
+            ),
+        )
+        for at_s, read, busy, blocked, backlog, summed, summed_busy in RECORDED_ON_TANSU
+        if at_s <= until_s
+    ]
+
+
+def test_a_window_ending_on_a_stale_backlog_takes_no_decision() -> None:
+    """Sized on [1, 4] s the input reads 23 records/s (backlog growth 5/s) of 60: the
+    sum would need 3 (4 with the even split) where it needs 6, and a second step up
+    would follow. The next window, fresh at both ends, sizes for the load it has."""
+    state = ScalingState(1, -0.6)  # the launch seen 1.6 s before the first sample
+    stale = decide(_recorded(4.1), SCENARIO, state, 4.1)
+    assert stale.action == "not-taken", stale.reason
+    assert "the backlog of numbers/0 at the window's end is stale" in stale.reason
+    assert "records read plus backlog (131) fell below the 147 of 1 s before" in stale.reason
+    fresh = decide(_recorded(5.1), SCENARIO, stale.state, 5.1)
+    assert fresh.action == "scale-up", fresh.reason
+    assert fresh.parallelism >= 5, fresh.reason
+
+
+def test_records_in_flight_to_a_chain_do_not_shrink_its_share_of_the_target() -> None:
+    """30 s at 10 records/s, then a step to 60 (the benchmark's profile): in the 3 s
+    after it the source read 60 records, the sum took in 40 — 20 fill the buffers
+    between them — though every record read reaches it. Sized by the window's
+    ratio (0.67) the sum needs 4; by the launch's (340 of 360), 5."""
+
+    def sample(at_s: float, read: int, backlog: int, summed: int, summed_busy: float) -> LoadSample:
+        source = SubtaskLoad("numbers", 0, read, read / 500, at_s - read / 500, True, backlog, 4)
+        return LoadSample(at_s, 1, (source, SubtaskLoad("sum", 0, summed, summed_busy)))
+
+    series = [sample(30.0, 300, 0, 300, 15.0), sample(33.0, 360, 120, 340, 17.0)]
+    up = decide(series, SCENARIO, ScalingState(1, 0.0), 33.0)
+    assert up.action == "scale-up", up.reason
+    assert up.sizing is not None
+    assert up.sizing.load.input_rate == pytest.approx(60.0)
+    assert up.parallelism >= 5, up.reason
+
+
 def test_the_backlog_drains_within_the_catch_up_duration() -> None:
     run = simulate(lambda t: 3000.0, Autoscaler(POLICY, 1), parallelism=1, until_s=1200)
     up = run.rescales[0]
@@ -74,6 +164,32 @@ def test_a_load_drop_scales_down_exactly_once_after_the_delay() -> None:
     assert down.parallelism == 2, "800/s at 0.7 of 1000/s a subtask"
     assert "none above 2 in the last 600 s" in down.reason
     assert max(run.backlog[drop_at:]) <= 800.0 * 5, "behind by the rescale's pause at most"
+    assert run.backlog[-1] == 0.0
+
+
+def test_a_load_drop_scales_down_in_one_step_when_subtasks_share_cores() -> None:
+    """Subtasks that share cores each do less as more run: here 1000 records per busy
+    second at P = 1 and 1000 / (1 + 0.1 (P - 1)) at P (588 at 8), as tansu's
+    scenario measured (19 at P = 1, 12-13 at P = 6). Sized by the rate measured at
+    P = 8, 500 records/s would need 2; the job ran at 1 before the step, and what
+    a subtask did there says 1 is enough: one step down, not 8 -> 2 -> 1."""
+
+    def sharing(parallelism: int) -> float:
+        return KEYED_RATE / (1 + 0.1 * (parallelism - 1))
+
+    drop_at = 1800
+    run = simulate(
+        lambda t: 3000.0 if 600 <= t < drop_at else 500.0,
+        Autoscaler(POLICY, 1),
+        parallelism=1,
+        until_s=4200,
+        keyed_rate=sharing,
+    )
+    downs = [d for d in run.rescales if d.action == "scale-down"]
+    assert [d.parallelism for d in downs] == [1], [d.reason for d in run.rescales]
+    assert "at the rate a subtask did at 1" in downs[0].reason
+    assert AutoscalerStatus.of(downs[0], POLICY, 8, 0, ()).to_json()["inputs"]["ratesOf"] == 1
+    assert downs[0].at_s <= drop_at + POLICY.window_s + 2 * POLICY.scale_down_delay_s
     assert run.backlog[-1] == 0.0
 
 

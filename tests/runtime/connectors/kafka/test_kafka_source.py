@@ -215,7 +215,7 @@ def test_the_backlog_is_the_records_not_read_yet(kafka: KafkaBroker) -> None:
     message (tests/test_kafka_broker.py), and this test would fail on it."""
     topic = kafka.create_topic(2)
     reader = open_reader(source(kafka, topic))
-    assert reader.backlog() is None, "nothing fetched yet: unknown, not 0"
+    wait_until(lambda: reader.backlog() == Backlog(records=0), "the end looked up before any fetch", 5)
     producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 50, **QUIET})
     for partition, count in ((0, 50), (0, 30), (1, 40)):  # one batch each
         for n in range(count):
@@ -228,6 +228,24 @@ def test_the_backlog_is_the_records_not_read_yet(kafka: KafkaBroker) -> None:
     wait_until(lambda: reader.backlog() == Backlog(records=120 - read), "the backlog caught up", 30)
     drain(reader)
     assert reader.backlog() == Backlog(records=0), "read to the end: 0, not unknown"
+    reader.close()
+
+
+def test_the_backlog_counts_records_produced_since_the_consumers_last_fetch(kafka: KafkaBroker) -> None:
+    """A consumer far behind fetches again only once its prefetch queue runs low
+    (here under 10 messages); tansu's fetch takes every record there is, so the end
+    offset of the last fetch response stays where it was while 95 records wait in
+    the queue. The backlog looks the end up too (every quarter second): what arrived since
+    counts within that. Each partition's last message is in a batch of its own
+    (`KafkaBroker.produce`), where tansu's lookup is right."""
+    topic = kafka.create_topic(1)
+    properties = {**QUIET_PROPERTIES, "queued.min.messages": 10}
+    reader = open_reader(source(kafka, topic, properties=properties))
+    produce_json(kafka, topic, 0, 100, 1)
+    read = len(read_until(reader, 5))
+    wait_until(lambda: reader.backlog() == Backlog(records=100 - read), "the first 100 counted", 10)
+    produce_json(kafka, topic, 100, 100, 1)
+    wait_until(lambda: reader.backlog() == Backlog(records=200 - read), "the next 100 counted", 5)
     reader.close()
 
 

@@ -506,7 +506,16 @@ class CheckpointCoordinator:
         self._latest_completed = max(self._latest_completed, n)
         self._consecutive_failures = 0
         self._last_completion = self._monotonic_s()
-        log.info("checkpoint %s complete: %s bytes", n, summary.bytes)
+        in_flight = sum(state.channel.records for state in pending.acks.values() if state.channel is not None)
+        if in_flight:
+            log.info(
+                "checkpoint %s complete: %s bytes, %s records in flight (unaligned)",
+                n,
+                summary.bytes,
+                in_flight,
+            )
+        else:
+            log.info("checkpoint %s complete: %s bytes", n, summary.bytes)
         await self._subsume_older_than(n)
         try:
             await self.store.discard_old(set(self.pending), self.leadership.guard)

@@ -48,6 +48,8 @@ def test_a_seeded_short_soak_keeps_output_and_state_exact(tmp_path: Path) -> Non
     schedule = Schedule(kills.seed, kills.window_s, kills.rounds + late.rounds)
     unaligned = JobOptions(aligned_checkpoint_timeout_s=0.0)
     report = _soak(tmp_path, schedule, SoakOptions(rate=200.0, recovery_bound_s=180.0), unaligned)
+    logs = "".join(log.read_text(errors="replace") for log in (tmp_path / "logs").glob("driver-*.log"))
+    assert "records in flight (unaligned)" in logs, "no checkpoint kept records in flight: nothing was shown"
     injected = report.injected()
     assert sum(injected.values()) >= 4, f"the faults found their targets: {injected}"
     assert injected[LATE_WRITER] == 1, report.summary()

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from lockgate.console import interrupted
 
 from tests.process_tree import descendants, working_in
 from tests.runtime.recovery.lockgate_process import (
@@ -136,3 +137,25 @@ def test_ctrl_c_while_the_run_starts_exits_130_with_one_line_and_leaves_no_proce
     assert "Traceback" not in err, err[-3000:]
     assert err.strip().splitlines()[-1] == "lockgate run: interrupted", err[-3000:]
     assert left == [], "processes left behind"
+
+
+def test_an_interrupt_that_lands_while_python_creates_a_class_counts_as_an_interrupt() -> None:
+    """Ctrl-C during the imports can land in a class's creation, where Python reports
+    it as `RuntimeError: Error calling __set_name__` caused by the KeyboardInterrupt:
+    the command answers it with its one line and 130 all the same (it exited 1 with a
+    traceback; seen in the test above at 0.5 s)."""
+
+    def created_while_interrupted() -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as interrupt:
+            raise RuntimeError(
+                "Error calling __set_name__ on 'Field' instance 'secret' in 'JobSpec'"
+            ) from interrupt
+
+    with pytest.raises(RuntimeError) as caught:
+        created_while_interrupted()
+    assert interrupted(caught.value)
+    assert interrupted(KeyboardInterrupt())
+    assert not interrupted(RuntimeError("no"))
+    assert not interrupted(SystemExit(2))

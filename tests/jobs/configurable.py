@@ -68,11 +68,7 @@ def sums_and_words(env: StreamEnvironment) -> None:
 def slow_running_sum(env: StreamEnvironment) -> None:
     """`running_sum` whose keyed operator takes `slow_ms` per record behind a source
     that reads as fast as it can: the exchange into it stays full (backpressure)."""
-    source = GeneratorSource(
-        int(env.args["count"]),
-        keys=int(env.args.get("keys", "37")),
-        partitions=int(env.args.get("partitions", "4")),
-    )
+    source = counting.unthrottled_numbers(env)
     (
         env.source(source, name="numbers")
         .key_by(lambda record: record["key"])

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from lockgate.runtime import (
     FileSink,
     ForwardingSinkWriter,
+    GeneratorSource,
     JobIdentity,
     Sink,
     SinkWriter,
@@ -20,6 +21,16 @@ from lockgate.runtime import (
 )
 
 from tests.jobs.functions import CountWords, RunningSum
+
+
+def unthrottled_numbers(env: StreamEnvironment) -> GeneratorSource:
+    """`count` records over `keys` keys (default 37) from `partitions` partitions (default
+    4), read as fast as the job takes them: behind a slow stage, its input stays full."""
+    return GeneratorSource(
+        int(env.args["count"]),
+        keys=int(env.args.get("keys", "37")),
+        partitions=int(env.args.get("partitions", "4")),
+    )
 
 
 def word_count(env: StreamEnvironment, source: Source, out: str) -> None:

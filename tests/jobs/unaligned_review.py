@@ -24,11 +24,7 @@ from tests.jobs.functions import CountThrough, SlowIdentity, SlowRunningSum
 def slow_keyed_map(env: StreamEnvironment) -> None:
     """A source, a key_by and then a slow map (not a keyed operator: it takes the records
     themselves, partitioned by key) into a sink; the map's input stays full."""
-    source = GeneratorSource(
-        int(env.args["count"]),
-        keys=int(env.args.get("keys", "37")),
-        partitions=int(env.args.get("partitions", "4")),
-    )
+    source = counting.unthrottled_numbers(env)
     (
         env.source(source, name="numbers")
         .key_by(lambda record: record["key"])
@@ -41,11 +37,7 @@ def slow_keyed_sink(env: StreamEnvironment) -> None:
     """A source and a key_by straight into a slow sink (a sink after a key_by takes the
     records themselves, partitioned by key); the sink's input stays full. In-process
     only: the sink counts into `InFlight.registry[tracker]`."""
-    source = GeneratorSource(
-        int(env.args["count"]),
-        keys=int(env.args.get("keys", "37")),
-        partitions=int(env.args.get("partitions", "4")),
-    )
+    source = counting.unthrottled_numbers(env)
     sink = counting.SlowSink(env.args["output"], env.args["tracker"], float(env.args["slow_ms"]) / 1000)
     env.source(source, name="numbers").key_by(lambda record: record["key"]).sink(sink, name="out")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import kubernetes_validate
 import pytest
 from kubernetes import client
 from lockgate.operator.job_policy import JobPolicy
+from lockgate.operator.naming import JobNames
 from lockgate.runtime.coordination.etcd import Etcd
 from lockgate.runtime.coordination.keys import JobKeys
 from lockgate.runtime.coordination.records import CompletedCheckpoint, encode
@@ -279,6 +281,22 @@ async def test_kopfs_bookkeeping_is_under_lockgate_dev(kubectl: Kubectl, job_nam
     assert not [a for a in annotations if a.startswith("kopf.zalando.org/")], annotations
     await kubectl.delete(job_name)
     await eventually(lambda: not kubectl.exists(JOBS, job_name), "the deleted job is gone")
+
+
+async def test_a_job_deleted_while_its_observer_runs_is_gone_within_seconds(
+    kubectl: Kubectl, job_name: str, operator: Operator
+) -> None:
+    """kopf keeps the finalizer until the job's timer has exited, and by default looks
+    again only a minute later: a deletion that met a running observation took 60 s."""
+    await _created(kubectl, job_name)
+    assert operator.context is not None
+    lock = operator.context.lock(JobNames(NAMESPACE, job_name))
+    async with lock:  # the next observation starts and waits inside its handler
+        await eventually(lambda: bool(lock._waiters), "an observation waits for the job")
+        await kubectl.delete(job_name)
+        deleted = time.monotonic()
+    await eventually(lambda: not kubectl.exists(JOBS, job_name), "the deleted job is gone", timeout_s=30)
+    assert time.monotonic() - deleted < 5
 
 
 async def test_an_operator_restarted_mid_upgrade_resumes_it(

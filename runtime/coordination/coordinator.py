@@ -53,6 +53,11 @@ _SPEC_DEFAULTS = Checkpointing()
 # How long deleting once more what late uploads wrote for an aborted checkpoint may take.
 DELETE_AGAIN_BOUND_S = 10.0
 
+UNFINISHED_CLEANUP_IDS = 64
+"""How many of the last allocated ids a starting coordinator checks for an earlier
+launch's unfinished checkpoint: those in flight when it ended are the last few
+(an abort deleted its own checkpoint's directory already)."""
+
 
 @dataclass(frozen=True)
 class CheckpointConfig:
@@ -244,6 +249,7 @@ class CheckpointCoordinator:
             ],
         ):
             raise CoordinatorFencedError("the coordinator was replaced while it started")
+        await self._delete_unfinished_of_earlier_launches()
         self._tasks = [
             asyncio.create_task(self._watch_acks(revision + 1), name="acks"),
             asyncio.create_task(self._watch_drained(revision + 1), name="drained"),
@@ -256,6 +262,24 @@ class CheckpointCoordinator:
             self._tasks.append(asyncio.create_task(self.rescales.run(), name="rescales"))
         for task in self._tasks:
             task.add_done_callback(lambda _: self._wake.set())
+
+    def _checkpoint_url(self, n: int) -> str:
+        return f"{self._storage.url.rstrip('/')}/{self.keys.job}/chk-{n}"
+
+    async def _delete_unfinished_of_earlier_launches(self) -> None:
+        """Checkpoints an earlier launch started and never completed (it failed, or was
+        replaced, while they were in flight) leave what their uploads wrote; ids are
+        never reused, so nothing would ever read or delete those directories. Savepoints
+        with a target of their own are the user's to clean."""
+        first = max(self._latest_completed + 1, self._last_allocated - UNFINISHED_CLEANUP_IDS + 1)
+        for n in range(first, self._last_allocated + 1):
+            if await self._kv.get(self.keys.completed_of(n)) is not None:
+                continue  # completed, whatever `latest` names: kept
+            target = CheckpointStorage(self._checkpoint_url(n))
+            try:
+                await within(asyncio.to_thread(target.delete, target.root, True), DELETE_AGAIN_BOUND_S)
+            except Exception as error:  # noqa: BLE001 - files left behind are named, the job goes on
+                log.warning("could not delete unfinished checkpoint %s of an earlier launch: %s", n, error)
 
     async def run(self) -> str | None:
         """Trigger periodic checkpoints until the job stops with a savepoint (its path
@@ -357,7 +381,7 @@ class CheckpointCoordinator:
         self._next_id += 1
         self._last_trigger = self._monotonic_s()
         if target is None:
-            target = f"{self._storage.url.rstrip('/')}/{self.keys.job}/chk-{n}"
+            target = self._checkpoint_url(n)
         trigger = Trigger(n, self.launch, kind, target, self._clock.now_ms(), stop)
         done = asyncio.get_running_loop().create_future()
         self.pending[n] = PendingCheckpoint(trigger, self._monotonic_s() + self.config.timeout_s, done)

@@ -117,3 +117,29 @@ async def test_zombie_coordinator_can_complete_nothing(job: Job) -> None:
     finally:
         await zombie.close(release=False)
         await successor.close()
+
+
+async def test_a_checkpoint_in_flight_when_its_launch_ended_leaves_no_files(job: Job) -> None:
+    """Ids are never reused: what a dead launch's unfinished checkpoint uploaded was read,
+    and deleted, by nobody (seen in the soak: a `chk-30` without `_metadata`)."""
+    first = job.coordinator(MANUAL)
+    await first.start()
+    await asyncio.wait_for(first.trigger(), 10)
+    for subtask in job.subtasks:
+        subtask.gate.clear()  # checkpoint 2 is never acknowledged
+    first.trigger()
+    await eventually(lambda: first.pending[2].published, "checkpoint 2 reached etcd")
+    unfinished = job.storage.checkpoint_dir(job.keys.job, 2)
+    job.storage.write_file(f"{unfinished}/source/0/state", b"half an upload", unfinished)
+    await first.close()  # the launch ends with checkpoint 2 in flight
+
+    successor = job.coordinator(MANUAL)
+    await successor.start()
+    try:
+        assert not job.storage.exists(unfinished)
+        assert job.storage.exists(f"{job.storage.checkpoint_dir(job.keys.job, 1)}/_metadata")
+        for subtask in job.subtasks:
+            subtask.gate.set()  # the new launch's tasks answer (those of the first answer nothing more)
+        assert (await asyncio.wait_for(successor.trigger(), 10)).checkpoint_id == 3
+    finally:
+        await successor.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import secrets
 import statistics
@@ -134,7 +135,33 @@ def scrape_every_second(done: threading.Event) -> None:
                 continue
 
 
-ROWS = ("checkpoints-5s", "checkpoints-5s-metrics", "final-only", "rate-50k-5s", "checkpoints-5s-unaligned")
+ROWS = (
+    "checkpoints-5s",
+    "checkpoints-5s-metrics",
+    "final-only",
+    "rate-50k-5s",
+    "checkpoints-5s-unaligned",
+    "checkpoints-1s",
+    "checkpoints-1s-unaligned",
+)
+
+
+def summarize(results: list[tuple[str, float]]) -> None:
+    """Each row's median over its runs; for rows run alternately (A B A B ...), the
+    ratio of each B to the A just before it: pairs close in time share the
+    machine's state, so their ratio spreads less than the rows' runs do."""
+    by_row: dict[str, list[float]] = {}
+    for row, rate in results:
+        by_row.setdefault(row, []).append(rate)
+    for row, rates in by_row.items():
+        print(f"{row:>26}: median {statistics.median(rates):10,.0f} records/s over {len(rates)} runs")
+    rows = list(by_row)
+    if len(rows) == 2:
+        first, second = rows
+        ratios = [b / a for (ra, a), (rb, b) in itertools.pairwise(results) if (ra, rb) == (first, second)]
+        if ratios:
+            shown = ", ".join(f"{r:.3f}" for r in ratios)
+            print(f"{second} / {first}, each pair: {shown}; median {statistics.median(ratios):.3f}")
 
 
 def main() -> None:
@@ -169,12 +196,20 @@ def main() -> None:
                 "checkpoints-5s-unaligned": lambda w: measure(
                     spark, etcd, w, args, 5.0, "checkpoints-5s-unaligned", unaligned_after_s=0.0
                 ),
+                # A checkpoint a second: what is paid per checkpoint shows five times as often.
+                "checkpoints-1s": lambda w: measure(spark, etcd, w, args, 1.0, "checkpoints-1s"),
+                "checkpoints-1s-unaligned": lambda w: measure(
+                    spark, etcd, w, args, 1.0, "checkpoints-1s-unaligned", unaligned_after_s=0.0
+                ),
             }
             if args.curve:
                 latency_curve(spark, etcd, work / "curve", args)
                 return
+            results: list[tuple[str, float]] = []
             for n, row in enumerate(args.rows):  # a row may be repeated, each run in its own directory
-                runs[row](work / str(n))
+                rate, _, _ = runs[row](work / str(n))
+                results.append((row, rate))
+            summarize(results)
         finally:
             spark.stop()
             server.stop()

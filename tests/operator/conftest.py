@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,8 @@ class Operator:
     task: asyncio.Task[None] | None = None
     context: OperatorContext | None = None
     stop_flag: asyncio.Event = field(default_factory=asyncio.Event)
+    not_kopfs: set[asyncio.Task[Any]] = field(default_factory=set)
+    root_tasks: Collection[asyncio.Task[Any]] = ()
 
     def api(self) -> client.ApiClient:
         return client.ApiClient(client.Configuration(host=self.url))
@@ -71,8 +73,13 @@ class Operator:
         settings.watching.reconnect_backoff = 0.1
         self.stop_flag = asyncio.Event()
         ready = asyncio.Event()
-        self.task = asyncio.create_task(
-            kopf.operator(
+        # kopf.operator counts every task created after it started as one of its own
+        # and, stopping, waits up to 5 s for them to end: the test's task, and kopf's
+        # own API requests that retry once their credentials are gone.
+        self.not_kopfs = set(asyncio.all_tasks())
+
+        async def run() -> None:
+            self.root_tasks = await kopf.spawn_tasks(
                 registry=registry,
                 settings=settings,
                 clusterwide=True,
@@ -80,14 +87,23 @@ class Operator:
                 stop_flag=self.stop_flag,
                 ready_flag=ready,
             )
-        )
+            await kopf.run_tasks(self.root_tasks, ignored=self.not_kopfs)
+
+        self.task = asyncio.create_task(run())
         await asyncio.wait_for(ready.wait(), 10)
 
     async def stop(self) -> None:
+        """The operator stopped as by its stop flag; once its root tasks have ended (its
+        handlers, watchers and clean-up), what kopf would still wait for is cancelled."""
         assert self.task is not None
+        current = asyncio.current_task()
+        if current is not None:
+            self.not_kopfs.add(current)
         self.stop_flag.set()
+        await asyncio.wait(self.root_tasks, timeout=40)
+        self.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(self.task, 40)
+            await self.task
         self.task = None
 
 

@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import os
 import secrets
 import statistics
 import tempfile
@@ -146,22 +147,53 @@ ROWS = (
 )
 
 
-def summarize(results: list[tuple[str, float]]) -> None:
-    """Each row's median over its runs; for rows run alternately (A B A B ...), the
-    ratio of each B to the A just before it: pairs close in time share the
-    machine's state, so their ratio spreads less than the rows' runs do."""
-    by_row: dict[str, list[float]] = {}
-    for row, rate in results:
-        by_row.setdefault(row, []).append(rate)
-    for row, rates in by_row.items():
-        print(f"{row:>26}: median {statistics.median(rates):10,.0f} records/s over {len(rates)} runs")
+def tree_cpu_s() -> float:
+    """CPU seconds (user and system) used so far by this process and every process
+    below it (the Spark JVM, the Python workers), with the children they reaped."""
+    parent_of: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue  # ended meanwhile
+        fields = stat[stat.rindex(")") + 2 :].split()  # from field 3 (state) on
+        parent_of[int(entry)] = int(fields[1])
+        ticks[int(entry)] = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    tree, frontier = {os.getpid()}, [os.getpid()]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parent_of.items() if ppid == parent and pid not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    return sum(ticks.get(pid, 0) for pid in tree) / os.sysconf("SC_CLK_TCK")
+
+
+def summarize(results: list[tuple[str, float, float]]) -> None:
+    """Each row's median over its runs, of records/s and of CPU seconds per million
+    records (all of the benchmark's processes: less sensitive than records/s to
+    what else the machine does); for rows run alternately (A B A B ...), the ratio
+    of each B to the A just before it: pairs close in time share the machine's
+    state, so their ratio spreads less than the rows' runs do."""
+    by_row: dict[str, list[tuple[float, float]]] = {}
+    for row, rate, cpu in results:
+        by_row.setdefault(row, []).append((rate, cpu))
+    for row, runs in by_row.items():
+        rate = statistics.median(r for r, _ in runs)
+        cpu = statistics.median(c for _, c in runs)
+        print(f"{row:>26}: median {rate:10,.0f} records/s, {cpu:5.2f} CPU s per 1M records, {len(runs)} runs")
     rows = list(by_row)
-    if len(rows) == 2:
-        first, second = rows
-        ratios = [b / a for (ra, a), (rb, b) in itertools.pairwise(results) if (ra, rb) == (first, second)]
+    if len(rows) != 2:
+        return
+    first, second = rows
+    pairs = [(a, b) for a, b in itertools.pairwise(results) if (a[0], b[0]) == (first, second)]
+    for what, index in (("records/s", 1), ("CPU per record", 2)):
+        ratios = [b[index] / a[index] for a, b in pairs]
         if ratios:
             shown = ", ".join(f"{r:.3f}" for r in ratios)
-            print(f"{second} / {first}, each pair: {shown}; median {statistics.median(ratios):.3f}")
+            print(f"{what}, {second} / {first}, each pair: {shown}; median {statistics.median(ratios):.3f}")
 
 
 def main() -> None:
@@ -205,10 +237,13 @@ def main() -> None:
             if args.curve:
                 latency_curve(spark, etcd, work / "curve", args)
                 return
-            results: list[tuple[str, float]] = []
+            results: list[tuple[str, float, float]] = []
             for n, row in enumerate(args.rows):  # a row may be repeated, each run in its own directory
+                cpu = tree_cpu_s()
                 rate, _, _ = runs[row](work / str(n))
-                results.append((row, rate))
+                cpu_per_million = (tree_cpu_s() - cpu) / args.count * 1e6
+                print(f"{row:>26}: {cpu_per_million:5.2f} CPU s per million records", flush=True)
+                results.append((row, rate, cpu_per_million))
             summarize(results)
         finally:
             spark.stop()

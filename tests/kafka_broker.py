@@ -103,6 +103,22 @@ class KafkaBroker:
         finally:
             consumer.close()
 
+    def committed_offset(self, group: str, topic: str, partition: int) -> int:
+        """`group`'s committed offset of the partition, as a read_committed consumer
+        is shown it (negative: none)."""
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap_servers,
+                "group.id": group,
+                "isolation.level": "read_committed",
+                **QUIET,
+            }
+        )
+        try:
+            return int(consumer.committed([TopicPartition(topic, partition)], timeout=10)[0].offset)
+        finally:
+            consumer.close()
+
     def read(self, topic: str, isolation: str = "read_committed") -> list[Any]:
         """Every message a consumer of `isolation` sees up to where each partition ended
         when the read got there, as (partition, offset, key, value), in partition and

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -28,19 +29,26 @@ def environment() -> dict[str, str]:
 
 
 def start(
-    cwd: Path, *args: str, own_group: bool = False, env: dict[str, str] | None = None
+    cwd: Path,
+    *args: str,
+    own_group: bool = False,
+    env: dict[str, str] | None = None,
+    stderr_to: Path | None = None,
 ) -> subprocess.Popen[str]:
     """`own_group`: the run leads a process group, as a command started from a shell
-    does; `env`: variables added to the run's environment."""
-    return subprocess.Popen(
-        [LOCKGATE, *args],
-        cwd=cwd,
-        env={**environment(), **(env or {})},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        process_group=0 if own_group else None,
-    )
+    does; `env`: variables added to the run's environment; `stderr_to`: a file for
+    what the run logs (with -v, more than a pipe nobody reads holds)."""
+    with contextlib.ExitStack() as files:
+        stderr = files.enter_context(stderr_to.open("w")) if stderr_to is not None else subprocess.PIPE
+        return subprocess.Popen(
+            [LOCKGATE, *args],
+            cwd=cwd,
+            env={**environment(), **(env or {})},
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            process_group=0 if own_group else None,
+        )
 
 
 def run(cwd: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
@@ -93,8 +101,8 @@ def run_record(cwd: Path) -> dict[str, Any] | None:
 
 def finish(process: subprocess.Popen[str], timeout: float = 180) -> tuple[str, str]:
     out, err = process.communicate(timeout=timeout)
-    assert process.returncode == 0, f"exit {process.returncode}:\n{out}\n{err[-4000:]}"
-    return out, err
+    assert process.returncode == 0, f"exit {process.returncode}:\n{out}\n{(err or '')[-4000:]}"
+    return out, err or ""
 
 
 def ask_run_etcd(cwd: Path, question: Callable[[Etcd], Awaitable[T]], before_start: T) -> T:

@@ -109,13 +109,19 @@ def test_killed_stopped_and_resumed_at_another_parallelism_kafka_output_is_exact
     producer = threading.Thread(target=keep_producing)
     producer.start()
     try:
-        process = start(tmp_path, *job(kafka, topics, 2))
+        log = tmp_path / "run.log"
+        process = start(tmp_path, *job(kafka, topics, 2), "-v", stderr_to=log)
         wait_for(lambda: written() > 0, "output", process)
         wait_for(lambda: len(python_task_workers(process.pid)) >= 2, "two task workers", process)
         os.kill(python_task_workers(process.pid)[0], signal.SIGKILL)
-        wait_for(lambda: restarts(tmp_path, JOB) >= 1, "the restart", process)
-        before = written()
-        wait_for(lambda: written() > before, "output after the restart", process)
+        try:
+            wait_for(lambda: restarts(tmp_path, JOB) >= 1, "the restart", process)
+            before = written()
+            wait_for(lambda: written() > before, "output after the restart", process)
+        except AssertionError as failure:
+            failure.add_note(_what_the_broker_shows(kafka, topics[1]) + "\nthe run's log:\n" + _tail(log))
+            process.kill()
+            raise
         assert run_record(tmp_path) is not None
         savepoint = run(tmp_path, "savepoint", "ksums", "--stop")
         assert savepoint.returncode == 0, savepoint.stderr
@@ -135,6 +141,22 @@ def test_killed_stopped_and_resumed_at_another_parallelism_kafka_output_is_exact
     assert last.returncode == 0, last.stderr[-4000:]
     assert f"restored from {path}" in last.stdout
     assert_kafka_sums_exact(kafka, topics[1], streamed + later, last.stdout + last.stderr)
+
+
+def _what_the_broker_shows(kafka: KafkaBroker, topic: str) -> str:
+    """For a run that stopped writing: what the output topic holds committed and not,
+    and each sink id's marker (its last epoch committed, as the broker shows it)."""
+    committed, everything = len(kafka.read(topic)), len(kafka.read(topic, "read_uncommitted"))
+    markers = {}
+    for subtask in range(3):
+        group = f"lockgate.default.ksums.sums.{subtask}"  # the sink vertex `sums` of job ksums
+        markers[group] = kafka.committed_offset(group, topic, 0)
+    return f"{topic}: {committed} records read committed, {everything} read uncommitted; markers {markers}"
+
+
+def _tail(log: Path) -> str:
+    lines = [line for line in log.read_text().splitlines() if not line.startswith("%")]
+    return "\n".join(lines[-60:])
 
 
 @pytest.mark.parametrize("phase", PHASES)

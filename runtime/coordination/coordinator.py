@@ -610,8 +610,12 @@ class CheckpointCoordinator:
             # its own tasks'. The acks go only while this coordinator still leads.
             await self._guarded([DeletePrefix(self.keys.acks_of(n))])
             target = CheckpointStorage(trigger.target)
-            await asyncio.to_thread(target.delete, target.root, True)
             waiting = self._plan.subtasks - set(pending.acks)
+            try:
+                await asyncio.to_thread(target.delete, target.root, True)
+            except OSError as error:  # a late upload writing into it meanwhile: deleted again later
+                log.warning("aborted checkpoint %s: its files are deleted again later (%s)", n, error)
+                self._aborted[n] = (trigger.target, set(waiting))
             if waiting:
                 self._aborted[n] = (trigger.target, set(waiting))
         pending.done.set_exception(CheckpointAbortedError(n, reason))

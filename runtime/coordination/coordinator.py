@@ -611,12 +611,13 @@ class CheckpointCoordinator:
             await self._guarded([DeletePrefix(self.keys.acks_of(n))])
             target = CheckpointStorage(trigger.target)
             waiting = self._plan.subtasks - set(pending.acks)
+            deleted = True
             try:
                 await asyncio.to_thread(target.delete, target.root, True)
             except OSError as error:  # a late upload writing into it meanwhile: deleted again later
                 log.warning("aborted checkpoint %s: its files are deleted again later (%s)", n, error)
-                self._aborted[n] = (trigger.target, set(waiting))
-            if waiting:
+                deleted = False
+            if waiting or not deleted:
                 self._aborted[n] = (trigger.target, set(waiting))
         pending.done.set_exception(CheckpointAbortedError(n, reason))
         if self._listener is not None:

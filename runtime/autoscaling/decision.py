@@ -6,7 +6,12 @@ second of busy time (what one subtask does when it never waits). The sources'
 input rate is what they read plus how fast their backlog grew; the target rate
 adds the backlog — and what arrives during a rescale's pause — spread over the
 catch-up duration. Each chain must take its share of the target rate (its
-records in per record read) at no more than the target utilization; the job
+records in per record read) at no more than the target utilization — in its
+busiest subtask: a keyed chain's subtasks count their records per key group, and
+a parallelism whose split of the key groups gives one subtask more than its
+share (few or hot keys: at 5 subtasks of 32 key groups, 101 keys give one of
+them 29 % of the records, not 20 %) is passed over for the next that keeps the
+busiest within the target, as DS2's mean subtask would not; the job
 needs the largest parallelism any chain needs, clamped to [min, max] and to the
 key groups (maxParallelism), then rounded up to one that spreads the key groups
 — and a Kafka source's partitions — evenly, when such a value is near:
@@ -45,7 +50,7 @@ measurements it used and the next state.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -175,6 +180,15 @@ class Sizing:
     """Sized by the input rate of the window's second half: a load still rising."""
     rates_of: int | None = None
     """Sized by the true rates measured at this lower parallelism (None: the window's)."""
+    demand: tuple[tuple[str, float], ...] = ()
+    """Per chain with a true rate, the subtasks its share of the target rate needs at
+    the target utilization if its records were spread evenly over them."""
+
+    def fits(self, parallelism: int) -> bool:
+        """Whether at `parallelism` the busiest subtask of every chain — by its key
+        groups' counts, where known — stays within the target utilization."""
+        chains = {c.vertex: c for c in self.load.chains}
+        return all(even * chains[v].busiest_share(parallelism) <= 1 + 1e-9 for v, even in self.demand)
 
     @property
     def input_rate(self) -> float:
@@ -361,16 +375,45 @@ def size(
             f"the sources read nothing while {backlog} records wait: no processing rate to size by"
         )
     needed: list[tuple[str, int]] = []
+    demand: list[tuple[str, float]] = []
     utilization = 0.0
     for chain in load.chains:
         true_rate = chain.true_rate if rates is None else rates.get(chain.vertex, chain.true_rate)
         if true_rate is None or load.read_rate <= 0:
             needed.append((chain.vertex, policy.min_parallelism))
             continue
-        subtasks = target * _share(chain, load) / true_rate  # at full utilization
-        needed.append((chain.vertex, max(1, math.ceil(subtasks / policy.target_utilization - 1e-9))))
-        utilization = max(utilization, subtasks / running)
-    return Sizing(load, target, tuple(needed), utilization, bool(load.unknown_backlog), recent, rates_of)
+        subtasks = target * _share(chain, load) / true_rate  # at full utilization, spread evenly
+        even = subtasks / policy.target_utilization
+        demand.append((chain.vertex, even))
+        needed.append((chain.vertex, _needed_for_skew(chain, even, policy)))
+        utilization = max(utilization, subtasks * chain.busiest_share(running))
+    return Sizing(
+        load,
+        target,
+        tuple(needed),
+        utilization,
+        bool(load.unknown_backlog),
+        recent,
+        rates_of,
+        tuple(demand),
+    )
+
+
+def _needed_for_skew(chain: ChainRates, even: float, policy: ScalingPolicy) -> int:
+    """The fewest subtasks whose busiest — by the chain's key-group counts — takes at
+    most its target share (`even` subtasks' worth of records in all): as many as
+    `even` when the counts are unknown or spread evenly. Where no parallelism up to
+    the ceiling is enough (a key group hotter than one subtask can take), the one
+    whose busiest subtask takes the least."""
+    spread = max(1, math.ceil(even - 1e-9))
+    ceiling = min(policy.max_parallelism, policy.key_groups)
+    if chain.key_group_records is None or spread >= ceiling:
+        return spread
+    candidates = range(spread, ceiling + 1)
+    for parallelism in candidates:
+        if even * chain.busiest_share(parallelism) <= 1 + 1e-9:
+            return parallelism
+    return min(candidates, key=lambda p: (chain.busiest_share(p), p))
 
 
 def _share(chain: ChainRates, load: WindowLoad) -> float:
@@ -394,18 +437,22 @@ def recommend(sizing: Sizing, policy: ScalingPolicy, running: int) -> int:
     clamped = max(policy.min_parallelism, min(wanted, ceiling))
     if clamped == running:
         return running
-    split = even_split(clamped, policy, ceiling)
+    split = even_split(clamped, policy, ceiling, sizing.fits)
     return running if clamped < running <= split else split
 
 
-def even_split(parallelism: int, policy: ScalingPolicy, ceiling: int) -> int:
+def even_split(
+    parallelism: int, policy: ScalingPolicy, ceiling: int, fits: Callable[[int], bool] = lambda p: True
+) -> int:
     """The smallest parallelism from `parallelism` up to a quarter more (at least
     one more, at most `ceiling`) that divides both the key groups and the Kafka
     partitions, else the partitions alone (a source subtask reading one partition
     more than another is a skew of a whole partition), else the key groups;
-    `parallelism` itself when none is near."""
+    `parallelism` itself when none is near. Only those that `fits` (their busiest
+    subtask within the target, by the key groups' counts) are taken: a split even
+    in key groups can be uneven in records."""
     top = min(ceiling, parallelism + max(1, math.floor(parallelism * NEAR_FRACTION)))
-    candidates = range(parallelism, top + 1)
+    candidates = [p for p in range(parallelism, top + 1) if p == parallelism or fits(p)]
     key_groups = [p for p in candidates if policy.key_groups % p == 0]
     partitions = [p for p in candidates if policy.kafka_partitions and policy.kafka_partitions % p == 0]
     both = [p for p in key_groups if p in partitions or policy.kafka_partitions is None]
@@ -431,7 +478,13 @@ def _why(sizing: Sizing) -> str:
     arriving = _input_rate(load, sizing.recent)
     where = " over the window's second half" if arriving != load.input_rate else ""
     rates = "" if sizing.rates_of is None else f" at the rate a subtask did at {sizing.rates_of}"
+    chain = next((c for c in load.chains if c.vertex == bottleneck), None)
+    skew = ""
+    if chain is not None and chain.key_group_records is not None and needed >= 1:
+        share = chain.busiest_share(needed)
+        if share > 1.05 / needed:  # the keys' spread, not rounding, set the need
+            skew = f" (its busiest subtask would take {share:.0%} of its records, not {1 / needed:.0%})"
     return (
         f"input {arriving:.4g}/s{where}, {backlog}, target {sizing.target_rate:.4g}/s; "
-        f"{bottleneck} needs {needed}{rates}"
+        f"{bottleneck} needs {needed}{rates}{skew}"
     )

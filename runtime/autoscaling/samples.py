@@ -31,7 +31,7 @@ def load_sample(records: Iterable[bytes], parallelism: int) -> LoadSample | None
     taken: list[tuple[int, tuple[SubtaskLoad, ...]]] = []
     for value in records:
         progress: dict[str, Any] = json.loads(value)
-        load = tuple(SubtaskLoad(**chain) for chain in progress.get("load") or ())
+        load = tuple(_subtask_load(chain) for chain in progress.get("load") or ())
         if load:
             taken.append((int(progress["at_ms"]), load))
     if not taken:
@@ -40,6 +40,11 @@ def load_sample(records: Iterable[bytes], parallelism: int) -> LoadSample | None
     fresh = [(at_ms, load) for at_ms, load in taken if newest - at_ms <= STALE_S * 1000]
     at_s = sum(at_ms for at_ms, _ in fresh) / len(fresh) / 1000
     return LoadSample(at_s, parallelism, tuple(chain for _, load in fresh for chain in load))
+
+
+def _subtask_load(chain: dict[str, Any]) -> SubtaskLoad:
+    counts = chain.get("key_group_records")
+    return SubtaskLoad(**{**chain, "key_group_records": None if counts is None else tuple(counts)})
 
 
 def source_partitions(sample: LoadSample) -> int | None:

@@ -14,6 +14,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from lockgate.runtime.keygroups import key_group_range
+
+KEY_GROUP_SAMPLE = 1000
+"""Records a window must take in for its own key-group counts to size by: fewer
+spread over a keyed chain's key groups say more of chance than of skew (at 1000,
+a subtask of 8 takes about 125, give or take a tenth); below it, the launch's
+counts since it started, the key space changing more slowly than a window."""
+
 
 class IncompleteMetricsError(Exception):
     """The window's metrics cannot support a decision; the message says why."""
@@ -34,6 +42,10 @@ class SubtaskLoad:
     partitions: int | None = None
     """How many partitions a source subtask reads (a Kafka topic's it is assigned);
     None: the source is not partitioned."""
+    key_group_first: int | None = None
+    """A keyed chain's subtask: the first key group of its range (None: not counted)."""
+    key_group_records: tuple[int, ...] | None = None
+    """Records in per key group of its range, from `key_group_first` on, since it started."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,22 @@ class ChainRates:
     """Mean fraction of time its subtasks waited for input."""
     records_since_start: int = 0
     """Records into the chain since its subtasks started (the launch)."""
+    key_group_records: tuple[int, ...] | None = None
+    """A keyed chain: records in per key group (all of them, from 0) over the
+    window, or since the launch started when the window took fewer than
+    `KEY_GROUP_SAMPLE`; None when a subtask did not count them."""
+
+    def busiest_share(self, parallelism: int) -> float:
+        """The share of the chain's records the busiest of `parallelism` subtasks
+        would take in, its key groups split as `key_group_range` splits them
+        (1 / parallelism when the key-group counts are unknown or all zero)."""
+        counts = self.key_group_records
+        total = sum(counts) if counts is not None else 0
+        if counts is None or total <= 0:
+            return 1 / parallelism
+        parallelism = min(parallelism, len(counts))
+        owned = (key_group_range(len(counts), parallelism, index) for index in range(parallelism))
+        return max(sum(counts[r.start : r.stop]) for r in owned) / total
 
 
 @dataclass(frozen=True)
@@ -228,4 +256,28 @@ def _chain(vertex: str, pairs: list[tuple[SubtaskLoad, SubtaskLoad]], seconds: f
         max(busy),
         idle,
         since_start,
+        _key_group_records(pairs),
     )
+
+
+def _key_group_records(pairs: list[tuple[SubtaskLoad, SubtaskLoad]]) -> tuple[int, ...] | None:
+    """Records in per key group of the chain over the window (since the launch
+    started, when the window took fewer than `KEY_GROUP_SAMPLE`); None unless every
+    subtask counted them, over the same range at both ends, and the ranges together
+    are the key groups from 0 on, each once."""
+    window: dict[int, int] = {}
+    launch: dict[int, int] = {}
+    for start, end in pairs:
+        first, before, after = end.key_group_first, start.key_group_records, end.key_group_records
+        if first is None or before is None or after is None:
+            return None
+        if start.key_group_first != first or len(before) != len(after):
+            return None
+        for offset, (was, now) in enumerate(zip(before, after, strict=True)):
+            window[first + offset] = max(0, now - was)
+            launch[first + offset] = now
+    counted = sum(len(end.key_group_records or ()) for _, end in pairs)
+    if sorted(window) != list(range(len(window))) or counted != len(window):
+        return None
+    chosen = window if sum(window.values()) >= KEY_GROUP_SAMPLE else launch
+    return tuple(chosen[group] for group in range(len(chosen)))

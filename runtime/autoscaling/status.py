@@ -108,7 +108,7 @@ class AutoscalerStatus:
     ) -> AutoscalerStatus:
         """`running`: the parallelism the decision was taken at."""
         last = {"atMs": at_ms, "action": decision.action, "reason": decision.reason}
-        inputs = None if decision.sizing is None else _inputs(decision)
+        inputs = None if decision.sizing is None else _inputs(decision, running)
         return cls(
             running,
             policy.min_parallelism,
@@ -121,7 +121,7 @@ class AutoscalerStatus:
         )
 
 
-def _inputs(decision: Decision) -> dict[str, Any]:
+def _inputs(decision: Decision, running: int) -> dict[str, Any]:
     sizing = decision.sizing
     assert sizing is not None
     load = sizing.load
@@ -144,6 +144,10 @@ def _inputs(decision: Decision) -> dict[str, Any]:
                 "trueRate": None if chain.true_rate is None else round(chain.true_rate, 3),
                 "busy": round(chain.busy, 4),
                 "maxBusy": round(chain.max_busy, 4),
+                # By its key groups' rates (None: not counted): 1 / parallelism when even.
+                "busiestShare": None
+                if chain.key_group_records is None
+                else round(chain.busiest_share(running), 4),
             }
             for chain in load.chains
         },

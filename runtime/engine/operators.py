@@ -108,6 +108,25 @@ class Counted(_Forwarding):
         self.count += len(records)
 
 
+class KeyGroupCounted(Counted):
+    """A `Counted` for an operator that takes `KeyedRecord`s: it also counts the
+    records of each key group in the subtask's range (`first` on), which the
+    autoscaler needs to size for key skew — the busiest subtask, not the mean one,
+    bounds what a keyed chain takes in."""
+
+    def __init__(self, out: Output, key_groups: range) -> None:
+        super().__init__(out)
+        self.first = key_groups.start
+        self.key_group_records = [0] * len(key_groups)
+
+    def push(self, records: list[Any], timestamps: Timestamps = None) -> None:
+        self.out.push(records, timestamps)
+        self.count += len(records)
+        counts, first = self.key_group_records, self.first
+        for record in records:
+            counts[record[2] - first] += 1
+
+
 class _Function(_Forwarding):
     """A stateless operator of the job's function `fn` (map, flat_map, filter)."""
 

@@ -30,7 +30,14 @@ from lockgate.runtime.engine.control import CheckpointControl, TaskProgress
 from lockgate.runtime.engine.events import MAX_WATERMARK, Barrier, Idle, TimestampedBatch, Watermark
 from lockgate.runtime.engine.frame_sizing import DEFAULT_IN_FLIGHT_TARGET_S
 from lockgate.runtime.engine.operator_factories import ChainContext, make_operator, takes_keyed_records
-from lockgate.runtime.engine.operators import Counted, FanOut, KeyedExchange, Output, SinkOperator
+from lockgate.runtime.engine.operators import (
+    Counted,
+    FanOut,
+    KeyedExchange,
+    KeyGroupCounted,
+    Output,
+    SinkOperator,
+)
 from lockgate.runtime.engine.source_watermarks import SourceWatermarks, source_watermarks
 from lockgate.runtime.engine.vertex_state import (
     CommittingVertexState,
@@ -40,6 +47,7 @@ from lockgate.runtime.engine.vertex_state import (
     vertex_state,
 )
 from lockgate.runtime.engine.window_operator import LateRecords
+from lockgate.runtime.keygroups import key_group_range
 from lockgate.runtime.snapshot.checkpointable import CheckpointableKeyedStateBackend
 from lockgate.runtime.snapshot.metadata import SubtaskState
 from lockgate.runtime.snapshot.storage import CheckpointStorage
@@ -53,6 +61,12 @@ PROGRESS_INTERVAL_S = 1.0
 # the autoscaler measures its growth between two of them, over a window of seconds.
 BACKLOG_INTERVAL_S = 0.25
 FAILED_CHANNELS_LINGER_S = 2.0  # how long a failed task's channels stay open (Task.run)
+
+KEY_GROUP_LOAD_LIMIT = 1024
+"""A keyed subtask owning at most this many key groups counts its records per key
+group and publishes the counts with its load (a second's progress record per
+subtask stays a few kilobytes); one owning more publishes none, and the
+autoscaler sizes its chain as if its keys were spread evenly."""
 
 
 @dataclass(frozen=True)
@@ -180,7 +194,13 @@ class Task:
 
     def _output_of(self, vertex: Vertex) -> Output:
         """The operator for `vertex`, wired to everything after it, its records counted."""
-        counted = Counted(self._operator(vertex))
+        operator = self._operator(vertex)
+        counted = Counted(operator)
+        if vertex.keyed and takes_keyed_records(vertex.kind):
+            config = self.config
+            owned = key_group_range(config.state.max_parallelism, config.parallelism, config.index)
+            if len(owned) <= KEY_GROUP_LOAD_LIMIT:
+                counted = KeyGroupCounted(operator, owned)
         self.records_in[vertex.name] = counted
         return counted
 
@@ -335,19 +355,25 @@ class Task:
         blocked = self.backpressured_s()
         busy = self.busy_s()
         index = self.config.index
-        return tuple(
-            SubtaskLoad(
-                chain.head.name,
-                index,
-                chain.records_read if chain.source else self.records_in[chain.head.name].count,
-                busy[chain.head.name],
-                sum(blocked.get(v, 0.0) for v in chain.vertices),
-                chain.source,
-                None if chain.backlog is None else chain.backlog.records,
-                chain.partitions,
+        loads = []
+        for chain in self.chains:
+            counted = None if chain.source else self.records_in[chain.head.name]
+            by_key_group = counted if isinstance(counted, KeyGroupCounted) else None
+            loads.append(
+                SubtaskLoad(
+                    chain.head.name,
+                    index,
+                    chain.records_read if counted is None else counted.count,
+                    busy[chain.head.name],
+                    sum(blocked.get(v, 0.0) for v in chain.vertices),
+                    chain.source,
+                    None if chain.backlog is None else chain.backlog.records,
+                    chain.partitions,
+                    None if by_key_group is None else by_key_group.first,
+                    None if by_key_group is None else tuple(by_key_group.key_group_records),
+                )
             )
-            for chain in self.chains
-        )
+        return tuple(loads)
 
     def _report_progress(self, done: threading.Event) -> None:
         """Publishes progress every second, and once more at the end."""

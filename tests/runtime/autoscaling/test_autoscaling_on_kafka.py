@@ -165,5 +165,26 @@ async def test_offered_3x_what_p1_processes_it_scales_up_drains_and_scales_down_
         and r["inputs"]["backlog"] is not None
         and r["inputs"]["backlog"] <= HIGH  # a second of input
     ]
-    assert drained, f"the backlog never drained: {[r['inputs'] for r in seen][-5:]}"
-    assert drained[0] - ups[0].at_ms <= POLICY.catch_up_s * 1000, (drained[0] - ups[0].at_ms, seen)
+    assert drained, f"the backlog never drained: {_timeline(seen, ups[0].at_ms)}"
+    assert drained[0] - ups[0].at_ms <= POLICY.catch_up_s * 1000, (
+        f"drained {drained[0] - ups[0].at_ms} ms after the first scale-up; {history}; "
+        f"{_timeline(seen, ups[0].at_ms)}"
+    )
+
+
+def _timeline(seen: list[dict[str, Any]], since_ms: int) -> str:
+    """What the autoscaler saw and did, a line per record from `since_ms` on: for a
+    failure's message, so a drain too slow shows whether it was the rate or the decision."""
+    lines = []
+    for record in seen:
+        inputs, last = record["inputs"] or {}, record["lastDecision"]
+        at = inputs.get("windowEndMs", record["updatedMs"]) - since_ms
+        if at < -5000:
+            continue
+        chains = {vertex: (c["trueRate"], c["busy"]) for vertex, c in inputs.get("chains", {}).items()}
+        lines.append(
+            f"{at / 1000:+.1f}s p={record['parallelism']} backlog={inputs.get('backlog')} "
+            f"input={inputs.get('inputRate')} read={inputs.get('readRate')} (true rate, busy)={chains} "
+            f"{last.get('action')}: {last.get('reason')}"
+        )
+    return "\n" + "\n".join(lines)

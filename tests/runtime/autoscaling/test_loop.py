@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections import Counter
 from pathlib import Path
 
+import pytest
 from lockgate.runtime import read_committed
 from lockgate.runtime.autoscaling.decision import ScalingPolicy
 from lockgate.runtime.autoscaling.loop import Autoscaler
@@ -28,6 +30,7 @@ from lockgate.runtime.coordination.records import decode
 from lockgate.runtime.engine.in_process import ThreadStage
 from lockgate.runtime.engine.job_master import JobMaster, RunResult
 from lockgate.runtime.engine.restart import restart_strategy
+from lockgate.runtime.keygroups import key_group, operator_index
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 
 from tests.exactness import assert_running_sums_exact
@@ -95,6 +98,11 @@ async def test_a_load_p1_cannot_keep_up_with_scales_up_once_and_the_output_is_ex
     assert status.parallelism == up.to_parallelism
     assert status.inputs is not None
     assert status.inputs["needed"]["sum"] <= up.to_parallelism
+    # The tasks counted the sum's records per key group: the record shows what share
+    # the busiest subtask takes, which the 13 keys (record n has key n % 13) set.
+    owners = Counter(operator_index(key_group(k, 32), 32, up.to_parallelism) for k in range(KEYS))
+    busiest = status.inputs["chains"]["sum"]["busiestShare"]
+    assert busiest == pytest.approx(max(owners.values()) / KEYS, abs=0.03), (busiest, owners)
 
 
 async def test_a_constant_load_the_job_keeps_up_with_is_never_rescaled(tmp_path: Path) -> None:

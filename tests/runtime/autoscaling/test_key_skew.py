@@ -147,6 +147,7 @@ def test_a_scale_down_is_held_while_the_busiest_subtask_is_used_above_the_scale_
     assert decision.sizing.utilization == pytest.approx(0.3 * 5 * _busiest_share(101, 5), abs=0.02)
     assert decision.sizing.utilization >= POLICY.scale_down_utilization
     assert decision.action == "hold", decision.reason
+    assert decision.state.lower_since_s is None, "no scale-down pending"
     status = AutoscalerStatus.of(decision, POLICY, 5, 0, ())
     assert status.inputs is not None
     assert status.inputs["chains"]["keyed"]["busiestShare"] == pytest.approx(

@@ -58,6 +58,17 @@ class RestorePoint:
     def name(self) -> str:
         return f"{self.metadata.kind} {self.metadata.checkpoint_id} ({self.url})"
 
+    @property
+    def records_in_flight(self) -> int:
+        """Records the snapshot's channel state holds (taken unaligned): what the
+        restored subtasks replay before new input."""
+        return sum(
+            s.channel.records
+            for v in self.metadata.vertices.values()
+            for s in v.subtasks
+            if s.channel is not None
+        )
+
     def file_paths(self) -> list[str]:
         """Every file a restore reads, as a `SnapshotCorruptError` names it."""
         storage = self.storage

@@ -269,6 +269,16 @@ class JobMaster:
                         self.spec.state.max_parallelism,
                         allow_non_restored_state=self._allow_non_restored_state,
                     )
+                    in_flight = restore.records_in_flight
+                    log.info(
+                        "launch %s at parallelism %s restores %s%s",
+                        coordinator.launch,
+                        self.spec.parallelism,
+                        restore.name,
+                        f", replaying {in_flight} records in flight (unaligned) before new input"
+                        if in_flight
+                        else "",
+                    )
                 launch = self.spec.for_launch(
                     coordinator.launch, restore, coordinator.trigger_revision, secret
                 )

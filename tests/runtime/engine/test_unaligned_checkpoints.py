@@ -6,6 +6,7 @@ and the output stays exact."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import replace
 from pathlib import Path
 
@@ -121,8 +122,9 @@ def _channel_records_of(tmp_path: Path, checkpoint_id: int) -> int:
 
 
 async def test_rescaled_up_and_down_from_checkpoints_with_channel_state_the_output_is_exact(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="lockgate.runtime.engine.job_master")
     count = 9_000  # the sources still read at the second stop
     store = InMemoryStore()
     spec = _slow_job(tmp_path, store, count, 0.0, slow_ms="1")
@@ -152,4 +154,10 @@ async def test_rescaled_up_and_down_from_checkpoints_with_channel_state_the_outp
     assert result.restarts == 0
     in_flight = [_channel_records_of(tmp_path, n) for n in stops]
     assert all(in_flight), f"records in flight at the stops: {in_flight}"
+    # Each relaunch says what it restores and how many records in flight it replays.
+    for parallelism, n, records in zip((3, 1), stops, in_flight, strict=True):
+        said = f"at parallelism {parallelism} restores checkpoint {n} "
+        line = next((m for m in caplog.messages if said in m), None)
+        assert line is not None, caplog.messages
+        assert line.endswith(f", replaying {records} records in flight (unaligned) before new input"), line
     assert_running_sums_exact(read_committed(out), count, KEYS)

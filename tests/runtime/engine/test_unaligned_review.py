@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import pickle
+import re
 import struct
 import threading
 from collections import Counter
@@ -136,11 +138,13 @@ async def test_review_an_aborted_checkpoint_leaves_no_files_behind_in_checkpoint
 
 @pytest.mark.parametrize("aligned_timeout_s", [0.0, 0.15])
 async def test_review_two_keyed_exchanges_several_checkpoints_in_flight_a_failure_output_exact(
-    tmp_path: Path, aligned_timeout_s: float
+    tmp_path: Path, aligned_timeout_s: float, caplog: pytest.LogCaptureFixture
 ) -> None:
     """source -> key_by -> slow sum -> key_by -> counting pass-through -> sink, up to
     three checkpoints in flight (with a timeout: some taken aligned, some unaligned),
-    one failure mid-stream and a restore with channel state at both keyed operators."""
+    one failure mid-stream and a restore with channel state at both keyed operators
+    (always unaligned: the restart replays records that were in flight)."""
+    caplog.set_level(logging.INFO, logger="lockgate.runtime.engine.job_master")
     count = 4_000
     store = InMemoryStore()
     out = f"file://{tmp_path}/out"
@@ -162,6 +166,12 @@ async def test_review_two_keyed_exchanges_several_checkpoints_in_flight_a_failur
     master = JobMaster(spec, ThreadStage(), storage, config)
     result = await asyncio.wait_for(master.run(restart_strategy("fixed-delay", attempts=2, delay_s=0)), 180)
     assert result.restarts == 1
+    restored = [m for m in caplog.messages if m.startswith("launch 2 at parallelism 2 restores checkpoint ")]
+    assert len(restored) == 1, caplog.messages
+    if aligned_timeout_s == 0.0:  # every checkpoint unaligned behind a full channel
+        assert re.search(
+            r", replaying [1-9]\d* records in flight \(unaligned\) before new input$", restored[0]
+        )
     output = read_committed(out)
     _assert_each_once(output, count)
     assert_running_sums_exact(output, count, KEYS)

@@ -88,3 +88,41 @@ def working_in(directory: Path) -> list[str]:
         except OSError:
             continue
     return found
+
+
+def listening_on(port: int) -> int | None:
+    """The process with a TCP socket listening on `port` (IPv4 or IPv6), or None:
+    a task's exchange port names the process that runs it."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                inodes.add(f"socket:[{inode}]")
+    if not inodes:
+        return None
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            links = [link.readlink() for link in (entry / "fd").iterdir()]
+        except OSError:
+            continue
+        if any(str(link) in inodes for link in links):
+            return int(entry.name)
+    return None
+
+
+def ancestor_in(pid: int, candidates: set[int]) -> int | None:
+    """The nearest ancestor of `pid` (or `pid` itself) among `candidates`."""
+    table = _processes()
+    while pid in table:
+        if pid in candidates:
+            return pid
+        pid = table[pid][0]
+    return None

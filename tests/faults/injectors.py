@@ -17,6 +17,7 @@ from tests.faults.faulty_fs import StorageFaults
 from tests.faults.rescale_steps import STEPS, RescaleStep, RescaleSteps, follow, request_watched
 from tests.faults.schedule import Fault
 from tests.faults.soak_cluster import JOB, Driver, SoakCluster
+from tests.process_tree import ancestor_in, listening_on
 
 LEASE_S = 10.0  # the coordinator's lease: a driver paused longer has lost the job
 TAKEOVER_WAIT_S = 120.0  # how long a stalled driver stays stalled for its replacement to take over
@@ -193,18 +194,60 @@ def _rescale_in_place(ctx: FaultContext, injection: Injection, _rng: random.Rand
     _rescale(ctx, injection, None)
 
 
-def _at_rescale_step(fault: Injector) -> Injector:
+def _at_rescale_step(fault: Injector, target: processes.Target | None = None) -> Injector:
     """`fault` (one of the kinds of its own) injected at a step of an in-place rescale
-    of the running job, the step drawn from the fault's seed (rescale_steps.py)."""
+    of the running job, the step drawn from the fault's seed (rescale_steps.py). A
+    task worker or executor killed at `relaunched` is one of the relaunch's: the
+    old stage's tasks may still be ending then, and a process picked from all of
+    them would most likely be one of those."""
 
     def inject(ctx: FaultContext, injection: Injection, rng: random.Random) -> None:
-        _rescale(ctx, injection, (rng.choice(STEPS), lambda: fault(ctx, injection, rng)))
+        step = rng.choice(STEPS)
+
+        def at_step(steps: RescaleSteps) -> None:
+            if step == "relaunched" and target in ("worker", "executor"):
+                assert target is not None
+                _kill_in_relaunch(ctx, injection, steps, target, rng)
+            else:
+                fault(ctx, injection, rng)
+
+        _rescale(ctx, injection, (step, at_step))
 
     return inject
 
 
+def _kill_in_relaunch(
+    ctx: FaultContext, injection: Injection, steps: RescaleSteps, target: processes.Target, rng: random.Random
+) -> None:
+    """SIGKILL a task worker of the relaunch (or its executor): the process listening
+    on an exchange port one of the relaunch's tasks published, once one has."""
+    relaunch = steps.relaunch
+    assert relaunch is not None
+    prefix = steps.keys.exchange_of(relaunch)
+    deadline = time.monotonic() + TARGET_WAIT_S
+    while time.monotonic() < deadline:
+        found = ctx.cluster.ask(lambda etcd: etcd.get_prefix_at(prefix))
+        addresses = sorted(value.decode() for _, value in found[0]) if found else []
+        if addresses:
+            address = rng.choice(addresses)
+            worker = listening_on(int(address.rsplit(":", 1)[1]))
+            pid = worker
+            if worker is not None and target == "executor":
+                pid = ancestor_in(worker, set(ctx.cluster.current.spark.executors()))
+            if pid is not None:
+                injection.injected = processes.kill(pid)
+                injection.note(
+                    f"SIGKILL {target} {pid}, of the relaunch's (launch {relaunch}) task at {address}"
+                )
+                return
+        time.sleep(0.1)  # polling etcd and the process table for the relaunch's first task
+    injection.note(f"no task of the relaunch (launch {relaunch}) found within {TARGET_WAIT_S:g} s")
+
+
 def _rescale(
-    ctx: FaultContext, injection: Injection, fault_at: tuple[RescaleStep, Callable[[], None]] | None
+    ctx: FaultContext,
+    injection: Injection,
+    fault_at: tuple[RescaleStep, Callable[[RescaleSteps], None]] | None,
 ) -> None:
     """Request a rescale between 1 and 2; with `fault_at`, inject the fault once etcd
     shows its step; then wait for the final answer. Everything within
@@ -229,7 +272,7 @@ def _rescale(
         else:
             since, since_what = time.monotonic(), "the fault"
             injection.note(f"at step {step} ({since - steps.started:.2f} s after the request)")
-            fault()
+            fault(steps)
     _follow(ctx, steps, lambda s: s.result is not None, deadline)
     result = steps.result
     said = (
@@ -431,13 +474,15 @@ INJECTORS: dict[str, Injector] = {
     "rescale-in-place": _rescale_in_place,
 }
 # The same faults, injected at a step of an in-place rescale.
-AT_RESCALE_STEP = {
-    "rescale-driver-kill": "driver-kill",
-    "rescale-etcd-pause": "etcd-pause",
-    "rescale-task-kill": "worker-kill",
-    "rescale-executor-kill": "executor-kill",
+AT_RESCALE_STEP: dict[str, tuple[str, processes.Target | None]] = {
+    "rescale-driver-kill": ("driver-kill", None),
+    "rescale-etcd-pause": ("etcd-pause", None),
+    "rescale-task-kill": ("worker-kill", "worker"),
+    "rescale-executor-kill": ("executor-kill", "executor"),
 }
-INJECTORS.update({kind: _at_rescale_step(INJECTORS[fault]) for kind, fault in AT_RESCALE_STEP.items()})
+INJECTORS.update(
+    {kind: _at_rescale_step(INJECTORS[fault], target) for kind, (fault, target) in AT_RESCALE_STEP.items()}
+)
 
 
 def run_fault(ctx: FaultContext, injection: Injection, round_start: float) -> None:

@@ -49,6 +49,11 @@ class RescaleSteps:
     _stopped_launch: int | None = None  # the launch whose tasks the stop checkpoint ended
     _relaunch: int | None = None
 
+    @property
+    def relaunch(self) -> int | None:
+        """The relaunch's launch number, once `relaunched` was seen."""
+        return self._relaunch
+
     def reached(self, step: RescaleStep) -> bool:
         return any(seen == step for seen, _ in self.seen)
 

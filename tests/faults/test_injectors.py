@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import random
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -24,6 +26,7 @@ from tests.faults.checkpoint_corruption import corrupt_snapshot, files_only_it_h
 from tests.faults.exchange_partition import PROXY_HOST, ExchangeProxies
 from tests.faults.schedule import CLASS_OF, CLASSES, KINDS, Schedule, plan
 from tests.faults.soak_reference import SoakInput, output_problems, running_sum
+from tests.process_tree import ancestor_in, listening_on
 from tests.vertex_snapshots import LocalSubtask, snapshot_vertex
 
 # -- the schedule ------------------------------------------------------------------
@@ -217,3 +220,32 @@ def test_corruption_spares_files_an_earlier_checkpoint_shares(tmp_path: Path) ->
     verify(first)  # untouched: the one a fallback restores
     with pytest.raises(SnapshotCorruptError):
         verify(second)
+
+
+# -- a relaunch's task by its exchange port ------------------------------------------
+
+
+def test_the_process_listening_on_a_tasks_exchange_port_is_found_and_its_ancestor_named() -> None:
+    """A fault at a rescale's `relaunched` step kills the task that published an
+    exchange address under the relaunch: the process listening on that port."""
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import socket, sys; s = socket.socket(); s.bind(('127.0.0.2', 0)); s.listen();"
+            "print(s.getsockname()[1], flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        port = int(child.stdout.readline())
+        assert listening_on(port) == child.pid
+        assert ancestor_in(child.pid, {os.getpid()}) == os.getpid(), "the test's process is its parent"
+        assert ancestor_in(child.pid, {1_000_000_000}) is None
+    finally:
+        child.kill()
+        child.wait()
+    assert listening_on(port) is None, "nothing listens once it is gone"

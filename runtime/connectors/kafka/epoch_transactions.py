@@ -31,7 +31,11 @@ writer asks the control plane whether its launch is still current before
 that began in between initialised its producer either after this one, and
 fenced it, or before, and was fenced by it: then this check fails, and that
 launch's next transaction step is refused, so it restarts from its checkpoint,
-losing nothing); only then does it read the marker and send.
+losing nothing); only then does it read the marker and send. It asks again
+before each transaction: a task of a failed launch can still hear that a
+checkpoint completed, and its transaction, begun after the job master gave the
+launch up, would run into the next launch's restore, which fences the id and
+aborts it half sent (Apache Kafka hides the aborted records; tansu shows them).
 """
 
 from __future__ import annotations
@@ -103,7 +107,8 @@ class EpochTransactions:
         self.transactional_id = transactional_id
         self._topic = topic
         self._launch = launch
-        self._confirm_current(confirm_launch)
+        self._confirm_launch = confirm_launch
+        self._confirm_current()
         timeout_ms = config.get("transaction.timeout.ms", str(int(TRANSACTION_TIMEOUT_S * 1000)))
         self._timeout_s = int(timeout_ms) / 1000
         producer_config = {
@@ -123,7 +128,7 @@ class EpochTransactions:
         self._marker_group: Any = make_client(self._kafka.Consumer, marker_config, "KafkaSink")
         self._call(lambda: self._producer.init_transactions(self._timeout_s), "start")
         try:
-            self._confirm_current(confirm_launch)
+            self._confirm_current()
         except KafkaConnectorError:
             self.close()
             raise
@@ -145,9 +150,16 @@ class EpochTransactions:
         assert self._marker is not None
         return self._marker
 
-    def _confirm_current(self, confirm_launch: Callable[[], None]) -> None:
+    def last_committed(self) -> str:
+        """The last epoch committed, as the broker shows it, in words."""
+        marker = self._last_marker
+        if marker < 0:
+            return "no epoch committed"
+        return f"checkpoint {marker >> 32}'s epoch (nonce {marker & 0xFFFFFFFF:#x}) committed last"
+
+    def _confirm_current(self) -> None:
         try:
-            confirm_launch()
+            self._confirm_launch()
         except Exception as error:  # deposed, or the control plane cannot say: either way, stop
             raise KafkaConnectorError(
                 f"KafkaSink: the writer of {self.transactional_id!r} for launch {self._launch} sends "
@@ -166,6 +178,9 @@ class EpochTransactions:
         """Sends `epoch` in one transaction, unless it is the last one committed."""
         if epoch.marker == self._last_marker:
             return
+        # A task of a failed launch can still hear that a checkpoint completed; its
+        # transaction would then run into the next launch's restore.
+        self._confirm_current()
         producer = self._producer
         produce, topic = producer.produce, self._topic
         self._call(producer.begin_transaction, "begin")

@@ -22,6 +22,7 @@ may send some again.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +45,8 @@ from lockgate.runtime.connectors.kafka.settings import (
     kafka_client,
     make_client,
 )
+
+log = logging.getLogger(__name__)
 
 
 class KafkaSink(Sink):
@@ -146,7 +149,16 @@ class TransactionalKafkaWriter(SinkWriter):
             self._context.rendezvous("transactional ids fenced")
             self._own.read_marker()
             for transactions, epochs in share:
-                for epoch in transactions.uncommitted(epochs):
+                unsent = transactions.uncommitted(epochs)
+                log.info(
+                    "KafkaSink: %s shows %s; of the checkpoints whose epochs the restore holds "
+                    "(%s), sends %s",
+                    transactions.transactional_id,
+                    transactions.last_committed(),
+                    ", ".join(f"{epoch.checkpoint} (nonce {epoch.nonce:#x})" for epoch in epochs),
+                    ", ".join(str(epoch.checkpoint) for epoch in unsent) or "none",
+                )
+                for epoch in unsent:
                     transactions.commit(epoch)
         finally:
             for transactions, _ in share:

@@ -273,6 +273,29 @@ def test_a_late_writer_of_an_earlier_launch_sends_nothing_and_fences_nobody(kafk
     current.close()
 
 
+def test_a_writer_whose_launch_was_replaced_starts_no_transaction(kafka: KafkaBroker) -> None:
+    """A task of a failed launch can still be told a checkpoint completed after the job
+    master gave up on the launch. Its commit, begun then, runs into the next launch's
+    restore, which fences the id and aborts the transaction half sent (a broker that
+    shows aborted records, as tansu does, then shows the epoch twice). So a writer
+    asks before each transaction whether its launch still coordinates the job."""
+    topic = kafka.create_topic(1)
+    launches = Launches(current=1)
+    first = sink(kafka, topic).create_writer(launches.context(1))
+    first.recover([])
+    first.commit(write_epoch(first, records(0, 10), 1))
+    checkpoint = write_epoch(first, records(10, 10), 2)  # checkpoint 2 completes
+    launches.current = 2  # the launch failed: launch 2 is starting
+    with pytest.raises(KafkaConnectorError, match=r"for launch 1 sends nothing: launch 2 has replaced"):
+        first.commit(checkpoint)
+    uncommitted = sorted(json.loads(value)["n"] for _, _, _, value in kafka.read(topic, "read_uncommitted"))
+    assert uncommitted == list(range(10)), "the writer of a replaced launch sent records"
+    current = sink(kafka, topic).create_writer(launches.context(2))
+    current.recover(checkpoint)
+    assert committed_values(kafka, topic) == list(range(20))
+    current.close()
+
+
 def test_a_launch_that_starts_while_a_late_writer_fences_restarts_and_loses_nothing(
     kafka: KafkaBroker,
 ) -> None:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from lockgate.runtime.coordination.etcd_server import free_port
 
 TANSU = Path(__file__).resolve().parent.parent / ".cache" / "tansu" / "bin" / "tansu"
@@ -102,6 +102,21 @@ class KafkaBroker:
             return sum(consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1] for tp in tps)
         finally:
             consumer.close()
+
+    def transaction_open(self, topic: str) -> bool:
+        """Whether a transaction that wrote to `topic` is open or not yet shown: on some
+        partition the last stable offset (what a read_committed consumer may read up
+        to) is behind the end."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, **QUIET})
+        partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+        latest = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}
+
+        def ends(isolation: IsolationLevel) -> dict[int, int]:
+            answers = admin.list_offsets(latest, isolation_level=isolation, request_timeout=10)
+            return {tp.partition: future.result().offset for tp, future in answers.items()}
+
+        stable, end = ends(IsolationLevel.READ_COMMITTED), ends(IsolationLevel.READ_UNCOMMITTED)
+        return any(stable[p] < end[p] for p in end)
 
     def committed_offset(self, group: str, topic: str, partition: int) -> int:
         """`group`'s committed offset of the partition, as a read_committed consumer

@@ -61,7 +61,7 @@ def assert_kafka_sums_exact(kafka: KafkaBroker, topic: str, count: int, run_outp
             f"of the {len(lost)} lost, {len(written)} are in {topic} read uncommitted ({written[:10]}); "
             f"read uncommitted holds {len(uncommitted)} records, read committed {len(committed)}; "
             f"lost by input partition: {Counter(n % PARTITIONS for n in lost)}; "
-            f"the last run printed: {run_output[-2000:]}"
+            f"the last run printed: {run_output[-4000:]}"
         )
         raise
 
@@ -113,7 +113,7 @@ def test_killed_stopped_and_resumed_at_another_parallelism_kafka_output_is_exact
         process = start(tmp_path, *job(kafka, topics, 2), "-v", stderr_to=log)
         wait_for(lambda: written() > 0, "output", process)
         wait_for(lambda: len(python_task_workers(process.pid)) >= 2, "two task workers", process)
-        os.kill(python_task_workers(process.pid)[0], signal.SIGKILL)
+        _kill_a_task_worker_between_transactions(process.pid, kafka, topics[1])
         try:
             wait_for(lambda: restarts(tmp_path, JOB) >= 1, "the restart", process)
             before = written()
@@ -140,7 +140,33 @@ def test_killed_stopped_and_resumed_at_another_parallelism_kafka_output_is_exact
     )
     assert last.returncode == 0, last.stderr[-4000:]
     assert f"restored from {path}" in last.stdout
-    assert_kafka_sums_exact(kafka, topics[1], streamed + later, last.stdout + last.stderr)
+    assert_kafka_sums_exact(
+        kafka,
+        topics[1],
+        streamed + later,
+        f"{last.stdout}{last.stderr[-1500:]}\nthe killed run's restores:\n{_restores(log)}",
+    )
+
+
+def _kill_a_task_worker_between_transactions(root: int, kafka: KafkaBroker, topic: str) -> None:
+    """SIGKILL a task worker at a moment the broker holds no transaction of the sink
+    open: every task worker is frozen while the broker is asked. Killed in the middle
+    of one, its transaction is aborted by the restore, which sends the epoch again;
+    tansu shows the aborted copy to read_committed consumers too (test_kafka_broker.py),
+    where Apache Kafka hides it (test_kafka_sink.py marks that case)."""
+    for _ in range(100):
+        workers = python_task_workers(root)
+        for pid in workers:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            if not kafka.transaction_open(topic):
+                os.kill(workers[0], signal.SIGKILL)
+                return
+        finally:
+            for pid in workers:
+                os.kill(pid, signal.SIGCONT)
+        threading.Event().wait(0.05)  # pacing the attempts: a commit takes milliseconds
+    raise AssertionError(f"in 100 attempts, a transaction of the sink on {topic} was always open")
 
 
 def _what_the_broker_shows(kafka: KafkaBroker, topic: str) -> str:
@@ -152,6 +178,13 @@ def _what_the_broker_shows(kafka: KafkaBroker, topic: str) -> str:
         group = f"lockgate.default.ksums.sums.{subtask}"  # the sink vertex `sums` of job ksums
         markers[group] = kafka.committed_offset(group, topic, 0)
     return f"{topic}: {committed} records read committed, {everything} read uncommitted; markers {markers}"
+
+
+def _restores(log: Path) -> str:
+    """What the killed run's log says of its restore: the checkpoint restored, and
+    what each sink writer found committed and sent again."""
+    lines = log.read_text().splitlines()
+    return "\n".join(line for line in lines if "restores checkpoint" in line or "KafkaSink:" in line)
 
 
 def _tail(log: Path) -> str:

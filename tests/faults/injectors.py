@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
@@ -98,16 +99,52 @@ def _process_fault(target: processes.Target, pause: bool) -> Injector:
             return
         pid = rng.choice(pids)
         if not pause:
-            injection.injected = processes.kill(pid)
+            injection.injected = _between_kafka_transactions(ctx, injection, lambda: processes.kill(pid))
             injection.note(f"SIGKILL {target} {pid}")
             return
-        process = ctx.pause(pid)
-        injection.injected = process is not None
+        process: processes.ProcessId | None = None
+
+        def stall() -> bool:
+            nonlocal process
+            process = ctx.pause(pid)
+            return process is not None
+
+        injection.injected = _between_kafka_transactions(ctx, injection, stall)
         injection.note(f"SIGSTOP {target} {pid} for {injection.fault.hold_s} s")
         time.sleep(injection.fault.hold_s)  # the length of the pause is the fault
         ctx.resume(process)
 
     return inject
+
+
+def _between_kafka_transactions(ctx: FaultContext, injection: Injection, fault: Callable[[], bool]) -> bool:
+    """Injects `fault` (returning whether it found its target) at a moment the broker
+    holds no transaction of the soak's Kafka sink open, every task worker frozen while
+    the broker is asked. A task killed or stalled past its launch in the middle of a
+    commit has its transaction aborted by the restore, which sends the epoch again:
+    Apache Kafka hides the aborted copy, tansu shows it to read_committed consumers
+    (test_kafka_broker.py), so on the soak's broker that moment would count duplicates
+    no runtime can prevent. A stalled worker stays frozen; the others go on at once."""
+    kafka = ctx.cluster.kafka
+    if kafka is None:
+        return fault()
+    for attempt in range(100):
+        workers = ctx.cluster.current.spark.task_workers()
+        for pid in workers:
+            processes.pause(pid)
+        try:
+            if not kafka.transaction_open(ctx.cluster.kafka_topic):
+                if attempt:
+                    injection.note(f"a Kafka transaction was open at {attempt} earlier tries")
+                return fault()
+        finally:
+            stalled = {process[0] for process in ctx.paused}
+            for pid in workers:
+                if pid not in stalled:
+                    processes.resume(pid)
+        time.sleep(0.05)  # pacing the tries: a commit takes milliseconds
+    injection.note("a Kafka transaction was open at each of 100 tries: injected regardless")
+    return fault()
 
 
 def _driver_pause_takeover(ctx: FaultContext, injection: Injection, rng: random.Random) -> None:
@@ -235,7 +272,8 @@ def _kill_in_relaunch(
             if worker is not None and target == "executor":
                 pid = ancestor_in(worker, set(ctx.cluster.current.spark.executors()))
             if pid is not None:
-                injection.injected = processes.kill(pid)
+                kill = functools.partial(processes.kill, pid)
+                injection.injected = _between_kafka_transactions(ctx, injection, kill)
                 injection.note(
                     f"SIGKILL {target} {pid}, of the relaunch's (launch {relaunch}) task at {address}"
                 )

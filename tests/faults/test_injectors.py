@@ -13,8 +13,11 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
+from confluent_kafka import Producer
 from lockgate.runtime import ValueStateDescriptor, key_group, key_group_range
 from lockgate.runtime.backends.heap.backend import HeapKeyedStateBackend
 from lockgate.runtime.backends.rocksdb.backend import RocksDBKeyedStateBackend
@@ -24,8 +27,10 @@ from lockgate.runtime.snapshot.storage import CheckpointStorage, SnapshotCorrupt
 
 from tests.faults.checkpoint_corruption import corrupt_snapshot, files_only_it_holds, snapshot_files
 from tests.faults.exchange_partition import PROXY_HOST, ExchangeProxies
-from tests.faults.schedule import CLASS_OF, CLASSES, KINDS, Schedule, plan
+from tests.faults.injectors import FaultContext, Injection, _between_kafka_transactions
+from tests.faults.schedule import CLASS_OF, CLASSES, KINDS, Fault, Schedule, plan
 from tests.faults.soak_reference import SoakInput, output_problems, running_sum
+from tests.kafka_broker import QUIET, KafkaBroker
 from tests.process_tree import ancestor_in, listening_on
 from tests.vertex_snapshots import LocalSubtask, snapshot_vertex
 
@@ -249,3 +254,41 @@ def test_the_process_listening_on_a_tasks_exchange_port_is_found_and_its_ancesto
         child.kill()
         child.wait()
     assert listening_on(port) is None, "nothing listens once it is gone"
+
+
+def test_with_a_kafka_sink_a_fault_waits_until_no_transaction_is_open(kafka: KafkaBroker) -> None:
+    """Killed mid-commit, a worker's transaction is aborted by the restore, and tansu
+    shows aborted records: the soak injects its process faults between transactions."""
+    topic = kafka.create_topic(1)
+    cluster = SimpleNamespace(kafka=kafka, kafka_topic=topic, current=SimpleNamespace(spark=_NoWorkers()))
+    ctx = FaultContext(cast(Any, cluster), cast(Any, None), 1.0)
+    injection = Injection(Fault("worker-kill", 1.0, 0.0, 0))
+    commit = Producer({"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": topic, **QUIET})
+    commit.init_transactions(30)
+    commit.begin_transaction()
+    commit.produce(topic, b"in an open transaction", partition=0)
+    assert commit.flush(30) == 0
+    committed_at: list[float] = []
+    injected_at: list[float] = []
+
+    def end_the_transaction_soon() -> None:
+        threading.Event().wait(0.5)  # the transaction stays open this long
+        committed_at.append(time.monotonic())
+        commit.commit_transaction(30)
+
+    ender = threading.Thread(target=end_the_transaction_soon)
+    ender.start()
+
+    def fault() -> bool:
+        injected_at.append(time.monotonic())
+        return True
+
+    assert _between_kafka_transactions(ctx, injection, fault)
+    ender.join()
+    assert injected_at[0] > committed_at[0], "the fault was injected while the transaction was open"
+    assert "a Kafka transaction was open at" in injection.detail
+
+
+class _NoWorkers:
+    def task_workers(self) -> list[int]:
+        return []

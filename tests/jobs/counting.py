@@ -25,11 +25,13 @@ from tests.jobs.functions import CountWords, RunningSum
 
 def unthrottled_numbers(env: StreamEnvironment) -> GeneratorSource:
     """`count` records over `keys` keys (default 37) from `partitions` partitions (default
-    4), read as fast as the job takes them: behind a slow stage, its input stays full."""
+    4), read as fast as the job takes them (or at most `rate` per second, if given):
+    behind a slow stage, its input stays full."""
     return GeneratorSource(
         int(env.args["count"]),
         keys=int(env.args.get("keys", "37")),
         partitions=int(env.args.get("partitions", "4")),
+        rate=float(env.args["rate"]) if "rate" in env.args else None,
     )
 
 

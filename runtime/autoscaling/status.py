@@ -144,7 +144,7 @@ def _inputs(decision: Decision, running: int) -> dict[str, Any]:
                 "trueRate": None if chain.true_rate is None else round(chain.true_rate, 3),
                 "busy": round(chain.busy, 4),
                 "maxBusy": round(chain.max_busy, 4),
-                # By its key groups' rates (None: not counted): 1 / parallelism when even.
+                # By its key groups' record counts (None: not counted): 1 / parallelism when even.
                 "busiestShare": None
                 if chain.key_group_records is None
                 else round(chain.busiest_share(running), 4),

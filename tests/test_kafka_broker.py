@@ -1,6 +1,7 @@
 """Where the tests' Kafka-protocol broker (tansu 0.6.0) differs from Apache
 Kafka, shown, so that no test passes by relying on it and each difference is
-noticed when tansu changes. docs/operations.md lists them."""
+noticed when tansu changes. docs/operations.md lists them. Last, what the Kafka
+sink relies on, shown to hold on tansu too."""
 
 from __future__ import annotations
 
@@ -128,3 +129,72 @@ def test_a_transaction_overlapping_an_open_one_is_acknowledged_before_it_is_comm
     still_open.commit_transaction(30)
     assert marker_offset() == 42
     group.close()
+
+
+# -- what the Kafka sink relies on, shown to hold on tansu as on Apache Kafka ------
+
+
+def _transactional(kafka: KafkaBroker, transactional_id: str) -> Producer:
+    producer = Producer(
+        {"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": transactional_id, **QUIET}
+    )
+    producer.init_transactions(30)
+    return producer
+
+
+def test_a_fenced_producer_appends_nothing_more(kafka: KafkaBroker) -> None:
+    """A writer of a launch that a later one replaced keeps nothing it sends after
+    the fence (a restore's `init_transactions` of the same id)."""
+    topic = kafka.create_topic(1)
+    zombie = _transactional(kafka, topic)
+    zombie.begin_transaction()
+    zombie.produce(topic, b"before the fence", partition=0)
+    assert zombie.flush(30) == 0
+    _transactional(kafka, topic)  # the successor: its init fences the zombie
+    errors: list[str] = []
+    zombie.produce(topic, b"after the fence", partition=0, on_delivery=lambda e, _: errors.append(e.name()))
+    zombie.flush(30)
+    assert errors == ["PRODUCER_FENCED"]
+    with pytest.raises(KafkaException, match="PRODUCER_FENCED"):
+        zombie.commit_transaction(30)
+    assert [value for _, _, _, value in kafka.read(topic, "read_uncommitted")] == [b"before the fence"]
+
+
+def test_a_commit_held_by_an_open_transaction_shows_once_a_fence_aborts_that_one(kafka: KafkaBroker) -> None:
+    """A writer dies with its transaction open while another's commit is held behind
+    it (tansu): the restore's fence of the dead writer's id aborts it, and the held
+    commit shows, so the restore reads the marker it committed (`recover` reads
+    markers only after every id is fenced)."""
+    topic = kafka.create_topic(1)
+    group = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"{topic}-b", **QUIET})
+    dead, committing = _transactional(kafka, f"{topic}-a"), _transactional(kafka, f"{topic}-b")
+    dead.begin_transaction()
+    dead.produce(topic, b"a", partition=0)
+    assert dead.flush(30) == 0
+    committing.begin_transaction()
+    committing.produce(topic, b"b", partition=0)
+    assert committing.flush(30) == 0
+    committing.send_offsets_to_transaction([TopicPartition(topic, 0, 7)], group.consumer_group_metadata(), 30)
+    committing.commit_transaction(30)
+
+    def marker() -> int:
+        return int(group.committed([TopicPartition(topic, 0)], timeout=10)[0].offset)
+
+    assert marker() < 0, "held behind the open transaction"
+    _transactional(kafka, f"{topic}-a")  # the restore fences the dead writer's id
+    assert marker() == 7
+    group.close()
+
+
+def test_the_last_stable_offset_trails_an_open_transaction(kafka: KafkaBroker) -> None:
+    """What `KafkaBroker.transaction_open` reads, for the tests that kill a worker
+    only between transactions."""
+    topic = kafka.create_topic(2)
+    producer = _transactional(kafka, topic)
+    assert not kafka.transaction_open(topic)
+    producer.begin_transaction()
+    producer.produce(topic, b"x", partition=1)
+    assert producer.flush(30) == 0
+    assert kafka.transaction_open(topic)
+    producer.commit_transaction(30)
+    assert not kafka.transaction_open(topic)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,43 @@ class KafkaBroker:
 
         stable, end = ends(IsolationLevel.READ_COMMITTED), ends(IsolationLevel.READ_UNCOMMITTED)
         return any(stable[p] < end[p] for p in end)
+
+    def between_transactions(
+        self,
+        topic: str,
+        workers: Callable[[], list[int]],
+        fault: Callable[[list[int]], None],
+        *,
+        stays_frozen: Callable[[], set[int]] = set,
+        tries: int = 100,
+    ) -> int | None:
+        """Runs `fault(frozen)` at a moment no transaction that wrote to `topic` is open:
+        the processes `workers()` names are frozen (SIGSTOP) while the broker is asked,
+        then resumed, but for those in `stays_frozen()`. Returns how many earlier tries
+        found a transaction open, or None if all `tries` did (`fault` did not run).
+
+        For faults that kill or stall a process writing the topic: killed in the middle
+        of a commit, its transaction is aborted by the restore, which sends the epoch
+        again; Apache Kafka hides the aborted copy, tansu shows it to read_committed
+        consumers (test_kafka_broker.py), so that moment would count duplicates on this
+        broker that no runtime can prevent."""
+        for attempt in range(tries):
+            frozen = workers()
+            for pid in frozen:
+                with contextlib.suppress(ProcessLookupError):  # it ended since it was listed
+                    os.kill(pid, signal.SIGSTOP)
+            try:
+                if not self.transaction_open(topic):
+                    fault(frozen)
+                    return attempt
+            finally:
+                kept = stays_frozen()
+                for pid in frozen:
+                    if pid not in kept:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGCONT)
+            time.sleep(0.05)  # pacing the tries: a commit takes milliseconds
+        return None
 
     def committed_offset(self, group: str, topic: str, partition: int) -> int:
         """`group`'s committed offset of the partition, as a read_committed consumer

@@ -99,7 +99,9 @@ def _process_fault(target: processes.Target, pause: bool) -> Injector:
             return
         pid = rng.choice(pids)
         if not pause:
-            injection.injected = _between_kafka_transactions(ctx, injection, lambda: processes.kill(pid))
+            injection.injected = _between_kafka_transactions(
+                ctx, injection, functools.partial(processes.kill, pid)
+            )
             injection.note(f"SIGKILL {target} {pid}")
             return
         process: processes.ProcessId | None = None
@@ -119,32 +121,25 @@ def _process_fault(target: processes.Target, pause: bool) -> Injector:
 
 def _between_kafka_transactions(ctx: FaultContext, injection: Injection, fault: Callable[[], bool]) -> bool:
     """Injects `fault` (returning whether it found its target) at a moment the broker
-    holds no transaction of the soak's Kafka sink open, every task worker frozen while
-    the broker is asked. A task killed or stalled past its launch in the middle of a
-    commit has its transaction aborted by the restore, which sends the epoch again:
-    Apache Kafka hides the aborted copy, tansu shows it to read_committed consumers
-    (test_kafka_broker.py), so on the soak's broker that moment would count duplicates
-    no runtime can prevent. A stalled worker stays frozen; the others go on at once."""
+    holds no transaction of the soak's Kafka sink open (`KafkaBroker.between_transactions`
+    says why), every task worker frozen while the broker is asked. A stalled worker
+    stays frozen; the others go on at once."""
     kafka = ctx.cluster.kafka
     if kafka is None:
         return fault()
-    for attempt in range(100):
-        workers = ctx.cluster.current.spark.task_workers()
-        for pid in workers:
-            processes.pause(pid)
-        try:
-            if not kafka.transaction_open(ctx.cluster.kafka_topic):
-                if attempt:
-                    injection.note(f"a Kafka transaction was open at {attempt} earlier tries")
-                return fault()
-        finally:
-            stalled = {process[0] for process in ctx.paused}
-            for pid in workers:
-                if pid not in stalled:
-                    processes.resume(pid)
-        time.sleep(0.05)  # pacing the tries: a commit takes milliseconds
-    injection.note("a Kafka transaction was open at each of 100 tries: injected regardless")
-    return fault()
+    found: list[bool] = []
+    earlier = kafka.between_transactions(
+        ctx.cluster.kafka_topic,
+        ctx.cluster.current.spark.task_workers,
+        lambda _: found.append(fault()),
+        stays_frozen=lambda: {process[0] for process in ctx.paused},
+    )
+    if earlier is None:
+        injection.note("a Kafka transaction was open at each of 100 tries: injected regardless")
+        return fault()
+    if earlier:
+        injection.note(f"a Kafka transaction was open at {earlier} earlier tries")
+    return found[0]
 
 
 def _driver_pause_takeover(ctx: FaultContext, injection: Injection, rng: random.Random) -> None:

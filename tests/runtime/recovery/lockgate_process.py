@@ -24,6 +24,18 @@ LOCKGATE = str(Path(sys.executable).parent / "lockgate")
 REPO = Path(__file__).resolve().parents[3]
 
 
+def fixed_delay_restarts(attempts: int) -> tuple[str, ...]:
+    """The `lockgate run` flags of a run that restarts up to `attempts` times, 0.5 s apart."""
+    return (
+        "--restart-strategy",
+        "fixed-delay",
+        "--restart-attempts",
+        str(attempts),
+        "--restart-delay",
+        "0.5",
+    )
+
+
 def environment() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO)}
 

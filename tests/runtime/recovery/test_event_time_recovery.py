@@ -16,7 +16,14 @@ from lockgate.runtime.coordination.keys import JobKeys
 
 from tests.jobs.sessions import write_sessions
 from tests.process_tree import python_task_workers
-from tests.runtime.recovery.lockgate_process import finish, restarts, run_record, start, wait_for
+from tests.runtime.recovery.lockgate_process import (
+    finish,
+    fixed_delay_restarts,
+    restarts,
+    run_record,
+    start,
+    wait_for,
+)
 
 KEYS = JobKeys("default", "sessions")
 
@@ -47,12 +54,7 @@ def test_a_killed_worker_of_a_session_window_job_loses_and_repeats_no_session(tm
         "--bounded",
         "--checkpoint-interval",
         "0.3",
-        "--restart-strategy",
-        "fixed-delay",
-        "--restart-attempts",
-        "3",
-        "--restart-delay",
-        "0.5",
+        *fixed_delay_restarts(3),
         "--arg",
         f"input=file://{tmp_path}/events",
         "--arg",

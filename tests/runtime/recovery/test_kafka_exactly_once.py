@@ -29,12 +29,19 @@ from tests.exactness import assert_running_sums_exact
 from tests.jobs.kafka_sums import PHASES
 from tests.kafka_broker import KafkaBroker
 from tests.process_tree import python_task_workers
-from tests.runtime.recovery.lockgate_process import finish, restarts, run, run_record, start, wait_for
+from tests.runtime.recovery.lockgate_process import (
+    finish,
+    fixed_delay_restarts,
+    restarts,
+    run,
+    run_record,
+    start,
+    wait_for,
+)
 
 KEYS = 23
 JOB = JobKeys("default", "ksums")
 PARTITIONS = 4
-RESTARTS = ("--restart-strategy", "fixed-delay", "--restart-attempts", "5", "--restart-delay", "0.5")
 
 pytestmark = pytest.mark.slow
 
@@ -77,7 +84,7 @@ def job(kafka: KafkaBroker, topics: tuple[str, str], parallelism: int, *flags: s
         str(parallelism),
         "--checkpoint-interval",
         "0.3",
-        *RESTARTS,
+        *fixed_delay_restarts(5),
         "--arg",
         f"bootstrap={kafka.bootstrap_servers}",
         "--arg",
@@ -150,23 +157,12 @@ def test_killed_stopped_and_resumed_at_another_parallelism_kafka_output_is_exact
 
 def _kill_a_task_worker_between_transactions(root: int, kafka: KafkaBroker, topic: str) -> None:
     """SIGKILL a task worker at a moment the broker holds no transaction of the sink
-    open: every task worker is frozen while the broker is asked. Killed in the middle
-    of one, its transaction is aborted by the restore, which sends the epoch again;
-    tansu shows the aborted copy to read_committed consumers too (test_kafka_broker.py),
-    where Apache Kafka hides it (test_kafka_sink.py marks that case)."""
-    for _ in range(100):
-        workers = python_task_workers(root)
-        for pid in workers:
-            os.kill(pid, signal.SIGSTOP)
-        try:
-            if not kafka.transaction_open(topic):
-                os.kill(workers[0], signal.SIGKILL)
-                return
-        finally:
-            for pid in workers:
-                os.kill(pid, signal.SIGCONT)
-        threading.Event().wait(0.05)  # pacing the attempts: a commit takes milliseconds
-    raise AssertionError(f"in 100 attempts, a transaction of the sink on {topic} was always open")
+    open (`KafkaBroker.between_transactions` says why), every task worker frozen
+    while the broker is asked."""
+    killed = kafka.between_transactions(
+        topic, lambda: python_task_workers(root), lambda frozen: os.kill(frozen[0], signal.SIGKILL)
+    )
+    assert killed is not None, f"a transaction of the sink on {topic} was open at every try"
 
 
 def _what_the_broker_shows(kafka: KafkaBroker, topic: str) -> str:

@@ -15,7 +15,7 @@ from lockgate.runtime.coordination.keys import JobKeys
 
 from tests.exactness import assert_running_sums_exact
 from tests.process_tree import python_task_workers
-from tests.runtime.recovery.lockgate_process import finish, restarts, start, wait_for
+from tests.runtime.recovery.lockgate_process import finish, fixed_delay_restarts, restarts, start, wait_for
 
 KEYS = JobKeys("default", "unaligned")
 COUNT, SUM_KEYS = 4_000, 37
@@ -43,12 +43,7 @@ def test_a_worker_killed_under_backpressure_restores_the_records_in_flight_and_t
         "0.3",
         "--aligned-checkpoint-timeout",
         "0s",
-        "--restart-strategy",
-        "fixed-delay",
-        "--restart-attempts",
-        "3",
-        "--restart-delay",
-        "0.5",
+        *fixed_delay_restarts(3),
         "--arg",
         f"count={COUNT}",
         "--arg",

@@ -126,6 +126,7 @@ class EpochTransactions:
         # The marker group is read from the same brokers, as the same principal.
         marker_config.update({k: v for k, v in config.items() if k.startswith(_CREDENTIALS)})
         self._marker_group: Any = make_client(self._kafka.Consumer, marker_config, "KafkaSink")
+        self.partition = -1  # where the records go: -1, as the producer's partitioner places them
         self._call(lambda: self._producer.init_transactions(self._timeout_s), "start")
         try:
             self._confirm_current()
@@ -135,6 +136,10 @@ class EpochTransactions:
         # Of the last epoch this id committed (negative: none), read when first needed:
         # after every id of the launch was fenced (TransactionalKafkaWriter.recover).
         self._marker: int | None = None
+
+    @property
+    def producer(self) -> Any:
+        return self._producer
 
     def read_marker(self) -> None:
         """Reads which epoch this id committed last, as the broker shows it now."""
@@ -182,12 +187,12 @@ class EpochTransactions:
         # transaction would then run into the next launch's restore.
         self._confirm_current()
         producer = self._producer
-        produce, topic = producer.produce, self._topic
+        produce, topic, partition = producer.produce, self._topic, self.partition
         self._call(producer.begin_transaction, "begin")
         for key, value in epoch.records:
             while True:
                 try:
-                    produce(topic, value, key)
+                    produce(topic, value, key, partition)
                     break
                 except BufferError:  # the local queue is full: let librdkafka send some
                     producer.poll(0.05)

@@ -12,6 +12,7 @@ client is made, and raised naming the property.
 from __future__ import annotations
 
 import importlib
+import time
 from types import ModuleType
 from typing import Any
 
@@ -19,6 +20,11 @@ from lockgate.runtime.api.validation import JobDefinitionError
 
 BROKER_TIMEOUT_S = 10.0
 """How long the driver waits for the broker to answer before it refuses to start."""
+ALL_BROKERS_DOWN_S = 2.0
+"""Before a job starts, brokers that all refuse connections for this long are taken
+as unreachable at once; a broker that accepts a connection and does not answer is
+waited for up to BROKER_TIMEOUT_S."""
+METADATA_ATTEMPT_S = 0.5
 
 VALUE_FORMATS = ("json", "string", "bytes")
 
@@ -95,7 +101,7 @@ def check_properties(what: str, properties: Any) -> dict[str, str]:
     return checked
 
 
-def make_client(factory: Any, config: dict[str, str], what: str) -> Any:
+def make_client(factory: Any, config: dict[str, Any], what: str) -> Any:
     """A client of `factory` (Producer, Consumer, AdminClient); a bad property is
     an error naming it."""
     kafka = kafka_client()
@@ -109,14 +115,34 @@ def check_topics(what: str, properties: dict[str, str], servers: str, topics: li
     """An error naming the broker or the topic when the broker cannot be reached
     or a topic does not exist."""
     kafka = kafka_client()
-    admin = make_client(kafka.admin.AdminClient, {**properties, "bootstrap.servers": servers}, what)
-    try:
-        metadata = admin.list_topics(timeout=BROKER_TIMEOUT_S)
-    except kafka.KafkaException as error:
-        raise KafkaSetupError(
-            f"{what}: cannot reach Kafka at {servers} within {BROKER_TIMEOUT_S:.0f} s ({error}); "
-            "check bootstrap_servers and that the brokers run"
-        ) from None
+    all_down: list[float] = []  # when librdkafka first said every broker was down
+
+    def on_error(error: Any) -> None:
+        if error.code() == kafka.KafkaError._ALL_BROKERS_DOWN and not all_down:
+            all_down.append(time.monotonic())
+
+    config: dict[str, Any] = {**properties, "bootstrap.servers": servers, "error_cb": on_error}
+    admin = make_client(kafka.admin.AdminClient, config, what)
+    deadline = time.monotonic() + BROKER_TIMEOUT_S
+    while True:
+        try:
+            metadata = admin.list_topics(timeout=METADATA_ATTEMPT_S)
+            break
+        except kafka.KafkaException as error:
+            admin.poll(0)  # serves on_error
+            now = time.monotonic()
+            refused = bool(all_down) and now - all_down[0] >= ALL_BROKERS_DOWN_S
+            if now < deadline and not refused:
+                continue
+            how = (
+                f"every broker refused or dropped the connection for {ALL_BROKERS_DOWN_S:g} s"
+                if refused
+                else f"no answer within {BROKER_TIMEOUT_S:.0f} s"
+            )
+            raise KafkaSetupError(
+                f"{what}: cannot reach Kafka at {servers}: {how} ({error}); "
+                "check bootstrap_servers and that the brokers run"
+            ) from None
     for topic in topics:
         found = metadata.topics.get(topic)
         if found is None or found.error is not None or not found.partitions:

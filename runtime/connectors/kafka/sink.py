@@ -15,6 +15,15 @@ after fencing: `epoch_transactions.py`). After
 a restore at another parallelism, each old subtask's id is taken over by the
 new subtask `old % parallelism`, which commits what the checkpoint holds of it.
 
+Partitioning: by default the producer's partitioner places a record by its
+key (without a key, spread). `partitioning="subtask"` writes all of subtask
+i's records to partition i % the topic's partitions, as Flink's fixed
+partitioner does: a consumer of a partition then reads one writer's output in
+the order it wrote it, and no two transactions of a launch share a partition
+while the topic has as many partitions as the sink has subtasks. An old
+subtask's epochs that a restore at another parallelism sends again go to that
+old subtask's partition.
+
 At-least-once: records are sent as they come (idempotent producer, acks from
 all replicas) and the barrier waits until every one is acknowledged; a restore
 may send some again.
@@ -48,6 +57,8 @@ from lockgate.runtime.connectors.kafka.settings import (
 
 log = logging.getLogger(__name__)
 
+PARTITIONINGS = ("key", "subtask")
+
 
 class KafkaSink(Sink):
     """Records to a Kafka topic; exactly once through one Kafka transaction per checkpoint."""
@@ -59,6 +70,7 @@ class KafkaSink(Sink):
         *,
         key: Callable[[Any], Any] | None = None,
         value_format: str = "json",
+        partitioning: str = "key",
         properties: dict[str, Any] | None = None,
     ) -> None:
         self.bootstrap_servers = check_text("KafkaSink bootstrap_servers", bootstrap_servers)
@@ -67,6 +79,7 @@ class KafkaSink(Sink):
             check_callable("KafkaSink key", key)
         self.key = key
         self.value_format = check_choice("KafkaSink value_format", value_format, VALUE_FORMATS)
+        self.partitioning = check_choice("KafkaSink partitioning", partitioning, PARTITIONINGS)
         self.properties = check_properties("KafkaSink", properties)
 
     def client_config(self) -> dict[str, str]:
@@ -81,6 +94,25 @@ class KafkaSink(Sink):
         if context.exactly_once:
             return TransactionalKafkaWriter(self, context)
         return AtLeastOnceKafkaWriter(self, context)
+
+
+def partition_of(sink: KafkaSink, producer: Any) -> Callable[[int], int]:
+    """Subtask -> the partition its records go to: the producer's partitioner's
+    choice (-1) unless the sink partitions by subtask."""
+    if sink.partitioning == "key":
+        return lambda subtask: -1
+    kafka = kafka_client()
+    try:
+        metadata = producer.list_topics(sink.topic, timeout=TRANSACTION_TIMEOUT_S)
+    except kafka.KafkaException as error:
+        raise KafkaConnectorError(
+            f"KafkaSink: cannot list the partitions of {sink.topic!r}: {error}"
+        ) from None
+    found = metadata.topics.get(sink.topic)
+    count = len(found.partitions) if found is not None and found.error is None else 0
+    if not count:
+        raise KafkaConnectorError(f"KafkaSink: topic {sink.topic!r} has no partitions to write to")
+    return lambda subtask: subtask % count
 
 
 def transactional_id(context: SubtaskContext, subtask: int) -> str:
@@ -102,18 +134,24 @@ class TransactionalKafkaWriter(SinkWriter):
         self._context = context
         self._encode = _record_encoder(sink, context.vertex)
         self._epoch: Records = []
+        self._partition_of: Callable[[int], int] | None = None
         self._own = self._transactions(context.subtask)
 
     def _transactions(self, subtask: int) -> EpochTransactions:
-        """The transactions of `subtask`'s transactional id."""
+        """The transactions of `subtask`'s transactional id, to that subtask's partition
+        when the sink partitions by subtask."""
         context = self._context
-        return EpochTransactions(
+        transactions = EpochTransactions(
             self._sink.client_config(),
             transactional_id(context, subtask),
             self._sink.topic,
             context.confirm_launch,
             context.launch,
         )
+        if self._partition_of is None:
+            self._partition_of = partition_of(self._sink, transactions.producer)
+        transactions.partition = self._partition_of(subtask)
+        return transactions
 
     def write(self, record: Any) -> None:
         self._epoch.append(self._encode(record))
@@ -176,6 +214,7 @@ class AtLeastOnceKafkaWriter(SinkWriter):
         self._producer: Any = make_client(kafka.Producer, config, "KafkaSink")
         self._encode = _record_encoder(sink, context.vertex)
         self._topic = sink.topic
+        self._partition = partition_of(sink, self._producer)(context.subtask)
         self._failed: list[str] = []
         self._unpolled = 0
 
@@ -187,7 +226,7 @@ class AtLeastOnceKafkaWriter(SinkWriter):
         key, value = self._encode(record)
         while True:
             try:
-                self._producer.produce(self._topic, value, key, on_delivery=self._delivered)
+                self._producer.produce(self._topic, value, key, self._partition, on_delivery=self._delivered)
                 break
             except BufferError:
                 self._producer.poll(0.05)

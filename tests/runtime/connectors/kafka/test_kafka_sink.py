@@ -5,6 +5,7 @@ at another parallelism; fencing; at-least-once; refusals."""
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from confluent_kafka import Producer
 from lockgate.runtime import JobDefinitionError, JobIdentity, KafkaSink, SinkWriter, SubtaskContext
 from lockgate.runtime.connectors.kafka.record_format import RecordFormatError
-from lockgate.runtime.connectors.kafka.settings import KafkaConnectorError, KafkaSetupError
+from lockgate.runtime.connectors.kafka.settings import BROKER_TIMEOUT_S, KafkaConnectorError, KafkaSetupError
 from lockgate.runtime.connectors.kafka.sink import transactional_id
 
 from tests.kafka_broker import QUIET, KafkaBroker, kafka_broker
@@ -351,6 +352,44 @@ def test_at_another_parallelism_every_old_subtask_epoch_is_committed_once(
         target.close()
 
 
+def partitions_by_writer(kafka: KafkaBroker, topic: str) -> dict[int, set[int]]:
+    """Partition -> the writers whose records it holds (record n came from writer n // 100)."""
+    found: dict[int, set[int]] = {}
+    for partition, _, _, value in kafka.read(topic):
+        found.setdefault(partition, set()).add(json.loads(value)["n"] // 100)
+    return found
+
+
+def test_partitioned_by_subtask_each_subtask_writes_its_own_partition_also_what_a_restore_sends_again(
+    kafka: KafkaBroker,
+) -> None:
+    """Restored at parallelism 1, the writer sends old subtask 1's epoch again to
+    partition 1, where subtask 1 wrote, not to its own."""
+    topic = kafka.create_topic(3)
+    writers = [writer(kafka, topic, subtask, 2, partitioning="subtask") for subtask in range(2)]
+    committables: list[Any] = []
+    for subtask, target in enumerate(writers):
+        target.commit(write_epoch(target, records(100 * subtask, 5), 1))
+        committables += write_epoch(target, records(100 * subtask + 5, 5), 2)
+    assert partitions_by_writer(kafka, topic) == {0: {0}, 1: {1}}
+    restored = sink(kafka, topic, partitioning="subtask").create_writer(context(0, 1))
+    restored.recover(committables)
+    assert committed_values(kafka, topic) == [*range(10), *range(100, 110)]
+    assert partitions_by_writer(kafka, topic) == {0: {0}, 1: {1}}
+    restored.close()
+    # At-least-once too; more subtasks than partitions wrap around.
+    topic = kafka.create_topic(2)
+    for subtask in range(3):
+        target = sink(kafka, topic, partitioning="subtask").create_writer(
+            context(subtask, 3, exactly_once=False)
+        )
+        for record in records(100 * subtask, 5):
+            target.write(record)
+        target.pre_commit(1)
+        target.close()
+    assert partitions_by_writer(kafka, topic) == {0: {0, 2}, 1: {1}}
+
+
 def test_at_least_once_sends_as_it_goes_and_the_barrier_waits_for_every_acknowledgement(
     kafka: KafkaBroker,
 ) -> None:
@@ -380,8 +419,17 @@ def test_an_unreachable_broker_a_missing_topic_and_a_bad_property_are_refused_by
     kafka: KafkaBroker,
 ) -> None:
     topic = kafka.create_topic(1)
-    with pytest.raises(KafkaSetupError, match=r"cannot reach Kafka at 127.0.0.1:1"):
+    started = time.monotonic()
+    with pytest.raises(KafkaSetupError, match=r"cannot reach Kafka at 127.0.0.1:1: every broker refused"):
         KafkaSink(bootstrap_servers="127.0.0.1:1", topic=topic, properties=QUIET_PROPERTIES).validate(JOB)
+    assert time.monotonic() - started < BROKER_TIMEOUT_S / 2, "a refused connection is not waited out"
+    # A broker that accepts connections and never answers is waited for, up to the bound.
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        servers = f"127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(KafkaSetupError, match=rf"cannot reach Kafka at {servers}: no answer within 10 s"):
+            KafkaSink(bootstrap_servers=servers, topic=topic, properties=QUIET_PROPERTIES).validate(JOB)
+        assert time.monotonic() - started >= BROKER_TIMEOUT_S
     with pytest.raises(KafkaSetupError, match=r"topic 'missing-topic' .* does not exist"):
         sink(kafka, "missing-topic").validate(JOB)
     with pytest.raises(JobDefinitionError, match=r"no\.such\.property"):
@@ -396,6 +444,7 @@ def test_an_unreachable_broker_a_missing_topic_and_a_bad_property_are_refused_by
         ({"topic": ["a"]}, "topic"),
         ({"key": "user"}, "KafkaSink key"),
         ({"value_format": "avro"}, "value_format"),
+        ({"partitioning": "round-robin"}, "KafkaSink partitioning must be one of 'key', 'subtask'"),
         ({"properties": {"transactional.id": "mine"}}, "'transactional.id' is set by Lockgate"),
     ],
 )

@@ -20,7 +20,7 @@ from lockgate.runtime import (
     read_committed,
 )
 from lockgate.runtime.api.connectors import UnreadableRecordError
-from lockgate.runtime.connectors.kafka.settings import KafkaSetupError
+from lockgate.runtime.connectors.kafka.settings import BROKER_TIMEOUT_S, KafkaSetupError
 
 from tests.kafka_broker import QUIET, KafkaBroker
 from tests.polling import wait_until
@@ -256,8 +256,10 @@ def test_an_unreachable_broker_a_missing_topic_and_a_bad_property_are_refused_by
     unreachable = KafkaSource(
         bootstrap_servers="127.0.0.1:1", topics=[topic], group_id="g", properties=QUIET_PROPERTIES
     )
-    with pytest.raises(KafkaSetupError, match=r"cannot reach Kafka at 127.0.0.1:1"):
+    started = time.monotonic()
+    with pytest.raises(KafkaSetupError, match=r"cannot reach Kafka at 127.0.0.1:1: every broker refused"):
         unreachable.validate(JOB)
+    assert time.monotonic() - started < BROKER_TIMEOUT_S / 2, "a refused connection is not waited out"
     with pytest.raises(KafkaSetupError, match=r"topic 'no-such-topic' .* does not exist"):
         source(kafka, "no-such-topic").validate(JOB)
     with pytest.raises(JobDefinitionError, match=r"no\.such\.property"):

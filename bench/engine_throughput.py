@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import logging
 import os
 import secrets
 import statistics
@@ -38,6 +39,24 @@ from lockgate.runtime.metrics.serving import PortRange
 from lockgate.runtime.snapshot.storage import CheckpointStorage
 from lockgate.runtime.spark import BarrierStage, local_session
 from plots import latency_plot
+
+
+class InFlightRecords(logging.Handler):
+    """The records in flight each unaligned checkpoint kept, as the coordinator logs them."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.counts: list[int] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "records in flight (unaligned)" in record.msg and isinstance(record.args, tuple):
+            self.counts.append(int(record.args[2]))
+
+    def summary(self) -> str:
+        if not self.counts:
+            return ""
+        median, most = statistics.median(self.counts), max(self.counts)
+        return f", {len(self.counts)} checkpoints with records in flight: median {median:,.0f}, most {most:,}"
 
 
 def measure(
@@ -75,6 +94,10 @@ def measure(
     )
     storage = CheckpointStorage(f"file://{work}/{label}/checkpoints")
     config = CheckpointConfig(interval_s=interval, timeout_s=600)
+    in_flight = InFlightRecords()
+    coordinator_log = logging.getLogger("lockgate.runtime.coordination.coordinator")
+    coordinator_log.setLevel(logging.INFO)
+    coordinator_log.addHandler(in_flight)
     done = threading.Event()
     scraper = threading.Thread(target=scrape_every_second, args=(done,), daemon=True)
     if metrics:
@@ -85,6 +108,7 @@ def measure(
         asyncio.run(master.run(restart_strategy("none")))
     finally:
         done.set()
+        coordinator_log.removeHandler(in_flight)
     wall = time.monotonic() - started
     reports = [json.loads(p.read_text()) for p in samples.glob("*.json")]
     count = sum(r["count"] for r in reports)
@@ -95,7 +119,7 @@ def measure(
     p99 = latencies[int(len(latencies) * 0.99) - 1]
     print(
         f"{label:>16}: {count / span:10,.0f} records/s over {span:5.1f} s (wall {wall:5.1f} s incl. start), "
-        f"latency p50 {p50:7.1f} ms, p99 {p99:7.1f} ms",
+        f"latency p50 {p50:7.1f} ms, p99 {p99:7.1f} ms{in_flight.summary()}",
         flush=True,
     )
     return count / span, p50, p99

@@ -61,6 +61,8 @@ def test_the_kafka_example_sums_a_topic_into_another_exactly_once(tmp_path: Path
         f"input={source}",
         "--arg",
         f"output={sink}",
+        "--arg",
+        "partitioning=subtask",  # on tansu: docs/operations.md, "What it was tested on"
     ]
     result = run(
         tmp_path,

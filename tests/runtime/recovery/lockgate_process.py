@@ -68,16 +68,27 @@ def run(cwd: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProc
 
 
 def run_command(cwd: Path, command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    """`command` to its end with the repository importable; its output captured."""
-    return subprocess.run(
-        command,
-        cwd=cwd,
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    """`command` to its end with the repository importable; its output captured. A
+    run still going after `timeout` is killed, and the test fails with the end of
+    what it logged (subprocess's own error shows only its first lines)."""
+    try:
+        return subprocess.run(
+            command,
+            cwd=cwd,
+            env=environment(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as expired:
+        logged = expired.stderr or b""
+        text = logged.decode(errors="replace") if isinstance(logged, bytes) else logged
+        lines = [line for line in text.splitlines() if not line.startswith("%")]  # librdkafka's own
+        raise AssertionError(
+            f"{' '.join(command[1:3])} still ran after {timeout:g} s and was killed; its log ends:\n"
+            + "\n".join(lines[-60:])
+        ) from None
 
 
 def wait_for(

@@ -42,6 +42,7 @@ from tests.runtime.recovery.lockgate_process import (
 KEYS = 23
 JOB = JobKeys("default", "ksums")
 PARTITIONS = 4
+SINK_PARTITIONS = 3  # one per sink subtask, up to P = 3: the job's sink partitions by subtask
 
 pytestmark = pytest.mark.slow
 
@@ -98,7 +99,7 @@ def job(kafka: KafkaBroker, topics: tuple[str, str], parallelism: int, *flags: s
 def test_killed_stopped_and_resumed_at_another_parallelism_kafka_output_is_exactly_once(
     tmp_path: Path, kafka: KafkaBroker
 ) -> None:
-    topics = (kafka.create_topic(PARTITIONS, "numbers"), kafka.create_topic(2, "sums"))
+    topics = (kafka.create_topic(PARTITIONS, "numbers"), kafka.create_topic(SINK_PARTITIONS, "sums"))
     produced = [0]  # records produced so far: numbers 0 .. produced[0] - 1
     stop_producing = threading.Event()
 
@@ -192,7 +193,7 @@ def _tail(log: Path) -> str:
 def test_a_task_dying_at_each_phase_of_the_transaction_loses_and_duplicates_nothing(
     tmp_path: Path, kafka: KafkaBroker, phase: str
 ) -> None:
-    topics = (kafka.create_topic(PARTITIONS, "numbers"), kafka.create_topic(2, "sums"))
+    topics = (kafka.create_topic(PARTITIONS, "numbers"), kafka.create_topic(SINK_PARTITIONS, "sums"))
     count = 6_000
     produce_numbers(kafka, topics[0], 0, count)
     flag = tmp_path / "crashed"
@@ -207,7 +208,7 @@ def test_a_task_dying_at_each_phase_of_the_transaction_loses_and_duplicates_noth
 def test_a_poison_message_goes_to_the_dead_letters_or_stops_the_job_naming_it(
     tmp_path: Path, kafka: KafkaBroker
 ) -> None:
-    topics = (kafka.create_topic(PARTITIONS, "numbers"), kafka.create_topic(2, "sums"))
+    topics = (kafka.create_topic(PARTITIONS, "numbers"), kafka.create_topic(SINK_PARTITIONS, "sums"))
     produce_numbers(kafka, topics[0], 0, 3_000)
     kafka.produce(topics[0], [b"\xff{not json"], partition_of=lambda _: 1)  # offset 750 of partition 1
     produce_numbers(kafka, topics[0], 3_000, 3_000)
@@ -225,7 +226,7 @@ def test_a_poison_message_goes_to_the_dead_letters_or_stops_the_job_naming_it(
 
     # The failed run may have committed sums before it stopped: the next run writes
     # to a topic of its own.
-    topics = (topics[0], kafka.create_topic(2, "sums"))
+    topics = (topics[0], kafka.create_topic(SINK_PARTITIONS, "sums"))
     (tmp_path / "skip").mkdir()
     dead = f"file://{tmp_path}/dead"
     skipped = run(tmp_path / "skip", *job(kafka, topics, 2, *bounded, "--arg", f"dead_letter={dead}"))

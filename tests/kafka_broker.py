@@ -215,6 +215,60 @@ def _listens(port: int) -> bool:
     return False
 
 
+MARKER_SHOWS_WITHIN_S = 10.0
+
+
+def commit_like_a_sink(
+    broker: KafkaBroker,
+    topic: str,
+    transactional_id: str,
+    partitions: list[int],
+    transactions: int,
+    *,
+    restart_every: int = 0,
+) -> str:
+    """`transactions` transactions of `transactional_id` as Lockgate's Kafka sink makes
+    them — 20 records to `partitions`, the marker (an offset of the group named as
+    the id), commit, then wait until the marker shows — and 'ok', or which one did
+    not show within MARKER_SHOWS_WITHIN_S. With `restart_every` N, every N
+    transactions the producer closes and a new one of the same id starts, as the
+    writers of a relaunched job do."""
+    producer: Any = None
+    group: Any = None
+
+    def start() -> None:
+        nonlocal producer, group
+        servers = broker.bootstrap_servers
+        producer = Producer({"bootstrap.servers": servers, "transactional.id": transactional_id, **QUIET})
+        group = Consumer(
+            {"bootstrap.servers": servers, "group.id": transactional_id, "enable.auto.commit": False, **QUIET}
+        )
+        producer.init_transactions(30)
+
+    start()
+    marker_partition = TopicPartition(topic, 0)
+    try:
+        for number in range(1, transactions + 1):
+            if restart_every and number % restart_every == 0:
+                producer.flush(30)
+                group.close()
+                start()
+            producer.begin_transaction()
+            for n in range(20):
+                producer.produce(topic, b"x", partition=partitions[n % len(partitions)])
+            marker = [TopicPartition(topic, 0, number)]
+            producer.send_offsets_to_transaction(marker, group.consumer_group_metadata(), 30)
+            producer.commit_transaction(30)
+            deadline = time.monotonic() + MARKER_SHOWS_WITHIN_S
+            while group.committed([marker_partition], timeout=10)[0].offset != number:
+                if time.monotonic() > deadline:
+                    return f"transaction {number}: committed, not shown within {MARKER_SHOWS_WITHIN_S:g} s"
+                time.sleep(0.005)  # polling the broker: it has no notification
+        return "ok"
+    finally:
+        group.close()
+
+
 @contextlib.contextmanager
 def kafka_broker(log: Path) -> Iterator[KafkaBroker]:
     if not TANSU.exists():

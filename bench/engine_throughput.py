@@ -49,7 +49,7 @@ class InFlightRecords(logging.Handler):
         self.counts: list[int] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        if "records in flight (unaligned)" in record.msg and isinstance(record.args, tuple):
+        if "records in flight (unaligned)" in str(record.msg) and isinstance(record.args, tuple):
             self.counts.append(int(record.args[2]))
 
     def summary(self) -> str:

@@ -252,6 +252,7 @@ def commit_like_a_sink(
             if restart_every and number % restart_every == 0:
                 producer.flush(30)
                 group.close()
+                group = None
                 start()
             producer.begin_transaction()
             for n in range(20):
@@ -266,14 +267,16 @@ def commit_like_a_sink(
                 time.sleep(0.005)  # polling the broker: it has no notification
         return "ok"
     finally:
-        group.close()
+        if group is not None:
+            group.close()
 
 
 @contextlib.contextmanager
-def kafka_broker(log: Path) -> Iterator[KafkaBroker]:
+def kafka_broker(log: Path, port: int | None = None) -> Iterator[KafkaBroker]:
+    """A tansu broker on `port` (a free one if None), stopped on exit."""
     if not TANSU.exists():
         raise RuntimeError(f"{TANSU} is missing: scripts/install.sh installs the tansu broker there")
-    port = free_port()
+    port = free_port() if port is None else port
     url = f"tcp://127.0.0.1:{port}"
     with log.open("wb") as output:
         broker = subprocess.Popen(

@@ -115,24 +115,23 @@ def check_topics(what: str, properties: dict[str, str], servers: str, topics: li
     """An error naming the broker or the topic when the broker cannot be reached
     or a topic does not exist."""
     kafka = kafka_client()
-    all_down: list[float] = []  # when librdkafka first said every broker was down
-
-    def on_error(error: Any) -> None:
-        if error.code() == kafka.KafkaError._ALL_BROKERS_DOWN and not all_down:
-            all_down.append(time.monotonic())
-
-    config: dict[str, Any] = {**properties, "bootstrap.servers": servers, "error_cb": on_error}
+    failures = _ConnectionFailures(kafka)
+    config: dict[str, Any] = {**properties, "bootstrap.servers": servers, "error_cb": failures.heard}
     admin = make_client(kafka.admin.AdminClient, config, what)
     deadline = time.monotonic() + BROKER_TIMEOUT_S
+    attempt_s = METADATA_ATTEMPT_S
     while True:
         try:
-            metadata = admin.list_topics(timeout=METADATA_ATTEMPT_S)
+            # Attempts grow: a timed-out request is dropped, and a cluster slow to answer
+            # must still get one long enough.
+            metadata = admin.list_topics(timeout=min(attempt_s, max(deadline - time.monotonic(), 0.1)))
             break
         except kafka.KafkaException as error:
-            admin.poll(0)  # serves on_error
+            admin.poll(0)  # serves failures.heard
             now = time.monotonic()
-            refused = bool(all_down) and now - all_down[0] >= ALL_BROKERS_DOWN_S
+            refused = failures.refused_for(ALL_BROKERS_DOWN_S, since=now - attempt_s)
             if now < deadline and not refused:
+                attempt_s *= 2
                 continue
             how = (
                 f"every broker refused or dropped the connection for {ALL_BROKERS_DOWN_S:g} s"
@@ -140,7 +139,7 @@ def check_topics(what: str, properties: dict[str, str], servers: str, topics: li
                 else f"no answer within {BROKER_TIMEOUT_S:.0f} s"
             )
             raise KafkaSetupError(
-                f"{what}: cannot reach Kafka at {servers}: {how} ({error}); "
+                f"{what}: cannot reach Kafka at {servers}: {how} ({failures.last or error}); "
                 "check bootstrap_servers and that the brokers run"
             ) from None
     for topic in topics:
@@ -151,3 +150,37 @@ def check_topics(what: str, properties: dict[str, str], servers: str, topics: li
                 f"{what}: topic {topic!r} on {servers} cannot be used: {reason}; create it first "
                 "(Lockgate does not create topics)"
             )
+
+
+class _ConnectionFailures:
+    """What librdkafka reported of the connections while the driver asks for metadata.
+    Brokers count as refusing once it said every broker was down and connections have
+    failed since without a break: it reports no recovery, so a failure heard during
+    the last attempt is what shows they still fail. Reports are heard when the attempt
+    ends, so a broker that came back during an attempt whose answer came too late for
+    it is refused too; attempts double in length, and `lockgate run` can be run again."""
+
+    def __init__(self, kafka: ModuleType) -> None:
+        self._kafka = kafka
+        self._all_down_at: float | None = None
+        self._failed_at = 0.0
+        self.last: str | None = None  # the last error heard, in librdkafka's words
+
+    def heard(self, error: Any) -> None:
+        now = time.monotonic()
+        self.last = error.str()
+        if error.code() == self._kafka.KafkaError._ALL_BROKERS_DOWN:
+            if self._all_down_at is None:
+                self._all_down_at = now
+            self._failed_at = now
+        elif error.code() == self._kafka.KafkaError._TRANSPORT:
+            self._failed_at = now
+
+    def refused_for(self, seconds: float, *, since: float) -> bool:
+        """Whether every broker was down at least `seconds` ago and a connection failed
+        after `since` (during the last attempt)."""
+        return (
+            self._all_down_at is not None
+            and time.monotonic() - self._all_down_at >= seconds
+            and self._failed_at >= since
+        )

@@ -18,11 +18,13 @@ new subtask `old % parallelism`, which commits what the checkpoint holds of it.
 Partitioning: by default the producer's partitioner places a record by its
 key (without a key, spread). `partitioning="subtask"` writes all of subtask
 i's records to partition i % the topic's partitions, as Flink's fixed
-partitioner does: a consumer of a partition then reads one writer's output in
-the order it wrote it, and no two transactions of a launch share a partition
-while the topic has as many partitions as the sink has subtasks. An old
-subtask's epochs that a restore at another parallelism sends again go to that
-old subtask's partition.
+partitioner does. An old subtask's epochs that a restore at another
+parallelism sends again go to partition old % partitions, where that subtask
+wrote them (if the topic's partition count did not change meanwhile). While
+the topic has at least as many partitions as the sink ever had subtasks,
+each partition holds one transactional id's output, in the order it was
+written, and no two transactions share a partition; with fewer, subtasks
+share partitions round robin.
 
 At-least-once: records are sent as they come (idempotent producer, acks from
 all replicas) and the barrier waits until every one is acknowledged; a restore
@@ -109,9 +111,13 @@ def partition_of(sink: KafkaSink, producer: Any) -> Callable[[int], int]:
             f"KafkaSink: cannot list the partitions of {sink.topic!r}: {error}"
         ) from None
     found = metadata.topics.get(sink.topic)
-    count = len(found.partitions) if found is not None and found.error is None else 0
-    if not count:
-        raise KafkaConnectorError(f"KafkaSink: topic {sink.topic!r} has no partitions to write to")
+    if found is None or found.error is not None or not found.partitions:
+        why = "it does not exist" if found is None else str(found.error or "it has no partitions")
+        raise KafkaConnectorError(
+            f"KafkaSink: the partitions of {sink.topic!r} to write by subtask are unknown: {why}; "
+            "the job restarts from its last checkpoint"
+        )
+    count = len(found.partitions)
     return lambda subtask: subtask % count
 
 
@@ -148,8 +154,12 @@ class TransactionalKafkaWriter(SinkWriter):
             context.confirm_launch,
             context.launch,
         )
-        if self._partition_of is None:
-            self._partition_of = partition_of(self._sink, transactions.producer)
+        try:
+            if self._partition_of is None:
+                self._partition_of = partition_of(self._sink, transactions.producer)
+        except KafkaConnectorError:
+            transactions.close()
+            raise
         transactions.partition = self._partition_of(subtask)
         return transactions
 

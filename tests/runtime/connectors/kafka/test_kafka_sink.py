@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ from lockgate.runtime import JobDefinitionError, JobIdentity, KafkaSink, SinkWri
 from lockgate.runtime.connectors.kafka.record_format import RecordFormatError
 from lockgate.runtime.connectors.kafka.settings import BROKER_TIMEOUT_S, KafkaConnectorError, KafkaSetupError
 from lockgate.runtime.connectors.kafka.sink import transactional_id
+from lockgate.runtime.coordination.etcd_server import free_port
 
 from tests.kafka_broker import QUIET, KafkaBroker, kafka_broker
 from tests.runtime.recovery.lockgate_process import run
@@ -376,7 +378,8 @@ def test_partitioned_by_subtask_each_subtask_writes_its_own_partition_also_what_
     restored.recover(committables)
     assert committed_values(kafka, topic) == [*range(10), *range(100, 110)]
     assert partitions_by_writer(kafka, topic) == {0: {0}, 1: {1}}
-    restored.close()
+    for target in [*writers, restored]:
+        target.close()
     # At-least-once too; more subtasks than partitions wrap around.
     topic = kafka.create_topic(2)
     for subtask in range(3):
@@ -435,6 +438,34 @@ def test_an_unreachable_broker_a_missing_topic_and_a_bad_property_are_refused_by
     with pytest.raises(JobDefinitionError, match=r"no\.such\.property"):
         sink(kafka, topic, properties={"no.such.property": "x"}).validate(JOB)
     sink(kafka, topic).validate(JOB)
+
+
+def test_validate_waits_for_a_broker_that_refused_connections_and_then_started(tmp_path: Path) -> None:
+    """A broker restarting: refused for 2.5 s, longer than the 2 s after which brokers
+    that all refuse are taken as unreachable, then up. librdkafka reports no recovery
+    after "every broker down", so only an attempt that fails with connections still
+    failing counts; the one under way when the broker comes up gets its answer."""
+    port = free_port()
+    servers = f"127.0.0.1:{port}"
+    outcome: list[BaseException | None] = []
+
+    def validate() -> None:
+        try:
+            # Reconnecting at least every 200 ms, not librdkafka's up to 10 s: the test's length.
+            properties = {**QUIET_PROPERTIES, "reconnect.backoff.max.ms": 200}
+            KafkaSink(bootstrap_servers=servers, topic="missing", properties=properties).validate(JOB)
+            outcome.append(None)
+        except BaseException as error:  # noqa: BLE001 - handed to the test's thread
+            outcome.append(error)
+
+    asking = threading.Thread(target=validate)
+    asking.start()
+    time.sleep(2.5)  # the fault: no broker for this long while validate asks
+    with kafka_broker(tmp_path / "tansu.log", port):
+        asking.join(timeout=30)
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], KafkaSetupError), outcome
+    assert "topic 'missing'" in str(outcome[0]), "the broker was reached: the topic is what is refused"
 
 
 @pytest.mark.parametrize(
